@@ -1,0 +1,51 @@
+# Palimpsest: `make run` serves the service, `make test` runs every test. Both set themselves up.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+# Daphne's own websocket limit (1 MiB) would cut off large client tool results: raise it above
+# PALIMPSEST_MAX_FRAME_BYTES (16 MiB by default).
+WS_LIMIT := 33554432
+
+.PHONY: run test test-services lint format browsers clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py palimpsest_welcome --host $(HOST) --port $(PORT)
+	PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS=$${PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS:-0.03} \
+	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) --websocket-max-message-size $(WS_LIMIT) \
+		--websocket-max-frame-size $(WS_LIMIT) config.asgi:application
+
+test: $(STAMP)
+	$(PY) -m pytest
+	$(MAKE) --no-print-directory test-services
+
+# The same suite's `services` tests again, against the real PostgreSQL and Redis servers.
+# Skipped with a note when they are not reachable, unless PALIMPSEST_REQUIRE_SERVICES=1.
+test-services: $(STAMP)
+	@status=0; $(PY) scripts/services_available.py || status=$$?; \
+	if [ $$status -eq 0 ]; then \
+		DATABASE_URL=$${PALIMPSEST_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/palimpsest} \
+		REDIS_URL=$${PALIMPSEST_TEST_REDIS_URL:-redis://127.0.0.1:6379/0} \
+		$(PY) -m pytest -m services; \
+	elif [ $$status -eq 2 ]; then exit 2; fi
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean:
+	rm -rf $(VENV) .local .pytest_cache .mypy_cache .ruff_cache

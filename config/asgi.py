@@ -1,0 +1,28 @@
+"""ASGI entry point: HTTP through Django, websockets through Channels."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+# Django must be set up before consumers (and the models they import) are loaded.
+django_asgi_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+
+from sessions_app.routing import websocket_urlpatterns  # noqa: E402
+from sessions_app.ws_security import browser_origin_validator  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        # Agent clients authenticate with their bearer token inside the consumer; the auth stack
+        # gives dashboard sockets the logged-in operator. Channels' AllowedHostsOriginValidator
+        # would refuse every client without an Origin header, i.e. every non-browser agent client,
+        # so ours checks Origin only when a browser sends one (browsers always do).
+        "websocket": browser_origin_validator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

@@ -1,0 +1,181 @@
+"""Palimpsest settings: one module, every value from the environment with a safe local default."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from exc
+
+
+# ---------------------------------------------------------------------------
+# Core
+# ---------------------------------------------------------------------------
+DEBUG = env_bool("DEBUG", True)
+# The default key only protects a local development server; any deployment sets SECRET_KEY.
+SECRET_KEY = os.environ.get("SECRET_KEY", "palimpsest-insecure-local-development-key-change-me")
+if not DEBUG and SECRET_KEY.startswith("palimpsest-insecure"):
+    raise ImproperlyConfigured("Set SECRET_KEY when DEBUG is off.")
+ALLOWED_HOSTS = [
+    h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
+]
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "template_partials",
+    "sessions_app",
+    "memory_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# ---------------------------------------------------------------------------
+# Database: DATABASE_URL (PostgreSQL via psycopg 3), else an SQLite file in WAL mode.
+# ---------------------------------------------------------------------------
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=600, conn_health_checks=True)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": os.environ.get("PALIMPSEST_SQLITE_PATH", str(BASE_DIR / "db.sqlite3")),
+            "OPTIONS": {
+                # WAL lets readers (the dashboard, a second process) run while a turn writes;
+                # IMMEDIATE takes the write lock at BEGIN so two writers queue instead of
+                # failing half-way with "database is locked".
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+            },
+            # Tests use a file too: several threads and processes (daphne) share it, which an
+            # in-memory database cannot do without shared-cache table locks.
+            "TEST": {"NAME": str(BASE_DIR / ".local" / "test-db.sqlite3")},
+        }
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 600
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# ---------------------------------------------------------------------------
+# Channel layer: REDIS_URL switches from the in-memory layer to channels_redis.
+# ---------------------------------------------------------------------------
+REDIS_URL = os.environ.get("REDIS_URL", "")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 60},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# ---------------------------------------------------------------------------
+# Auth, static files, i18n
+# ---------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "palimpsest": {"handlers": ["console"], "level": os.environ.get("PALIMPSEST_LOG_LEVEL", "INFO")},
+    },
+}
+
+# ---------------------------------------------------------------------------
+# Palimpsest (PROTOCOL.md lists the public environment variables)
+# ---------------------------------------------------------------------------
+ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
+ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "") or None
+PALIMPSEST_PROVIDER = os.environ.get("PALIMPSEST_PROVIDER", "") or (
+    "anthropic" if ANTHROPIC_API_KEY else "scripted"
+)
+if PALIMPSEST_PROVIDER not in {"anthropic", "scripted"}:
+    raise ImproperlyConfigured("PALIMPSEST_PROVIDER must be 'anthropic' or 'scripted'.")
+PALIMPSEST_DEFAULT_MODEL = os.environ.get("PALIMPSEST_DEFAULT_MODEL", "claude-sonnet-4-6")
+# Output budget of one model call.
+PALIMPSEST_MAX_OUTPUT_TOKENS = env_int("PALIMPSEST_MAX_OUTPUT_TOKENS", 8192)
+# Largest client frame accepted (16 MiB); daphne's own limit is raised above it (README, PROTOCOL.md).
+PALIMPSEST_MAX_FRAME_BYTES = env_int("PALIMPSEST_MAX_FRAME_BYTES", 16 * 1024 * 1024)
+# The only folder built-in file tools may read; empty means those tools are off.
+PALIMPSEST_FS_ROOT = os.environ.get("PALIMPSEST_FS_ROOT", "")
+# A turn holds its session's lease this long between heartbeats; a crashed process's lease runs out.
+PALIMPSEST_TURN_LEASE_SECONDS = env_int("PALIMPSEST_TURN_LEASE_SECONDS", 60)
+# How long a turn waits for a client's tool.result before giving the model a tool error.
+PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS = env_int("PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS", 600)
+# How often a waiting turn looks in the database for results and cancels written by another process.
+PALIMPSEST_POLL_SECONDS = float(os.environ.get("PALIMPSEST_POLL_SECONDS", "1.0"))
+# Pause between the scripted model's streamed words (make run sets a small one so streaming shows).
+PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = float(
+    os.environ.get("PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS", "0")
+)

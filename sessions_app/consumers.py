@@ -1,0 +1,225 @@
+"""The agent websocket (PROTOCOL.md): a thin adapter from frames to services and the engine."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from sessions_app import selectors, services
+from sessions_app.channel_announcer import session_group_name
+from sessions_app.engine import runner
+from sessions_app.engine.tools import registry
+from sessions_app.frames import FrameError, frame_parse, tool_result_content_check
+from sessions_app.models import AgentSession, AgentToken
+from sessions_app.validation import SpecError
+
+logger = logging.getLogger("palimpsest.ws")
+CLOSE_UNAUTHORIZED = 4401
+
+
+def _bearer_token(scope: dict) -> str:
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer":
+                return token.strip()
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    return (query.get("token") or [""])[0]
+
+
+class AgentConsumer(AsyncWebsocketConsumer):
+    token: AgentToken | None
+    session_id: uuid.UUID | None
+    last_sent_seq: int
+
+    async def connect(self) -> None:
+        self.session_id = None
+        self.last_sent_seq = 0
+        self.token = await database_sync_to_async(services.agent_token_authenticate)(
+            raw=_bearer_token(self.scope)
+        )
+        await self.accept()
+        if self.token is None:
+            # Closing after accept is the only way to hand the client a close code (4401).
+            await self.close(code=CLOSE_UNAUTHORIZED)
+
+    async def disconnect(self, code: int) -> None:
+        # The turn goes on without us; a client re-attaches with since_seq.
+        await self._leave_group()
+
+    # -- frames ------------------------------------------------------------
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.token is None:
+            return
+        request_id = None
+        try:
+            if text_data is None:
+                raise FrameError("invalid_frame", "frames must be JSON text, not binary")
+            frame = frame_parse(text_data, max_bytes=settings.PALIMPSEST_MAX_FRAME_BYTES)
+            request_id = frame.get("request_id")
+            handler = getattr(self, "on_" + frame["type"].replace(".", "_"))
+            await handler(frame, request_id)
+        except FrameError as exc:
+            await self._send_error(
+                exc.code, exc.message, exc.request_id if exc.request_id is not None else request_id
+            )
+        except SpecError as exc:
+            await self._send_error(exc.code, exc.message, request_id)
+
+    async def on_session_create(self, frame: dict, request_id: Any) -> None:
+        session = await database_sync_to_async(services.session_create)(
+            owner=self.token,
+            title=frame.get("title"),
+            model=frame.get("model"),
+            system_prompt=frame.get("system_prompt"),
+            context_window=frame.get("context_window"),
+            compact_threshold=frame.get("compact_threshold"),
+            tools=frame.get("tools"),
+            settings=frame.get("settings"),
+            reserved_tool_names=registry.names(),
+        )
+        await self._join(session.id, since_seq=0)
+        state = selectors.session_public_state(session=session)
+        await self._send({"type": "session.created", "session": state}, request_id)
+
+    async def on_session_attach(self, frame: dict, request_id: Any) -> None:
+        since_seq = frame.get("since_seq") or 0
+        if since_seq < 0:
+            raise FrameError("invalid_frame", "session.attach: since_seq must be 0 or more", request_id)
+        session = await self._session_for_token(frame["session_id"], request_id)
+        await self._join(session.id, since_seq=since_seq)
+        # Events written while we replayed are queued behind this handler and delivered in order.
+        while True:
+            events = await database_sync_to_async(selectors.session_events_after)(
+                session_id=session.id, after_seq=self.last_sent_seq
+            )
+            if not events:
+                break
+            for event in events:
+                await self._send_event(event)
+        await self._send(
+            {"type": "session.attached", "session_id": str(session.id), "last_seq": self.last_sent_seq},
+            request_id,
+        )
+
+    async def on_user_message(self, frame: dict, request_id: Any) -> None:
+        session_id = self._attached(request_id)
+        if not frame["content"].strip():
+            raise FrameError("invalid_frame", "user.message: content must not be empty", request_id)
+        try:
+            await runner.turn_start(session_id=session_id, content=frame["content"], request_id=request_id)
+        except services.TurnInProgress:
+            await self._send_error(
+                "turn_in_progress",
+                "a turn is running in this session; wait for turn.completed or send turn.cancel",
+                request_id,
+            )
+
+    async def on_tool_result(self, frame: dict, request_id: Any) -> None:
+        session_id = self._attached(request_id)
+        tool_result_content_check(frame["content"])
+        try:
+            await database_sync_to_async(services.tool_call_submit_result)(
+                session_id=session_id,
+                tool_use_id=frame["tool_use_id"],
+                content=frame["content"],
+                is_error=bool(frame.get("is_error", False)),
+            )
+        except services.UnknownToolUse:
+            await self._send_error(
+                "unknown_tool_use_id",
+                f"no client tool call {frame['tool_use_id']!r} is waiting in this session",
+                request_id,
+            )
+            return
+        except services.ToolResultAlreadyGiven:
+            await self._send_error(
+                "tool_result_already_given",
+                f"tool call {frame['tool_use_id']!r} has a result already",
+                request_id,
+            )
+            return
+        runner.turn_notify(session_id)
+
+    async def on_turn_cancel(self, frame: dict, request_id: Any) -> None:
+        session_id = self._attached(request_id)
+        try:
+            await database_sync_to_async(services.turn_cancel_request)(session_id=session_id)
+        except services.NoTurnInProgress:
+            await self._send_error("no_turn_in_progress", "no turn is running in this session", request_id)
+            return
+        runner.turn_notify(session_id)
+
+    async def on_session_get(self, frame: dict, request_id: Any) -> None:
+        session_id = self._attached(request_id)
+        session = await database_sync_to_async(AgentSession.objects.get)(pk=session_id)
+        await self._send(
+            {"type": "session.state", "session": selectors.session_public_state(session=session)}, request_id
+        )
+
+    # -- events ------------------------------------------------------------
+    async def session_event(self, message: dict) -> None:
+        """A committed event broadcast to the session's group."""
+        event = message["event"]
+        if self.session_id is None or event["session_id"] != str(self.session_id):
+            return
+        seq = event["seq"]
+        if seq <= self.last_sent_seq:
+            return  # already replayed from the database
+        if seq > self.last_sent_seq + 1:
+            # Broadcasts from two processes can overtake each other: fill the gap from the
+            # database so the client sees every seq, in order.
+            missing = await database_sync_to_async(selectors.session_events_after)(
+                session_id=self.session_id, after_seq=self.last_sent_seq, upto_seq=seq - 1
+            )
+            for earlier in missing:
+                await self._send_event(earlier)
+        await self._send_event(event)
+
+    # -- helpers -----------------------------------------------------------
+    def _attached(self, request_id: Any) -> uuid.UUID:
+        if self.session_id is None:
+            raise FrameError("not_attached", "send session.create or session.attach first", request_id)
+        return self.session_id
+
+    async def _session_for_token(self, session_id: str, request_id: Any) -> AgentSession:
+        assert self.token is not None
+        try:
+            return await database_sync_to_async(selectors.session_get_for_token)(
+                session_id=session_id, token=self.token
+            )
+        except selectors.SessionNotFound:
+            raise FrameError("session_not_found", "no such session", request_id) from None
+
+    async def _join(self, session_id: uuid.UUID, *, since_seq: int) -> None:
+        await self._leave_group()
+        self.session_id = session_id
+        self.last_sent_seq = since_seq
+        if self.channel_layer is not None:
+            await self.channel_layer.group_add(session_group_name(str(session_id)), self.channel_name)
+
+    async def _leave_group(self) -> None:
+        if self.session_id is not None and self.channel_layer is not None:
+            await self.channel_layer.group_discard(
+                session_group_name(str(self.session_id)), self.channel_name
+            )
+
+    async def _send_event(self, event: dict) -> None:
+        if event["seq"] > self.last_sent_seq:
+            self.last_sent_seq = event["seq"]
+            await self.send(text_data=json.dumps(event, ensure_ascii=False))
+
+    async def _send(self, frame: dict, request_id: Any) -> None:
+        if request_id is not None:
+            frame["request_id"] = request_id
+        await self.send(text_data=json.dumps(frame, ensure_ascii=False))
+
+    async def _send_error(self, code: str, message: str, request_id: Any) -> None:
+        await self._send({"type": "error", "code": code, "message": message}, request_id)

@@ -1,0 +1,1 @@
+"""The turn engine: plain async Python. Nothing in this package imports Channels."""

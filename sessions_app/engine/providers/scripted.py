@@ -1,0 +1,207 @@
+"""The scripted model: deterministic, offline, and talkable-to without an API key.
+
+It reads the request the way a model would (the latest user text, or the tool results it is
+given) and answers by rules, first match wins. Feature modules add rules with `scripted_rule`.
+The built-in rules (the README lists them for newcomers):
+- `help` lists what it understands;
+- `echo TEXT` answers TEXT;
+- `tool NAME {json}` calls tool NAME with that JSON input (a client or a server tool);
+- after tool results it reports each result;
+- anything else is answered with `You said: TEXT`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessions_app.engine.providers.base import ModelResponse, TextCallback, Usage
+from sessions_app.engine.tokens import estimate_json_tokens
+
+RESULT_PREVIEW_CHARS = 300
+
+
+@dataclass
+class ScriptedInput:
+    body: dict[str, Any]
+    user_text: str | None  # the latest user text block, when the last message is the user's words
+    tool_results: list[dict] | None  # [{name, content, is_error}] when the last message holds results
+    tool_names: list[str]
+    system_text: str
+
+
+@dataclass
+class ScriptedReply:
+    text: str = ""
+    tool_uses: list[tuple[str, dict]] = field(default_factory=list)
+
+
+ScriptedRule = Callable[[ScriptedInput], ScriptedReply | None]
+HELP_LINES: list[str] = [
+    "help: this list",
+    "echo TEXT: I answer TEXT",
+    'tool NAME {"json": "input"}: I call the tool NAME with that input',
+]
+_feature_rules: list[ScriptedRule] = []
+
+
+def scripted_rule(help_line: str | None = None) -> Callable[[ScriptedRule], ScriptedRule]:
+    """Register a rule (tried before the built-in ones) and its line in `help`."""
+
+    def register(rule: ScriptedRule) -> ScriptedRule:
+        _feature_rules.append(rule)
+        if help_line:
+            HELP_LINES.append(help_line)
+        return rule
+
+    return register
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def parse_input(body: dict[str, Any]) -> ScriptedInput:
+    messages: list[dict[str, Any]] = body.get("messages", [])
+    last: dict[str, Any] = messages[-1] if messages else {"role": "user", "content": []}
+    raw_content: Any = last.get("content", [])
+    content: list[dict] = (
+        [{"type": "text", "text": raw_content}] if isinstance(raw_content, str) else list(raw_content)
+    )
+    names_by_id: dict[str, str] = {}
+    for message in messages:
+        if message.get("role") == "assistant" and isinstance(message.get("content"), list):
+            for block in message["content"]:
+                if block.get("type") == "tool_use":
+                    names_by_id[block["id"]] = block["name"]
+    results = [
+        {
+            "name": names_by_id.get(b.get("tool_use_id", ""), "tool"),
+            "content": _text_of(b.get("content")),
+            "is_error": bool(b.get("is_error")),
+        }
+        for b in content
+        if b.get("type") == "tool_result"
+    ]
+    texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+    system = body.get("system", "")
+    return ScriptedInput(
+        body=body,
+        user_text=texts[-1] if texts and not results else None,
+        tool_results=results or None,
+        tool_names=[t["name"] for t in body.get("tools", [])],
+        system_text=system if isinstance(system, str) else _text_of(system),
+    )
+
+
+def _rule_help(inp: ScriptedInput) -> ScriptedReply | None:
+    if inp.user_text is not None and inp.user_text.strip().lower() == "help":
+        return ScriptedReply(text="I am the scripted model. I understand:\n- " + "\n- ".join(HELP_LINES))
+    return None
+
+
+def _rule_echo(inp: ScriptedInput) -> ScriptedReply | None:
+    if inp.user_text is not None and inp.user_text.lower().startswith("echo "):
+        return ScriptedReply(text=inp.user_text[5:])
+    return None
+
+
+_TOOL_RE = re.compile(r"^tool\s+([a-zA-Z0-9_-]{1,64})\s*(.*)$", re.DOTALL | re.IGNORECASE)
+
+
+def _rule_tool(inp: ScriptedInput) -> ScriptedReply | None:
+    if inp.user_text is None:
+        return None
+    match = _TOOL_RE.match(inp.user_text.strip())
+    if not match:
+        return None
+    name, raw = match.group(1), match.group(2).strip() or "{}"
+    if name not in inp.tool_names:
+        return ScriptedReply(
+            text=f"I have no tool named {name}. My tools: {', '.join(inp.tool_names) or 'none'}."
+        )
+    try:
+        tool_input = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return ScriptedReply(text=f"That tool input is not JSON ({exc.msg}).")
+    if not isinstance(tool_input, dict):
+        return ScriptedReply(text="A tool input must be a JSON object.")
+    return ScriptedReply(text=f"Calling {name}.", tool_uses=[(name, tool_input)])
+
+
+def _rule_results(inp: ScriptedInput) -> ScriptedReply | None:
+    if not inp.tool_results:
+        return None
+    lines = []
+    for result in inp.tool_results:
+        verb = "failed" if result["is_error"] else "returned"
+        preview = result["content"]
+        if len(preview) > RESULT_PREVIEW_CHARS:
+            preview = preview[:RESULT_PREVIEW_CHARS] + "…"
+        lines.append(f"{result['name']} {verb}: {preview}")
+    return ScriptedReply(text="\n".join(lines))
+
+
+def _rule_default(inp: ScriptedInput) -> ScriptedReply:
+    return ScriptedReply(text=f"You said: {inp.user_text or ''}")
+
+
+def scripted_answer(body: dict[str, Any]) -> ScriptedReply:
+    inp = parse_input(body)
+    for rule in [*_feature_rules, _rule_help, _rule_echo, _rule_tool, _rule_results]:
+        reply = rule(inp)
+        if reply is not None:
+            return reply
+    return _rule_default(inp)
+
+
+def _chunks(text: str) -> list[str]:
+    return re.findall(r"\S+\s*|\s+", text)
+
+
+class ScriptedProvider:
+    name = "scripted"
+
+    def __init__(self, *, chunk_delay_seconds: float = 0.0) -> None:
+        self.chunk_delay_seconds = chunk_delay_seconds
+
+    async def complete(self, body: dict[str, Any], *, on_text: TextCallback | None = None) -> ModelResponse:
+        reply = scripted_answer(body)
+        content: list[dict] = []
+        if reply.text:
+            content.append({"type": "text", "text": reply.text})
+            if on_text is not None:
+                for chunk in _chunks(reply.text):
+                    if self.chunk_delay_seconds:
+                        await asyncio.sleep(self.chunk_delay_seconds)
+                    await on_text(chunk)
+        # Ids are derived from the request, so they are deterministic yet unique in a session
+        # (each request carries a longer history than the one before).
+        digest = hashlib.sha256(json.dumps(body.get("messages", []), sort_keys=True).encode()).hexdigest()
+        for index, (name, tool_input) in enumerate(reply.tool_uses):
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_s{digest[:20]}{index:02d}",
+                    "name": name,
+                    "input": tool_input,
+                }
+            )
+        prompt = {k: body[k] for k in ("system", "tools", "messages") if k in body}
+        return ModelResponse(
+            content=content,
+            stop_reason="tool_use" if reply.tool_uses else "end_turn",
+            usage=Usage(
+                input_tokens=estimate_json_tokens(prompt), output_tokens=estimate_json_tokens(content)
+            ),
+            raw={"model": body.get("model", "scripted")},
+        )

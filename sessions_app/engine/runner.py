@@ -1,0 +1,418 @@
+"""The turn loop: build the request, call the model, store its answer, run the tools it asked for,
+and go on until the model ends its turn, the step budget is spent, or the turn is cancelled.
+
+A turn runs as its own asyncio task, independent of the connection that started it: a client
+may disconnect and re-attach. Everything it does goes through `services` (persist, then announce
+after commit). Cross-process signals (a cancel, a client's tool result written by another
+process) are read from the database; in-process ones also wake the turn at once (`turn_notify`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.utils import timezone
+
+from sessions_app import selectors, services
+from sessions_app.engine.context import BuiltRequest, StoredMessage, build_request
+from sessions_app.engine.db import db
+from sessions_app.engine.providers import Provider, ProviderError, provider_for_model
+from sessions_app.engine.providers.base import ModelResponse
+from sessions_app.engine.snapshot import SessionSnapshot
+from sessions_app.engine.tools import ToolContext, ToolError, registry
+from sessions_app.models import AgentSession, ToolExecutor
+
+logger = logging.getLogger("palimpsest.engine")
+
+T = TypeVar("T")
+DELTA_FLUSH_SECONDS = 0.05
+CANCELLED_TOOL_RESULT = "Cancelled: the turn was cancelled before this tool finished."
+PREFIX_CACHE_SESSIONS = 256
+
+
+class TurnCancelled(Exception):
+    pass
+
+
+class LeaseLost(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------
+# In-process wake-ups and the set of running turns
+# ---------------------------------------------------------------------------
+_wakeups: dict[uuid.UUID, asyncio.Event] = {}
+_running: set[asyncio.Task] = set()
+# The previous request of each session (bytes), to measure the stable prefix.
+_last_request: OrderedDict[uuid.UUID, bytes] = OrderedDict()
+
+
+def turn_notify(session_id: uuid.UUID) -> None:
+    """Wake the session's running turn in this process (a tool result or a cancel was stored)."""
+    event = _wakeups.get(session_id)
+    if event is not None:
+        event.set()
+
+
+async def turns_wait_idle(timeout: float | None = None) -> None:
+    """Wait until every turn started in this process has finished (tests, shutdown)."""
+    if _running:
+        await asyncio.wait_for(asyncio.gather(*list(_running), return_exceptions=True), timeout)
+
+
+async def turn_start(
+    *, session_id: uuid.UUID, content: str, request_id: Any = None, provider: Provider | None = None
+) -> uuid.UUID:
+    """Begin a turn (raises `services.TurnInProgress`) and run it in the background."""
+    turn = await db(services.turn_begin)(session_id=session_id, content=content, request_id=request_id)
+    runner = TurnRunner(session_id=session_id, turn_id=turn.id, provider=provider)
+    task = asyncio.create_task(runner.run(), name=f"turn-{turn.id}")
+    _running.add(task)
+    task.add_done_callback(_running.discard)
+    return turn.id
+
+
+def _common_prefix_length(a: bytes, b: bytes) -> int:
+    low, high = 0, min(len(a), len(b))
+    while low < high:  # binary search over C-speed slice comparisons
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+@dataclass
+class PendingCall:
+    tool_use_id: str
+    name: str
+    input: dict
+    executor: str
+
+
+class _DeltaBuffer:
+    """Coalesces streamed text into `assistant.delta` events at most every DELTA_FLUSH_SECONDS."""
+
+    def __init__(self, session_id: uuid.UUID) -> None:
+        self.session_id = session_id
+        self.parts: list[str] = []
+        self.last_flush = time.monotonic()
+
+    async def add(self, text: str) -> None:
+        self.parts.append(text)
+        if time.monotonic() - self.last_flush >= DELTA_FLUSH_SECONDS:
+            await self.flush()
+
+    async def flush(self) -> None:
+        self.last_flush = time.monotonic()
+        if self.parts:
+            text, self.parts = "".join(self.parts), []
+            await db(services.event_emit)(
+                session_id=self.session_id, type="assistant.delta", payload={"text": text}
+            )
+
+
+def _normalize_tool_output(value: Any) -> str | list[dict]:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(b, dict) and "type" in b for b in value):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+class TurnRunner:
+    def __init__(
+        self, *, session_id: uuid.UUID, turn_id: uuid.UUID, provider: Provider | None = None
+    ) -> None:
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self.provider = provider
+        self.steps = 0
+        self.epoch = 0
+        self.history: list[StoredMessage] = []
+        self.lease_lost = False
+        self.wake = _wakeups.setdefault(session_id, asyncio.Event())
+
+    # -- lifecycle ---------------------------------------------------------
+    async def run(self) -> str:
+        heartbeat = asyncio.create_task(self._heartbeat())
+        stop_reason, error = "error", ""
+        try:
+            stop_reason = await self._loop()
+        except TurnCancelled:
+            stop_reason = "cancelled"
+        except LeaseLost:
+            error = "the turn lost its lease"
+        except ProviderError as exc:
+            error = str(exc)
+            await db(services.turn_error_emit)(session_id=self.session_id, code="model_error", message=error)
+        except Exception as exc:
+            logger.exception("turn %s failed", self.turn_id)
+            error = f"internal error: {type(exc).__name__}"
+            await db(services.turn_error_emit)(
+                session_id=self.session_id,
+                code="internal_error",
+                message="The turn failed inside the server.",
+            )
+        finally:
+            heartbeat.cancel()
+            if _wakeups.get(self.session_id) is self.wake:
+                del _wakeups[self.session_id]
+        await db(services.turn_finish)(
+            session_id=self.session_id,
+            turn_id=self.turn_id,
+            stop_reason=stop_reason,
+            steps=self.steps,
+            error=error,
+        )
+        return stop_reason
+
+    async def _heartbeat(self) -> None:
+        interval = max(settings.PALIMPSEST_TURN_LEASE_SECONDS / 3, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            if not await db(services.turn_heartbeat)(session_id=self.session_id, turn_id=self.turn_id):
+                self.lease_lost = True
+                self.wake.set()
+                return
+
+    async def _cancellable(self, awaitable: Awaitable[T]) -> T:
+        """Await `awaitable`, abandoning it if the turn is cancelled or loses its lease."""
+        task = asyncio.ensure_future(awaitable)
+        try:
+            while True:
+                waiter = asyncio.ensure_future(self.wake.wait())
+                done, _ = await asyncio.wait(
+                    {task, waiter},
+                    timeout=settings.PALIMPSEST_POLL_SECONDS,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                waiter.cancel()
+                if task in done:
+                    return task.result()
+                self.wake.clear()
+                await self._check_stop()
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+    async def _check_stop(self) -> None:
+        if self.lease_lost:
+            raise LeaseLost
+        if await db(services.turn_is_cancelled)(session_id=self.session_id, turn_id=self.turn_id):
+            raise TurnCancelled
+
+    # -- the loop ----------------------------------------------------------
+    def _load(self) -> SessionSnapshot:
+        session = AgentSession.objects.get(pk=self.session_id)
+        snapshot = SessionSnapshot.from_session(session)
+        self.epoch = session.epoch
+        self.history = [
+            StoredMessage(m.position, m.role, m.content, m.token_estimate)
+            for m in selectors.session_history(session_id=self.session_id, epoch=session.epoch)
+        ]
+        return snapshot
+
+    def _build(self) -> tuple[SessionSnapshot, BuiltRequest]:
+        # The session row is read again every step: an operator may have changed its settings.
+        snapshot = SessionSnapshot.from_session(AgentSession.objects.get(pk=self.session_id))
+        built = build_request(
+            session=snapshot,
+            history=self.history,
+            server_tools=registry.for_session(snapshot),
+            max_tokens=settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
+        )
+        return snapshot, built
+
+    async def _loop(self) -> str:
+        snapshot = await db(self._load)()
+        provider = self.provider or provider_for_model(snapshot.model)
+        while True:
+            await self._check_stop()
+            max_steps = snapshot.setting("max_steps_per_turn", default=25)
+            if self.steps >= max_steps:
+                return "max_steps"
+            self.steps += 1
+            snapshot, built = await db(self._build)()
+            response = await self._call_model(provider, snapshot, built)
+            calls = self._plan_tools(snapshot, response.content)
+            message = await db(services.assistant_step_store)(
+                session_id=self.session_id,
+                turn_id=self.turn_id,
+                epoch=self.epoch,
+                content=response.content,
+                call=self._call_data,
+                tool_calls=[
+                    services.PlannedToolCall(c.tool_use_id, c.name, c.input, c.executor) for c in calls
+                ],
+            )
+            self.history.append(
+                StoredMessage(message.position, "assistant", response.content, message.token_estimate)
+            )
+            if not calls:
+                return "end_turn"
+            outcomes = await self._run_tools(snapshot, calls)
+            stored = await db(services.tool_results_store)(
+                session_id=self.session_id, turn_id=self.turn_id, epoch=self.epoch, outcomes=outcomes
+            )
+            self.history.append(StoredMessage(stored.position, "user", stored.content, stored.token_estimate))
+            if any(o.content == CANCELLED_TOOL_RESULT for o in outcomes):
+                raise TurnCancelled
+
+    # -- the model call ----------------------------------------------------
+    async def _call_model(
+        self, provider: Provider, snapshot: SessionSnapshot, built: BuiltRequest
+    ) -> ModelResponse:
+        encoded = selectors.request_canonical_bytes(built.body)
+        previous = _last_request.get(self.session_id, b"")
+        _last_request[self.session_id] = encoded
+        _last_request.move_to_end(self.session_id)
+        while len(_last_request) > PREFIX_CACHE_SESSIONS:
+            _last_request.popitem(last=False)
+        deltas = _DeltaBuffer(self.session_id)
+        started_at, t0 = timezone.now(), time.monotonic()
+        base: dict[str, Any] = {
+            "provider": provider.name,
+            "model": snapshot.model,
+            "step": self.steps,
+            "purpose": "turn",
+            "request_record": built.record,
+            "request_sha256": hashlib.sha256(encoded).hexdigest(),
+            "request_bytes": len(encoded),
+            "stable_prefix_bytes": _common_prefix_length(previous, encoded),
+            "estimated_prompt_tokens": built.estimated_tokens,
+            "started_at": started_at,
+        }
+        try:
+            response = await self._cancellable(provider.complete(built.body, on_text=deltas.add))
+        except ProviderError as exc:
+            await deltas.flush()
+            data = services.ModelCallData(
+                **base,
+                duration_ms=int((time.monotonic() - t0) * 1000),
+                first_token_ms=None,
+                response=None,
+                stop_reason="",
+                usage={},
+                error=str(exc),
+            )
+            await db(services.model_call_record)(session_id=self.session_id, turn_id=self.turn_id, data=data)
+            raise
+        await deltas.flush()
+        self._call_data = services.ModelCallData(
+            **base,
+            duration_ms=int((time.monotonic() - t0) * 1000),
+            first_token_ms=response.first_token_ms,
+            response={"content": response.content, "stop_reason": response.stop_reason, **response.raw},
+            stop_reason=response.stop_reason,
+            usage=response.usage.as_dict(),
+        )
+        return response
+
+    # -- tools -------------------------------------------------------------
+    def _plan_tools(self, snapshot: SessionSnapshot, content: list[dict]) -> list[PendingCall]:
+        client_names = {t["name"] for t in snapshot.client_tools}
+        calls = []
+        for block in content:
+            if block.get("type") != "tool_use":
+                continue
+            executor = ToolExecutor.CLIENT if block["name"] in client_names else ToolExecutor.SERVER
+            calls.append(PendingCall(block["id"], block["name"], block.get("input") or {}, executor))
+        return calls
+
+    async def _run_tools(
+        self, snapshot: SessionSnapshot, calls: list[PendingCall]
+    ) -> list[services.ToolOutcome]:
+        outcomes: dict[str, services.ToolOutcome] = {}
+        try:
+            # Server tools run one after another, in the model's order: later calls may depend on
+            # what earlier ones changed (e.g. two notepad edits).
+            for call in calls:
+                if call.executor == ToolExecutor.SERVER:
+                    outcomes[call.tool_use_id] = await self._cancellable(
+                        self._run_server_tool(snapshot, call)
+                    )
+            client_calls = [c for c in calls if c.executor == ToolExecutor.CLIENT]
+            if client_calls:
+                outcomes.update(await self._wait_client_results(client_calls))
+        except TurnCancelled:
+            for call in calls:
+                outcomes.setdefault(
+                    call.tool_use_id,
+                    services.ToolOutcome(call.tool_use_id, call.name, None, CANCELLED_TOOL_RESULT, True),
+                )
+        return [outcomes[c.tool_use_id] for c in calls]
+
+    async def _run_server_tool(self, snapshot: SessionSnapshot, call: PendingCall) -> services.ToolOutcome:
+        spec = registry.get(call.name)
+        if spec is None or not spec.enabled(snapshot):
+            message = f"Unknown tool {call.name!r}. Use one of the tools you were given."
+            return services.ToolOutcome(call.tool_use_id, call.name, None, message, True)
+        context = ToolContext(
+            session=snapshot, turn_id=self.turn_id, step=self.steps, tool_use_id=call.tool_use_id
+        )
+        try:
+            raw = await spec.handler(context, call.input)
+        except ToolError as exc:
+            return services.ToolOutcome(call.tool_use_id, call.name, None, str(exc), True)
+        except Exception:
+            logger.exception("server tool %s failed", call.name)
+            message = f"The tool {call.name} failed inside the server; nothing was changed by this call."
+            return services.ToolOutcome(call.tool_use_id, call.name, None, message, True)
+        return services.ToolOutcome(call.tool_use_id, call.name, raw, _normalize_tool_output(raw), False)
+
+    async def _wait_client_results(self, calls: list[PendingCall]) -> dict[str, services.ToolOutcome]:
+        ids = [c.tool_use_id for c in calls]
+        by_id = {c.tool_use_id: c for c in calls}
+        deadline = time.monotonic() + settings.PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS
+        outcomes: dict[str, services.ToolOutcome] = {}
+        while True:
+            answered = await db(selectors.tool_calls_answered)(session_id=self.session_id, tool_use_ids=ids)
+            for tool_use_id, row in answered.items():
+                content = _normalize_tool_output(row.result)
+                outcomes[tool_use_id] = services.ToolOutcome(
+                    tool_use_id, row.name, row.result, content, row.is_error
+                )
+            if len(outcomes) == len(ids):
+                return outcomes
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timeout = settings.PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS
+                for tool_use_id in ids:
+                    if tool_use_id not in outcomes:
+                        call = by_id[tool_use_id]
+                        outcomes[tool_use_id] = services.ToolOutcome(
+                            tool_use_id,
+                            call.name,
+                            None,
+                            f"The client did not return a result for {call.name} within {timeout} seconds.",
+                            True,
+                        )
+                return outcomes
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), min(remaining, settings.PALIMPSEST_POLL_SECONDS))
+            self.wake.clear()
+            try:
+                await self._check_stop()
+            except TurnCancelled:
+                for tool_use_id in ids:
+                    if tool_use_id not in outcomes:
+                        call = by_id[tool_use_id]
+                        outcomes[tool_use_id] = services.ToolOutcome(
+                            tool_use_id, call.name, None, CANCELLED_TOOL_RESULT, True
+                        )
+                return outcomes

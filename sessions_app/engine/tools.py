@@ -1,0 +1,87 @@
+"""Server tools: each is data (name, the seed's JSON schema) plus an async handler.
+
+A handler returns what the tool produced (a dict, which the model receives as JSON, a string, or
+content blocks) or raises `ToolError` with a message the model can read and act on. One registry
+holds every server tool; a family module registers its tools when imported (see TOOL_FAMILIES).
+"""
+
+from __future__ import annotations
+
+import importlib
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessions_app.engine.snapshot import SessionSnapshot
+
+# Modules that register server tools, imported once when the registry is first used.
+TOOL_FAMILIES: list[str] = []
+
+
+class ToolError(Exception):
+    """A misuse the model should read: becomes a tool_result with is_error set."""
+
+
+@dataclass
+class ToolContext:
+    session: SessionSnapshot
+    turn_id: uuid.UUID
+    step: int
+    tool_use_id: str
+    # Extension points a tool family hangs its sandbox API on (e.g. `sandbox["notepad"]`).
+    sandbox: dict[str, Any] = field(default_factory=dict)
+
+
+Handler = Callable[[ToolContext, dict], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict
+    handler: Handler
+    # Whether the tool is offered to this session's model (e.g. only when the notepad is on).
+    enabled: Callable[[SessionSnapshot], bool] = lambda session: True
+
+    def definition(self) -> dict:
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+
+class ToolRegistry:
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+        self._loaded = False
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            for module in TOOL_FAMILIES:
+                importlib.import_module(module)
+
+    def register(self, spec: ToolSpec) -> ToolSpec:
+        if spec.name in self._tools and self._tools[spec.name] is not spec:
+            raise ValueError(f"a server tool named {spec.name!r} is registered already")
+        self._tools[spec.name] = spec
+        return spec
+
+    def unregister(self, name: str) -> None:
+        self._tools.pop(name, None)
+
+    def all(self) -> list[ToolSpec]:
+        self._load()
+        return list(self._tools.values())
+
+    def names(self) -> set[str]:
+        return {spec.name for spec in self.all()}
+
+    def for_session(self, session: SessionSnapshot) -> list[ToolSpec]:
+        return [spec for spec in self.all() if spec.enabled(session)]
+
+    def get(self, name: str) -> ToolSpec | None:
+        self._load()
+        return self._tools.get(name)
+
+
+registry = ToolRegistry()

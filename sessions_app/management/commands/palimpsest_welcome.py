@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandParser
+
+PASSWORD_FILE = Path(settings.BASE_DIR) / ".local" / "operator-password"
+OPERATOR = "admin"
+
+
+class Command(BaseCommand):
+    help = "Make sure a local operator exists and print where and how to log in (used by `make run`)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", default="8000")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        User = get_user_model()
+        url = f"http://{options['host']}:{options['port']}/"
+        if not User.objects.filter(is_superuser=True).exists():
+            password = secrets.token_urlsafe(12)
+            User.objects.create_superuser(OPERATOR, email="", password=password)
+            PASSWORD_FILE.parent.mkdir(exist_ok=True)
+            PASSWORD_FILE.write_text(password + "\n")
+            PASSWORD_FILE.chmod(0o600)
+        self.stdout.write(f"\nPalimpsest is starting at {url}")
+        if PASSWORD_FILE.exists():
+            password = PASSWORD_FILE.read_text().strip()
+            self.stdout.write(f"Log in as {OPERATOR!r} with password {password!r} (kept in {PASSWORD_FILE}).")
+        else:
+            self.stdout.write("Log in with your superuser (or: python manage.py createsuperuser).")
+        self.stdout.write(f"Model provider: {settings.PALIMPSEST_PROVIDER}.")
+        self.stdout.write(
+            "Agent clients: `.venv/bin/python manage.py create_agent_token NAME` prints a token for "
+            f"ws://{options['host']}:{options['port']}/ws/agent/\n"
+        )

@@ -1,0 +1,238 @@
+"""Sessions, their messages and events, the turns that write them, and the model calls they make.
+
+Models are thin: every state change goes through `sessions_app.services`, every query that a view,
+consumer or tool needs through `sessions_app.selectors`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class TimestampedModel(models.Model):
+    created_at = models.DateTimeField(default=timezone.now, db_index=True, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class AgentToken(TimestampedModel):
+    """A bearer token of one agent client. Only the SHA-256 of the token is stored."""
+
+    name = models.CharField(max_length=100)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    # The first characters of the token, to tell tokens apart in the admin without revealing them.
+    prefix = models.CharField(max_length=16, editable=False)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class SessionStatus(models.TextChoices):
+    IDLE = "idle", "Idle"
+    RUNNING = "running", "Running"
+    COMPACTING = "compacting", "Compacting"
+    ERROR = "error", "Error"
+
+
+class AgentSession(TimestampedModel):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Null for sessions an operator created from the dashboard: no agent client owns them.
+    owner = models.ForeignKey(
+        AgentToken, null=True, blank=True, on_delete=models.PROTECT, related_name="sessions"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=100)
+    system_prompt = models.TextField(blank=True)
+    context_window = models.PositiveIntegerField()
+    compact_threshold = models.FloatField(default=0.8)
+    # The full settings object of PROTOCOL.md, validated and with every default filled in.
+    settings = models.JSONField(default=dict)
+    # Tools the client implements itself: [{name, description, input_schema}].
+    client_tools = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=16, choices=SessionStatus.choices, default=SessionStatus.IDLE)
+    epoch = models.PositiveIntegerField(default=0, editable=False)
+    # Allocators: incremented under the session's row lock inside the writing transaction.
+    last_seq = models.PositiveBigIntegerField(default=0, editable=False)
+    next_position = models.PositiveIntegerField(default=0, editable=False)
+    # The previous response's prompt size (input + cache creation + cache read), for compaction.
+    last_prompt_tokens = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    last_activity_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # The turn lease: one turn at a time per session, across every server process.
+    current_turn_id = models.UUIDField(null=True, blank=True, editable=False)
+    lease_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
+    cancel_requested = models.BooleanField(default=False, editable=False)
+
+    class Meta:
+        ordering = ["-last_activity_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(compact_threshold__gt=0) & Q(compact_threshold__lte=1),
+                name="session_compact_threshold_in_range",
+            ),
+            models.CheckConstraint(condition=Q(context_window__gt=0), name="session_context_window_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+
+class Turn(models.Model):
+    """One user message and everything the model did in answer to it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="turns")
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    steps = models.PositiveIntegerField(default=0)
+    stop_reason = models.CharField(max_length=32, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+
+class MessageRole(models.TextChoices):
+    USER = "user", "User"
+    ASSISTANT = "assistant", "Assistant"
+
+
+class Message(models.Model):
+    """A message of the session's history, content blocks exactly as sent to the model.
+
+    Messages are never edited or deleted: compaction only moves the session to a new epoch.
+    """
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="messages")
+    position = models.PositiveIntegerField()
+    epoch = models.PositiveIntegerField(default=0)
+    role = models.CharField(max_length=16, choices=MessageRole.choices)
+    content = models.JSONField()
+    token_estimate = models.PositiveIntegerField(default=0)
+    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
+    # Free-form markers, e.g. {"type": "compact", "previous_archive": ...} on a summary message.
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["session", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "position"], name="message_unique_position"),
+        ]
+        indexes = [models.Index(fields=["session", "epoch", "position"], name="message_epoch_idx")]
+
+
+class SessionEvent(models.Model):
+    """Everything a client or operator could see, in order: `seq` is gapless per session."""
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=64)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="event_unique_seq"),
+            models.CheckConstraint(condition=Q(seq__gte=1), name="event_seq_from_one"),
+        ]
+
+    def as_frame(self) -> dict:
+        """The event as sent to clients (PROTOCOL.md: type, session_id, seq, ts, then its fields)."""
+        return {
+            "type": self.type,
+            "session_id": str(self.session_id),
+            "seq": self.seq,
+            "ts": self.created_at.isoformat(),
+            **self.payload,
+        }
+
+
+class ToolExecutor(models.TextChoices):
+    SERVER = "server", "Server"
+    CLIENT = "client", "Client"
+
+
+class ToolCallStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    DONE = "done", "Done"
+
+
+class ToolCall(models.Model):
+    """A tool the model asked for; a client tool stays pending until the client's tool.result."""
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="tool_calls")
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="tool_calls")
+    tool_use_id = models.CharField(max_length=128)
+    name = models.CharField(max_length=64)
+    input = models.JSONField(default=dict)
+    executor = models.CharField(max_length=8, choices=ToolExecutor.choices)
+    status = models.CharField(max_length=8, choices=ToolCallStatus.choices, default=ToolCallStatus.PENDING)
+    # What the tool returned (a string or content blocks), before anything the engine does with it.
+    result = models.JSONField(null=True, blank=True)
+    is_error = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["session", "created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "tool_use_id"], name="toolcall_unique_id"),
+        ]
+
+
+class ModelCall(models.Model):
+    """One request to the model and its answer, for the prompt inspector and the benchmarks.
+
+    `request` is the exact request, except that a stored message sent unchanged is recorded as
+    `{"$message": position}`; `selectors.model_call_request` rebuilds the exact body, and
+    `request_sha256` (over the canonical JSON of the rebuilt body) proves it.
+    """
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="model_calls")
+    turn = models.ForeignKey(
+        Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="model_calls"
+    )
+    step = models.PositiveIntegerField(default=0)
+    purpose = models.CharField(max_length=16, default="turn")
+    provider = models.CharField(max_length=32)
+    model = models.CharField(max_length=100)
+    request = models.JSONField()
+    request_sha256 = models.CharField(max_length=64)
+    request_bytes = models.PositiveIntegerField(default=0)
+    # Bytes at the start of this request identical to the previous request's start: what prompt
+    # caching can reuse.
+    stable_prefix_bytes = models.PositiveIntegerField(default=0)
+    estimated_prompt_tokens = models.PositiveIntegerField(default=0)
+    response = models.JSONField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=32, blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cache_creation_input_tokens = models.PositiveIntegerField(default=0)
+    cache_read_input_tokens = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    duration_ms = models.PositiveIntegerField(default=0)
+    first_token_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["session", "started_at"]
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens

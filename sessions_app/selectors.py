@@ -1,0 +1,103 @@
+"""Every query a consumer, view, tool or the engine needs about sessions."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any
+
+from sessions_app.models import AgentSession, AgentToken, Message, ModelCall, SessionEvent, ToolCall
+
+EVENT_PAGE_SIZE = 500
+
+
+class SessionNotFound(Exception):
+    """No such session for this caller. Also raised for another client's session: nothing is revealed."""
+
+
+def session_get_for_token(*, session_id: Any, token: AgentToken) -> AgentSession:
+    """The session if `token` owns it; else `SessionNotFound` (malformed ids included)."""
+    try:
+        sid = uuid.UUID(str(session_id))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise SessionNotFound from exc
+    session = AgentSession.objects.filter(pk=sid, owner=token).first()
+    if session is None:
+        raise SessionNotFound
+    return session
+
+
+def session_public_state(*, session: AgentSession) -> dict[str, Any]:
+    """The session as clients see it (`session` in session.created / session.state)."""
+    return {
+        "id": str(session.id),
+        "title": session.title,
+        "model": session.model,
+        "system_prompt": session.system_prompt,
+        "context_window": session.context_window,
+        "compact_threshold": session.compact_threshold,
+        "tools": session.client_tools,
+        "settings": session.settings,
+        "status": session.status,
+        "epoch": session.epoch,
+        "last_seq": session.last_seq,
+        "last_prompt_tokens": session.last_prompt_tokens,
+        "turn_id": str(session.current_turn_id) if session.current_turn_id else None,
+        "created_at": session.created_at.isoformat(),
+        "last_activity_at": session.last_activity_at.isoformat(),
+    }
+
+
+def session_events_after(
+    *, session_id: uuid.UUID, after_seq: int, upto_seq: int | None = None, limit: int = EVENT_PAGE_SIZE
+) -> list[dict[str, Any]]:
+    """Up to `limit` event frames with `after_seq < seq (<= upto_seq)`, in order."""
+    qs = SessionEvent.objects.filter(session_id=session_id, seq__gt=after_seq)
+    if upto_seq is not None:
+        qs = qs.filter(seq__lte=upto_seq)
+    return [event.as_frame() for event in qs.order_by("seq")[:limit]]
+
+
+def session_history(*, session_id: uuid.UUID, epoch: int) -> list[Message]:
+    """The messages of one epoch, in order."""
+    return list(
+        Message.objects.filter(session_id=session_id, epoch=epoch)
+        .only("position", "role", "content", "token_estimate", "epoch", "metadata")
+        .order_by("position")
+    )
+
+
+def tool_calls_answered(*, session_id: uuid.UUID, tool_use_ids: list[str]) -> dict[str, ToolCall]:
+    """The client tool calls among `tool_use_ids` that have a result."""
+    calls = ToolCall.objects.filter(session_id=session_id, tool_use_id__in=tool_use_ids, status="done")
+    return {call.tool_use_id: call for call in calls}
+
+
+def request_canonical_bytes(body: dict) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def model_call_request(*, call: ModelCall) -> dict[str, Any]:
+    """The exact request body of a recorded model call (stored messages put back in place)."""
+    record = call.request
+    refs = [m["$message"] for m in record.get("messages", []) if isinstance(m, dict) and "$message" in m]
+    stored = {
+        m.position: m
+        for m in Message.objects.filter(session_id=call.session_id, position__in=refs).only(
+            "position", "role", "content"
+        )
+    }
+    body = dict(record)
+    body["messages"] = [
+        {"role": stored[m["$message"]].role, "content": stored[m["$message"]].content}
+        if isinstance(m, dict) and "$message" in m
+        else m
+        for m in record.get("messages", [])
+    ]
+    return body
+
+
+def model_call_request_verified(*, call: ModelCall) -> bool:
+    body = model_call_request(call=call)
+    return hashlib.sha256(request_canonical_bytes(body)).hexdigest() == call.request_sha256

@@ -1,0 +1,497 @@
+"""Every state change of sessions, turns, messages, tool calls and events.
+
+Rules that hold for every service here:
+- A change and the `SessionEvent`s announcing it are written in one transaction; events reach
+  watchers only after commit (`announce_on_commit`).
+- `seq` is allocated by incrementing `AgentSession.last_seq` inside that transaction, which takes
+  the session's row lock until commit: concurrent writers queue, so `seq` is gapless.
+- Message positions are allocated the same way from `AgentSession.next_position`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from sessions_app.announce import announce_on_commit
+from sessions_app.engine.model_table import context_window_for
+from sessions_app.engine.tokens import estimate_json_tokens
+from sessions_app.models import (
+    AgentSession,
+    AgentToken,
+    Message,
+    MessageRole,
+    ModelCall,
+    SessionEvent,
+    SessionStatus,
+    ToolCall,
+    ToolCallStatus,
+    ToolExecutor,
+    Turn,
+)
+from sessions_app.validation import client_tools_clean, session_fields_clean, settings_clean
+
+TOKEN_PREFIX = "pal_"
+INTERRUPTED_TOOL_RESULT = "The turn that called this tool was interrupted before the tool answered."
+
+
+class TurnInProgress(Exception):
+    """The session already runs a turn (its lease has not run out)."""
+
+
+class UnknownToolUse(Exception):
+    """No tool call with that id is waiting for a result in this session."""
+
+
+class ToolResultAlreadyGiven(Exception):
+    """The tool call was answered already."""
+
+
+class NoTurnInProgress(Exception):
+    """There is no running turn to act on."""
+
+
+# ---------------------------------------------------------------------------
+# Tokens
+# ---------------------------------------------------------------------------
+def agent_token_hash(raw: str) -> str:
+    # Tokens carry 256 bits of randomness, so a plain SHA-256 suffices (no slow KDF needed).
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def agent_token_create(*, name: str) -> tuple[AgentToken, str]:
+    """Create a token for an agent client; returns the row and the raw token (shown once)."""
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = AgentToken.objects.create(name=name, token_hash=agent_token_hash(raw), prefix=raw[:10])
+    return token, raw
+
+
+def agent_token_authenticate(*, raw: str) -> AgentToken | None:
+    """The active token matching `raw`, with `last_used_at` refreshed; None if none matches."""
+    if not raw:
+        return None
+    token = AgentToken.objects.filter(token_hash=agent_token_hash(raw), revoked_at__isnull=True).first()
+    if token is not None:
+        now = timezone.now()
+        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
+
+
+def agent_token_revoke(*, token: AgentToken) -> None:
+    AgentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
+# ---------------------------------------------------------------------------
+# Events
+# ---------------------------------------------------------------------------
+def _seq_next(session_id: uuid.UUID) -> int:
+    AgentSession.objects.filter(pk=session_id).update(last_seq=F("last_seq") + 1)
+    return AgentSession.objects.filter(pk=session_id).values_list("last_seq", flat=True).get()
+
+
+def event_emit(*, session_id: uuid.UUID, type: str, payload: dict[str, Any]) -> SessionEvent:
+    """Write one event with the session's next `seq`; it is announced when the transaction commits."""
+    with transaction.atomic():
+        seq = _seq_next(session_id)
+        event = SessionEvent.objects.create(session_id=session_id, seq=seq, type=type, payload=payload)
+        announce_on_commit(event.as_frame())
+    return event
+
+
+# ---------------------------------------------------------------------------
+# Sessions
+# ---------------------------------------------------------------------------
+def session_create(
+    *,
+    owner: AgentToken | None,
+    title: Any = None,
+    model: Any = None,
+    system_prompt: Any = None,
+    context_window: Any = None,
+    compact_threshold: Any = None,
+    tools: Any = None,
+    settings: Any = None,
+    reserved_tool_names: Iterable[str] = (),
+) -> AgentSession:
+    """Validate and create a session. Raises `validation.SpecError` naming the bad field."""
+    fields = session_fields_clean(
+        title=title,
+        model=model,
+        system_prompt=system_prompt,
+        context_window=context_window,
+        compact_threshold=compact_threshold,
+    )
+    clean_settings = settings_clean(settings)
+    clean_tools = client_tools_clean(tools if tools is not None else [], reserved_names=reserved_tool_names)
+    model_name = fields.get("model") or default_model()
+    return AgentSession.objects.create(
+        owner=owner,
+        title=fields.get("title", ""),
+        model=model_name,
+        system_prompt=fields.get("system_prompt", ""),
+        context_window=fields.get("context_window") or context_window_for(model_name),
+        compact_threshold=fields.get("compact_threshold", 0.8),
+        settings=clean_settings,
+        client_tools=clean_tools,
+    )
+
+
+def default_model() -> str:
+    if django_settings.PALIMPSEST_PROVIDER == "scripted":
+        return "scripted"
+    return django_settings.PALIMPSEST_DEFAULT_MODEL
+
+
+# ---------------------------------------------------------------------------
+# Messages
+# ---------------------------------------------------------------------------
+def _message_write(
+    *,
+    session_id: uuid.UUID,
+    epoch: int,
+    role: str,
+    content: list[dict],
+    turn_id: uuid.UUID | None,
+    metadata: dict | None = None,
+) -> Message:
+    AgentSession.objects.filter(pk=session_id).update(
+        next_position=F("next_position") + 1, last_activity_at=timezone.now()
+    )
+    position = AgentSession.objects.filter(pk=session_id).values_list("next_position", flat=True).get() - 1
+    return Message.objects.create(
+        session_id=session_id,
+        position=position,
+        epoch=epoch,
+        role=role,
+        content=content,
+        token_estimate=estimate_json_tokens(content),
+        turn_id=turn_id,
+        metadata=metadata or {},
+    )
+
+
+def _dangling_tool_uses(session: AgentSession) -> list[str]:
+    """Ids of tool_use blocks in the epoch's last message that never got a result."""
+    last = Message.objects.filter(session=session, epoch=session.epoch).order_by("-position").first()
+    if last is None or last.role != MessageRole.ASSISTANT:
+        return []
+    return [b["id"] for b in last.content if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+# ---------------------------------------------------------------------------
+# Turns
+# ---------------------------------------------------------------------------
+def _lease_until() -> Any:
+    return timezone.now() + timedelta(seconds=django_settings.PALIMPSEST_TURN_LEASE_SECONDS)
+
+
+def turn_begin(*, session_id: uuid.UUID, content: str, request_id: Any = None) -> Turn:
+    """Take the session's turn lease, store the user's message and announce the turn.
+
+    Raises `TurnInProgress` while another turn holds an unexpired lease. A history left with
+    unanswered tool calls by a crashed turn is repaired first (each gets an error result), so
+    the next request is valid.
+    """
+    with transaction.atomic():
+        session = AgentSession.objects.select_for_update().get(pk=session_id)
+        now = timezone.now()
+        if session.current_turn_id and session.lease_expires_at and session.lease_expires_at > now:
+            raise TurnInProgress
+        if session.current_turn_id:
+            Turn.objects.filter(pk=session.current_turn_id, ended_at__isnull=True).update(
+                ended_at=now, stop_reason="error", error="lease expired"
+            )
+        dangling = _dangling_tool_uses(session)
+        if dangling:
+            _message_write(
+                session_id=session.id,
+                epoch=session.epoch,
+                role=MessageRole.USER,
+                content=[
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": i,
+                        "content": INTERRUPTED_TOOL_RESULT,
+                        "is_error": True,
+                    }
+                    for i in dangling
+                ],
+                turn_id=session.current_turn_id,
+                metadata={"repair": "interrupted_turn"},
+            )
+        turn = Turn.objects.create(session=session)
+        AgentSession.objects.filter(pk=session.id).update(
+            current_turn_id=turn.id,
+            lease_expires_at=_lease_until(),
+            cancel_requested=False,
+            status=SessionStatus.RUNNING,
+        )
+        blocks = [{"type": "text", "text": content}]
+        _message_write(
+            session_id=session.id, epoch=session.epoch, role=MessageRole.USER, content=blocks, turn_id=turn.id
+        )
+        event_emit(
+            session_id=session.id, type="user.message", payload={"turn_id": str(turn.id), "content": content}
+        )
+        started: dict[str, Any] = {"turn_id": str(turn.id)}
+        if request_id is not None:
+            started["request_id"] = request_id
+        event_emit(session_id=session.id, type="turn.started", payload=started)
+    return turn
+
+
+def turn_heartbeat(*, session_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
+    """Extend the lease; False when this turn no longer holds it."""
+    return bool(
+        AgentSession.objects.filter(pk=session_id, current_turn_id=turn_id).update(
+            lease_expires_at=_lease_until()
+        )
+    )
+
+
+def turn_finish(
+    *,
+    session_id: uuid.UUID,
+    turn_id: uuid.UUID,
+    stop_reason: str,
+    steps: int,
+    error: str = "",
+    extra: dict | None = None,
+) -> None:
+    """Release the lease and announce `turn.completed`."""
+    with transaction.atomic():
+        Turn.objects.filter(pk=turn_id).update(
+            ended_at=timezone.now(), stop_reason=stop_reason, steps=steps, error=error
+        )
+        AgentSession.objects.filter(pk=session_id, current_turn_id=turn_id).update(
+            current_turn_id=None,
+            lease_expires_at=None,
+            cancel_requested=False,
+            status=SessionStatus.ERROR if stop_reason == "error" else SessionStatus.IDLE,
+            last_activity_at=timezone.now(),
+        )
+        payload: dict[str, Any] = {"turn_id": str(turn_id), "stop_reason": stop_reason}
+        payload.update(extra or {})
+        event_emit(session_id=session_id, type="turn.completed", payload=payload)
+
+
+def turn_cancel_request(*, session_id: uuid.UUID) -> uuid.UUID:
+    """Ask the running turn to stop; returns its id. Raises `NoTurnInProgress`."""
+    with transaction.atomic():
+        session = AgentSession.objects.select_for_update().get(pk=session_id)
+        if (
+            not session.current_turn_id
+            or not session.lease_expires_at
+            or session.lease_expires_at <= timezone.now()
+        ):
+            raise NoTurnInProgress
+        AgentSession.objects.filter(pk=session_id).update(cancel_requested=True)
+        return session.current_turn_id
+
+
+def turn_is_cancelled(*, session_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
+    row = AgentSession.objects.filter(pk=session_id).values("current_turn_id", "cancel_requested").get()
+    return row["current_turn_id"] != turn_id or row["cancel_requested"]
+
+
+def turn_error_emit(*, session_id: uuid.UUID, code: str, message: str) -> None:
+    event_emit(session_id=session_id, type="error", payload={"code": code, "message": message})
+
+
+# ---------------------------------------------------------------------------
+# A model step
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ModelCallData:
+    provider: str
+    model: str
+    step: int
+    purpose: str
+    request_record: dict
+    request_sha256: str
+    request_bytes: int
+    stable_prefix_bytes: int
+    estimated_prompt_tokens: int
+    started_at: Any
+    duration_ms: int
+    first_token_ms: int | None
+    response: dict | None
+    stop_reason: str
+    usage: dict[str, int]
+    error: str = ""
+
+
+def model_call_record(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData) -> ModelCall:
+    return ModelCall.objects.create(
+        session_id=session_id,
+        turn_id=turn_id,
+        step=data.step,
+        purpose=data.purpose,
+        provider=data.provider,
+        model=data.model,
+        request=data.request_record,
+        request_sha256=data.request_sha256,
+        request_bytes=data.request_bytes,
+        stable_prefix_bytes=data.stable_prefix_bytes,
+        estimated_prompt_tokens=data.estimated_prompt_tokens,
+        response=data.response,
+        stop_reason=data.stop_reason,
+        input_tokens=data.usage.get("input_tokens", 0),
+        output_tokens=data.usage.get("output_tokens", 0),
+        cache_creation_input_tokens=data.usage.get("cache_creation_input_tokens", 0),
+        cache_read_input_tokens=data.usage.get("cache_read_input_tokens", 0),
+        error=data.error,
+        started_at=data.started_at,
+        duration_ms=data.duration_ms,
+        first_token_ms=data.first_token_ms,
+    )
+
+
+@dataclass(frozen=True)
+class PlannedToolCall:
+    tool_use_id: str
+    name: str
+    input: dict
+    executor: str
+
+
+def assistant_step_store(
+    *,
+    session_id: uuid.UUID,
+    turn_id: uuid.UUID,
+    epoch: int,
+    content: list[dict],
+    call: ModelCallData,
+    tool_calls: list[PlannedToolCall],
+) -> Message:
+    """Store the model's answer, its usage and the tool calls it asks for, and announce them.
+
+    Returns the stored assistant message.
+    """
+    usage = call.usage
+    prompt_tokens = (
+        usage.get("input_tokens", 0)
+        + usage.get("cache_creation_input_tokens", 0)
+        + usage.get("cache_read_input_tokens", 0)
+    )
+    with transaction.atomic():
+        model_call_record(session_id=session_id, turn_id=turn_id, data=call)
+        message = _message_write(
+            session_id=session_id, epoch=epoch, role=MessageRole.ASSISTANT, content=content, turn_id=turn_id
+        )
+        AgentSession.objects.filter(pk=session_id).update(last_prompt_tokens=prompt_tokens)
+        event_emit(session_id=session_id, type="assistant.message", payload={"content": content})
+        event_emit(
+            session_id=session_id,
+            type="usage",
+            payload={
+                "input_tokens": usage.get("input_tokens", 0),
+                "output_tokens": usage.get("output_tokens", 0),
+                "cache_creation_input_tokens": usage.get("cache_creation_input_tokens", 0),
+                "cache_read_input_tokens": usage.get("cache_read_input_tokens", 0),
+                "estimated_next_prompt_tokens": prompt_tokens + message.token_estimate,
+            },
+        )
+        for planned in tool_calls:
+            ToolCall.objects.create(
+                session_id=session_id,
+                turn_id=turn_id,
+                tool_use_id=planned.tool_use_id,
+                name=planned.name,
+                input=planned.input,
+                executor=planned.executor,
+            )
+            event_emit(
+                session_id=session_id,
+                type="tool.call",
+                payload={
+                    "tool_use_id": planned.tool_use_id,
+                    "name": planned.name,
+                    "input": planned.input,
+                    "executor": planned.executor,
+                },
+            )
+    return message
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    tool_use_id: str
+    name: str
+    # What the tool returned (stored on the ToolCall) and what the model is given.
+    raw: Any
+    content: str | list[dict]
+    is_error: bool
+    extra: dict | None = None  # additional fields of the tool.result event (e.g. observation_id)
+
+
+def tool_results_store(
+    *, session_id: uuid.UUID, turn_id: uuid.UUID, epoch: int, outcomes: list[ToolOutcome]
+) -> Message:
+    """Store the results of one step's tool calls as one user message and announce each result."""
+    with transaction.atomic():
+        blocks: list[dict] = []
+        now = timezone.now()
+        for outcome in outcomes:
+            ToolCall.objects.filter(session_id=session_id, tool_use_id=outcome.tool_use_id).update(
+                status=ToolCallStatus.DONE,
+                result=outcome.raw,
+                is_error=outcome.is_error,
+                completed_at=now,
+            )
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": outcome.tool_use_id,
+                "content": outcome.content,
+            }
+            if outcome.is_error:
+                block["is_error"] = True
+            blocks.append(block)
+            payload: dict[str, Any] = {
+                "tool_use_id": outcome.tool_use_id,
+                "name": outcome.name,
+                "is_error": outcome.is_error,
+                "content": outcome.content,
+            }
+            payload.update(outcome.extra or {})
+            event_emit(session_id=session_id, type="tool.result", payload=payload)
+        message = _message_write(
+            session_id=session_id, epoch=epoch, role=MessageRole.USER, content=blocks, turn_id=turn_id
+        )
+    return message
+
+
+def tool_call_submit_result(
+    *, session_id: uuid.UUID, tool_use_id: str, content: Any, is_error: bool
+) -> ToolCall:
+    """Record a client's answer to one of its tool calls; the waiting turn picks it up.
+
+    Raises `UnknownToolUse` if no client tool call with that id exists in the session's running
+    turn, `ToolResultAlreadyGiven` if it was answered already. Nothing is changed on error.
+    """
+    with transaction.atomic():
+        session = AgentSession.objects.select_for_update().get(pk=session_id)
+        call = ToolCall.objects.filter(
+            session_id=session_id, tool_use_id=tool_use_id, executor=ToolExecutor.CLIENT
+        ).first()
+        if call is None or call.turn_id != session.current_turn_id:
+            raise UnknownToolUse
+        if call.status != ToolCallStatus.PENDING:
+            raise ToolResultAlreadyGiven
+        call.status = ToolCallStatus.DONE
+        call.result = content
+        call.is_error = is_error
+        call.completed_at = timezone.now()
+        call.save(update_fields=["status", "result", "is_error", "completed_at"])
+    return call

@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from sessions_app import views
+
+app_name = "sessions_app"
+
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("healthz", views.healthz, name="healthz"),
+]

@@ -1,0 +1,119 @@
+"""Shared fixtures: agent tokens, websocket clients, the fake Messages API server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import channel_layers
+from channels.testing import WebsocketCommunicator
+
+from sessions_app import services
+from sessions_app.engine import runner
+from tests.fake_anthropic import FakeAnthropicServer
+
+(Path(__file__).resolve().parent.parent / ".local").mkdir(exist_ok=True)
+
+
+@pytest.fixture(autouse=True)
+def _fast_engine(settings: Any) -> None:
+    settings.PALIMPSEST_POLL_SECONDS = 0.05
+    settings.PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = 0.0
+    settings.PALIMPSEST_PROVIDER = "scripted"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_channel_layer() -> Iterator[None]:
+    # The in-memory layer holds asyncio queues; each test runs in its own event loop.
+    channel_layers.backends = {}
+    yield
+    channel_layers.backends = {}
+
+
+@pytest.fixture(autouse=True)
+async def _turns_finish() -> AsyncIterator[None]:
+    """No turn may outlive its test (it would write into the next test's database)."""
+    yield
+    await runner.turns_wait_idle(timeout=10)
+
+
+@pytest.fixture
+def fake_anthropic(settings: Any) -> Iterator[FakeAnthropicServer]:
+    """The fake Messages API, with the service pointed at it through the real SDK."""
+    with FakeAnthropicServer() as server:
+        settings.PALIMPSEST_PROVIDER = "anthropic"
+        settings.ANTHROPIC_API_KEY = "test-key"
+        settings.ANTHROPIC_BASE_URL = server.url
+        yield server
+
+
+@pytest.fixture
+def make_token(transactional_db: Any) -> Any:
+    async def make(name: str = "client") -> str:
+        _, raw = await sync_to_async(services.agent_token_create)(name=name)
+        return raw
+
+    return make
+
+
+class Client:
+    """A websocket agent client over Channels' communicator, with small protocol helpers."""
+
+    def __init__(self, communicator: WebsocketCommunicator) -> None:
+        self.ws = communicator
+
+    async def send(self, frame: dict | str) -> None:
+        await self.ws.send_to(text_data=frame if isinstance(frame, str) else json.dumps(frame))
+
+    async def recv(self, timeout: float = 5) -> dict:
+        return json.loads(await self.ws.receive_from(timeout=timeout))
+
+    async def until(self, frame_type: str, timeout: float = 5) -> list[dict]:
+        """Receive frames up to and including the first of `frame_type`; returns them all."""
+        frames = []
+        while True:
+            frame = await self.recv(timeout)
+            frames.append(frame)
+            if frame["type"] == frame_type:
+                return frames
+
+    async def create(self, **fields: Any) -> dict:
+        await self.send({"type": "session.create", **fields})
+        reply = await self.recv()
+        assert reply["type"] == "session.created", reply
+        return reply["session"]
+
+    async def nothing_more(self) -> bool:
+        return await self.ws.receive_nothing(timeout=0.2)
+
+    async def close(self) -> None:
+        await self.ws.disconnect()
+
+
+@pytest.fixture
+def connect(make_token: Any) -> Any:
+    """`await connect(token=None)` → a connected Client (a fresh token unless one is given)."""
+    from config.asgi import application
+
+    opened: list[Client] = []
+
+    async def open_client(
+        token: str | None = None, *, headers: list | None = None, path: str = "/ws/agent/"
+    ) -> Client:
+        raw = token if token is not None else await make_token()
+        communicator = WebsocketCommunicator(
+            application,
+            path,
+            headers=headers if headers is not None else [(b"authorization", f"Bearer {raw}".encode())],
+        )
+        connected, _ = await communicator.connect()
+        assert connected
+        client = Client(communicator)
+        opened.append(client)
+        return client
+
+    return open_client
