@@ -7,3 +7,7 @@ class MemoryAppConfig(AppConfig):
     name = "memory_app"
     verbose_name = "Agent memory"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Memory features register their tools, context sections and scripted-model rules here.
+        pass
