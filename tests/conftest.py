@@ -60,6 +60,11 @@ def make_token(transactional_db: Any) -> Any:
     return make
 
 
+async def alist(queryset: Any) -> list:
+    """Evaluate a queryset from async test code."""
+    return await sync_to_async(lambda: list(queryset))()
+
+
 class Client:
     """A websocket agent client over Channels' communicator, with small protocol helpers."""
 

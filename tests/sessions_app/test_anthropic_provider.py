@@ -1,0 +1,209 @@
+"""The anthropic provider through the real SDK against the fake Messages API (HTTP + SSE)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from sessions_app import selectors
+from sessions_app.engine.providers.anthropic import AnthropicProvider, anthropic_client
+from sessions_app.engine.providers.base import ProviderError
+from sessions_app.models import AgentSession, ModelCall
+from tests.conftest import alist
+from tests.fake_anthropic import error, text, tool_use
+from tests.sessions_app.conftest import CLIENT_TOOL
+
+pytestmark = pytest.mark.django_db(transaction=True)
+MODEL = "claude-sonnet-4-6"
+
+
+async def test_turn_streams_deltas_from_the_sse_stream(connect, fake_anthropic):
+    fake_anthropic.enqueue(text("The quick brown fox jumps over the lazy dog"))
+    client = await connect()
+    await client.create(model=MODEL)
+    await client.send({"type": "user.message", "content": "tell me"})
+    frames = await client.until("turn.completed")
+    deltas = [f["text"] for f in frames if f["type"] == "assistant.delta"]
+    assert "".join(deltas) == "The quick brown fox jumps over the lazy dog"
+    message = next(f for f in frames if f["type"] == "assistant.message")
+    assert message["content"] == [{"type": "text", "text": "The quick brown fox jumps over the lazy dog"}]
+    usage = next(f for f in frames if f["type"] == "usage")
+    served = fake_anthropic.requests[0].usage
+    assert usage["input_tokens"] == served["input_tokens"]
+    assert usage["output_tokens"] == served["output_tokens"]
+    assert frames[-1]["stop_reason"] == "end_turn"
+    await client.close()
+
+
+async def test_deltas_arrive_while_the_model_is_still_writing(connect, fake_anthropic):
+    fake_anthropic.chunk_delay_seconds = 0.08
+    fake_anthropic.enqueue(text("one two three four five six seven eight"))
+    client = await connect()
+    await client.create(model=MODEL)
+    await client.send({"type": "user.message", "content": "count"})
+    frames = await client.until("turn.completed")
+    deltas = [f for f in frames if f["type"] == "assistant.delta"]
+    assert len(deltas) >= 3  # streamed in pieces, not one block at the end
+    await client.close()
+
+
+async def test_request_has_cache_breakpoints_on_stable_prefix_and_last_message(connect, fake_anthropic):
+    client = await connect()
+    await client.create(model=MODEL, system_prompt="You are terse.", tools=[CLIENT_TOOL])
+    await client.send({"type": "user.message", "content": "hello"})
+    await client.until("turn.completed")
+    body = fake_anthropic.requests[0].body
+    assert body["model"] == MODEL
+    assert body["stream"] is True
+    assert body["system"] == [
+        {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}
+    ]
+    assert body["tools"] == [CLIENT_TOOL]
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "hello", "cache_control": {"type": "ephemeral"}}],
+        }
+    ]
+    await client.close()
+
+
+async def test_second_turn_reads_the_history_from_the_cache(connect, fake_anthropic):
+    client = await connect()
+    await client.create(model=MODEL, system_prompt="You are a careful assistant. " * 20)
+    for content in ["first question", "second question"]:
+        await client.send({"type": "user.message", "content": content})
+        frames = await client.until("turn.completed")
+    usage = next(f for f in frames if f["type"] == "usage")
+    first_prompt = fake_anthropic.requests[0].usage
+    assert (
+        usage["cache_read_input_tokens"]
+        >= first_prompt["input_tokens"] + first_prompt["cache_creation_input_tokens"] - 10
+    )
+    assert usage["cache_read_input_tokens"] > usage["input_tokens"]
+    session = await sync_to_async(AgentSession.objects.get)()
+    assert session.last_prompt_tokens == (
+        usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
+    )
+    await client.close()
+
+
+async def test_recorded_request_rebuilds_exactly_what_the_server_received(connect, fake_anthropic):
+    client = await connect()
+    await client.create(model=MODEL, system_prompt="sys", tools=[CLIENT_TOOL])
+    fake_anthropic.enqueue(tool_use("client_lookup", {"q": "x"}), text("done"))
+    await client.send({"type": "user.message", "content": "look it up"})
+    call = (await client.until("tool.call"))[-1]
+    await client.send({"type": "tool.result", "tool_use_id": call["tool_use_id"], "content": "found"})
+    await client.until("turn.completed")
+    await client.send({"type": "user.message", "content": "and again"})
+    await client.until("turn.completed")
+    calls = await alist(ModelCall.objects.order_by("started_at"))
+    assert len(calls) == len(fake_anthropic.requests) == 3
+    for recorded, received in zip(calls, fake_anthropic.requests, strict=True):
+        sent = {k: v for k, v in received.body.items() if k != "stream"}
+        assert await sync_to_async(selectors.model_call_request)(call=recorded) == sent
+        assert await sync_to_async(selectors.model_call_request_verified)(call=recorded)
+    # Stored messages travel by reference, not copied into every record.
+    assert any("$message" in m for m in calls[2].request["messages"])
+    assert calls[2].stable_prefix_bytes > 0
+    assert calls[2].response["content"] == [{"type": "text", "text": "ok"}]
+    assert calls[1].step == 2 and calls[1].purpose == "turn"
+    await client.close()
+
+
+async def test_tool_use_streamed_with_json_deltas_reaches_the_client_intact(connect, fake_anthropic):
+    payload = {"q": "naïve café ☕", "nested": {"list": [1, 2, {"deep": True}]}}
+    fake_anthropic.enqueue(tool_use("client_lookup", payload, text="Let me check."), text("thanks"))
+    client = await connect()
+    await client.create(model=MODEL, tools=[CLIENT_TOOL])
+    await client.send({"type": "user.message", "content": "check"})
+    call = (await client.until("tool.call"))[-1]
+    assert call["input"] == payload
+    await client.send({"type": "tool.result", "tool_use_id": call["tool_use_id"], "content": "ok"})
+    frames = await client.until("turn.completed")
+    assert frames[-1]["stop_reason"] == "end_turn"
+    second = fake_anthropic.requests[1].body["messages"]
+    assert second[1]["content"][1]["input"] == payload
+    assert second[2]["content"][0]["type"] == "tool_result"
+    await client.close()
+
+
+async def test_api_error_ends_turn_with_error_event_and_session_recovers(connect, fake_anthropic):
+    fake_anthropic.enqueue(error(400, "invalid_request_error", "messages: something is off"))
+    client = await connect()
+    await client.create(model=MODEL)
+    await client.send({"type": "user.message", "content": "fail please"})
+    frames = await client.until("turn.completed")
+    err = next(f for f in frames if f["type"] == "error")
+    assert err["code"] == "model_error"
+    assert "something is off" in err["message"]
+    assert "seq" in err
+    assert frames[-1]["stop_reason"] == "error"
+    session = await sync_to_async(AgentSession.objects.get)()
+    assert session.status == "error" and session.current_turn_id is None
+    failed = await sync_to_async(ModelCall.objects.get)()
+    assert "something is off" in failed.error
+    await client.send({"type": "user.message", "content": "again"})
+    assert (await client.until("turn.completed"))[-1]["stop_reason"] == "end_turn"
+    assert (await sync_to_async(AgentSession.objects.get)()).status == "idle"
+    await client.close()
+
+
+async def test_overloaded_is_retried_by_the_sdk(connect, fake_anthropic):
+    fake_anthropic.enqueue(error(529, "overloaded_error", "Overloaded"), text("made it"))
+    client = await connect()
+    await client.create(model=MODEL)
+    await client.send({"type": "user.message", "content": "try"})
+    frames = await client.until("turn.completed")
+    assert frames[-1]["stop_reason"] == "end_turn"
+    assert len(fake_anthropic.requests) == 2
+    await client.close()
+
+
+async def test_prompt_too_long_is_its_own_kind(fake_anthropic):
+    fake_anthropic.enqueue(
+        error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")
+    )
+    provider = AnthropicProvider(api_key="k", base_url=fake_anthropic.url)
+    with pytest.raises(ProviderError) as caught:
+        await provider.complete(
+            {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]}
+        )
+    assert caught.value.kind == "prompt_too_long"
+    assert caught.value.status == 400
+
+
+async def test_unreachable_api_is_a_connection_error():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    provider = AnthropicProvider(api_key="k", base_url=f"http://127.0.0.1:{port}", max_retries=0)
+    with pytest.raises(ProviderError) as caught:
+        await provider.complete(
+            {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]}
+        )
+    assert caught.value.kind == "connection"
+
+
+async def test_one_sdk_client_serves_every_turn(connect, fake_anthropic):
+    client = await connect()
+    await client.create(model=MODEL)
+    first = anthropic_client(api_key="test-key", base_url=fake_anthropic.url)
+    for content in ["a", "b"]:
+        await client.send({"type": "user.message", "content": content})
+        await client.until("turn.completed")
+    assert anthropic_client(api_key="test-key", base_url=fake_anthropic.url) is first
+    await client.close()
+
+
+async def test_scripted_model_name_uses_the_scripted_provider_even_with_a_key(connect, fake_anthropic):
+    client = await connect()
+    await client.create(model="scripted")
+    await client.send({"type": "user.message", "content": "echo offline"})
+    frames = await client.until("turn.completed")
+    assert next(f for f in frames if f["type"] == "assistant.message")["content"][0]["text"] == "offline"
+    assert fake_anthropic.requests == []
+    await client.close()

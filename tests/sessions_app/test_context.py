@@ -1,0 +1,157 @@
+"""Request building: layout, cache breakpoints, transient blocks, the reference record."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sessions_app.engine.context import CACHE_CONTROL, StoredMessage, build_request
+from sessions_app.engine.snapshot import SessionSnapshot
+from sessions_app.validation import DEFAULT_SETTINGS
+
+CC = CACHE_CONTROL
+
+
+def snapshot(**overrides) -> SessionSnapshot:
+    values: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "model": "m",
+        "system_prompt": "",
+        "context_window": 200_000,
+        "compact_threshold": 0.8,
+        "settings": DEFAULT_SETTINGS,
+        "client_tools": [],
+    }
+    values.update(overrides)
+    return SessionSnapshot(**values)
+
+
+def msg(position: int, role: str, *blocks: dict) -> StoredMessage:
+    return StoredMessage(position, role, list(blocks), 10)
+
+
+def t(text: str) -> dict:
+    return {"type": "text", "text": text}
+
+
+class Section:
+    def __init__(self, static=(), dynamic=(), prefix=()):
+        self.static, self.dynamic, self.prefix = list(static), list(dynamic), list(prefix)
+
+    def static_system(self, session):
+        return self.static
+
+    def dynamic_system(self, session):
+        return self.dynamic
+
+    def message_prefix(self, session):
+        return self.prefix
+
+
+def test_stable_system_ends_with_breakpoint_and_dynamic_sections_follow():
+    built = build_request(
+        session=snapshot(system_prompt="Be brief."),
+        history=[msg(0, "user", t("hi"))],
+        server_tools=[],
+        max_tokens=100,
+        sections=[Section(static=["Guidance."], dynamic=["## Live\nnow"])],
+    )
+    assert built.body["system"] == [
+        {"type": "text", "text": "Be brief.\n\nGuidance.", "cache_control": CC},
+        {"type": "text", "text": "## Live\nnow"},
+    ]
+
+
+def test_without_system_text_the_last_tool_carries_the_breakpoint():
+    tool = {"name": "x", "description": "", "input_schema": {"type": "object"}}
+    built = build_request(
+        session=snapshot(client_tools=[tool]),
+        history=[msg(0, "user", t("hi"))],
+        server_tools=[],
+        max_tokens=1,
+        sections=[],
+    )
+    assert "system" not in built.body
+    assert built.body["tools"] == [{**tool, "cache_control": CC}]
+
+
+def test_breakpoint_on_last_message_when_nothing_is_injected():
+    history = [msg(0, "user", t("a")), msg(1, "assistant", t("b")), msg(2, "user", t("c"))]
+    built = build_request(session=snapshot(), history=history, server_tools=[], max_tokens=1, sections=[])
+    assert built.body["messages"][-1]["content"] == [{**t("c"), "cache_control": CC}]
+    assert built.record["messages"][:2] == [{"$message": 0}, {"$message": 1}]
+
+
+def test_transient_blocks_go_before_latest_user_text_and_after_the_breakpoint():
+    history = [msg(0, "user", t("a")), msg(1, "assistant", t("b")), msg(2, "user", t("c"))]
+    built = build_request(
+        session=snapshot(),
+        history=history,
+        server_tools=[],
+        max_tokens=1,
+        sections=[Section(prefix=["[memo]"])],
+    )
+    messages = built.body["messages"]
+    assert messages[0] == {"role": "user", "content": [t("a")]}
+    assert messages[1] == {"role": "assistant", "content": [{**t("b"), "cache_control": CC}]}
+    assert messages[2] == {"role": "user", "content": [t("[memo]"), t("c")]}
+
+
+def test_transient_blocks_follow_tool_results_in_their_message():
+    result = {"type": "tool_result", "tool_use_id": "x", "content": "r"}
+    history = [
+        msg(0, "user", t("a")),
+        msg(1, "assistant", {"type": "tool_use", "id": "x", "name": "n", "input": {}}),
+        msg(2, "user", result),
+    ]
+    built = build_request(
+        session=snapshot(),
+        history=history,
+        server_tools=[],
+        max_tokens=1,
+        sections=[Section(prefix=["[memo]"])],
+    )
+    assert built.body["messages"][2]["content"] == [result, t("[memo]")]
+
+
+def test_consecutive_user_messages_are_merged_and_recorded_whole():
+    result = {"type": "tool_result", "tool_use_id": "x", "content": "r"}
+    history = [
+        msg(0, "user", t("a")),
+        msg(1, "assistant", {"type": "tool_use", "id": "x", "name": "n", "input": {}}),
+        msg(2, "user", result),
+        msg(3, "user", t("next")),
+    ]
+    built = build_request(session=snapshot(), history=history, server_tools=[], max_tokens=1, sections=[])
+    assert len(built.body["messages"]) == 3
+    assert built.body["messages"][2] == {
+        "role": "user",
+        "content": [result, {**t("next"), "cache_control": CC}],
+    }
+    assert built.record["messages"][2] == built.body["messages"][2]
+
+
+def test_building_never_mutates_the_stored_history():
+    history = [msg(0, "user", t("a"))]
+    build_request(
+        session=snapshot(),
+        history=history,
+        server_tools=[],
+        max_tokens=1,
+        sections=[Section(prefix=["[memo]"])],
+    )
+    build_request(session=snapshot(), history=history, server_tools=[], max_tokens=1, sections=[])
+    assert history[0].content == [t("a")]
+
+
+def test_estimate_adds_up_its_parts():
+    built = build_request(
+        session=snapshot(system_prompt="sys"),
+        history=[msg(0, "user", t("a"))],
+        server_tools=[],
+        max_tokens=1,
+        sections=[Section(dynamic=["dyn"], prefix=["pre"])],
+    )
+    assert built.breakdown["history"] == 10
+    assert built.estimated_tokens == sum(built.breakdown.values())
+    assert all(built.breakdown[k] > 0 for k in ("system", "dynamic_system", "transient"))

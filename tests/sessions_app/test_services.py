@@ -1,0 +1,222 @@
+"""Services: tokens, events and their announcement, the turn lease."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.db import connection, transaction
+from django.utils import timezone
+
+from sessions_app import announce, services
+from sessions_app.models import AgentSession, AgentToken, Message, SessionEvent, Turn
+
+
+@pytest.fixture
+def announced(monkeypatch):
+    frames: list[dict] = []
+    monkeypatch.setattr(announce, "_announcer", frames.append)
+    return frames
+
+
+@pytest.fixture
+def session(db):
+    return services.session_create(owner=None)
+
+
+# -- tokens ----------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_token_is_stored_only_as_a_hash():
+    token, raw = services.agent_token_create(name="bot")
+    assert raw.startswith("pal_") and len(raw) > 40
+    row = AgentToken.objects.get(pk=token.pk)
+    assert raw not in (row.token_hash, row.prefix, row.name)
+    assert row.token_hash == services.agent_token_hash(raw)
+    assert services.agent_token_authenticate(raw=raw) == token
+
+
+@pytest.mark.django_db
+def test_authenticate_refreshes_last_used_and_refuses_revoked():
+    token, raw = services.agent_token_create(name="bot")
+    used = services.agent_token_authenticate(raw=raw)
+    assert used is not None and used.last_used_at is not None
+    services.agent_token_revoke(token=token)
+    assert services.agent_token_authenticate(raw=raw) is None
+    assert services.agent_token_authenticate(raw="") is None
+
+
+@pytest.mark.django_db
+def test_create_agent_token_prints_token_as_last_line(capsys):
+    call_command("create_agent_token", "worker-1")
+    raw = capsys.readouterr().out.strip().splitlines()[-1]
+    token = services.agent_token_authenticate(raw=raw)
+    assert token is not None and token.name == "worker-1"
+
+
+# -- events ----------------------------------------------------------------------------------
+def test_events_get_consecutive_seq_from_one(session, announced, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        for index in range(3):
+            services.event_emit(session_id=session.id, type="test", payload={"i": index})
+    assert list(SessionEvent.objects.values_list("seq", flat=True)) == [1, 2, 3]
+    assert [f["seq"] for f in announced] == [1, 2, 3]
+    assert announced[0] == {
+        "type": "test",
+        "session_id": str(session.id),
+        "seq": 1,
+        "ts": announced[0]["ts"],
+        "i": 0,
+    }
+
+
+def test_rolled_back_event_is_neither_stored_nor_announced_and_leaves_no_gap(
+    session, announced, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        with pytest.raises(RuntimeError), transaction.atomic():
+            services.event_emit(session_id=session.id, type="doomed", payload={})
+            raise RuntimeError
+        services.event_emit(session_id=session.id, type="kept", payload={})
+    assert list(SessionEvent.objects.values_list("seq", "type")) == [(1, "kept")]
+    assert [f["type"] for f in announced] == ["kept"]
+
+
+def test_announcement_waits_for_commit(session, announced, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        services.event_emit(session_id=session.id, type="pending", payload={})
+        assert announced == []
+    for callback in callbacks:
+        callback()
+    assert [f["type"] for f in announced] == ["pending"]
+
+
+def test_failing_announcer_does_not_fail_the_write(session, monkeypatch, django_capture_on_commit_callbacks):
+    def broken(frame):
+        raise ConnectionError("layer down")
+
+    monkeypatch.setattr(announce, "_announcer", broken)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.event_emit(session_id=session.id, type="still", payload={})
+    assert SessionEvent.objects.filter(type="still").exists()
+
+
+def _emit_concurrently(session_id, writers: int, each: int) -> None:
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            for _ in range(each):
+                services.event_emit(session_id=session_id, type="race", payload={})
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=write) for _ in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_get_gapless_seq():
+    session = services.session_create(owner=None)
+    _emit_concurrently(session.id, writers=4, each=25)
+    seqs = sorted(SessionEvent.objects.filter(session=session).values_list("seq", flat=True))
+    assert seqs == list(range(1, 101))
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_get_gapless_seq_on_postgresql():
+    assert connection.vendor == "postgresql"
+    session = services.session_create(owner=None)
+    _emit_concurrently(session.id, writers=8, each=25)
+    seqs = sorted(SessionEvent.objects.filter(session=session).values_list("seq", flat=True))
+    assert seqs == list(range(1, 201))
+
+
+# -- the turn lease --------------------------------------------------------------------------
+def test_second_turn_is_refused_while_the_lease_holds(session, announced):
+    services.turn_begin(session_id=session.id, content="one")
+    with pytest.raises(services.TurnInProgress):
+        services.turn_begin(session_id=session.id, content="two")
+    assert Message.objects.filter(session=session).count() == 1
+
+
+def test_expired_lease_lets_a_new_turn_in_and_repairs_the_history(session, announced):
+    first = services.turn_begin(session_id=session.id, content="one")
+    services.assistant_step_store(
+        session_id=session.id,
+        turn_id=first.id,
+        epoch=0,
+        content=[{"type": "tool_use", "id": "toolu_lost", "name": "t", "input": {}}],
+        call=_call_data(),
+        tool_calls=[],
+    )
+    # The process running the turn died: its lease runs out.
+    AgentSession.objects.filter(pk=session.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    second = services.turn_begin(session_id=session.id, content="two")
+    roles = list(Message.objects.filter(session=session).values_list("role", "content"))
+    assert roles[2] == (
+        "user",
+        [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_lost",
+                "content": services.INTERRUPTED_TOOL_RESULT,
+                "is_error": True,
+            }
+        ],
+    )
+    assert roles[3] == ("user", [{"type": "text", "text": "two"}])
+    assert Turn.objects.get(pk=first.id).stop_reason == "error"
+    assert AgentSession.objects.get(pk=session.id).current_turn_id == second.id
+
+
+def test_heartbeat_extends_only_the_holders_lease(session, announced):
+    turn = services.turn_begin(session_id=session.id, content="one")
+    assert services.turn_heartbeat(session_id=session.id, turn_id=turn.id)
+    assert not services.turn_heartbeat(session_id=session.id, turn_id=Turn(session=session).id)
+
+
+def test_finish_releases_the_lease_and_announces(session, announced, django_capture_on_commit_callbacks):
+    turn = services.turn_begin(session_id=session.id, content="one")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.turn_finish(session_id=session.id, turn_id=turn.id, stop_reason="end_turn", steps=1)
+    refreshed = AgentSession.objects.get(pk=session.id)
+    assert (refreshed.current_turn_id, refreshed.lease_expires_at, refreshed.status) == (None, None, "idle")
+    assert announced[-1]["type"] == "turn.completed"
+    services.turn_begin(session_id=session.id, content="two")
+
+
+def test_cancel_request_needs_a_running_turn(session, announced):
+    with pytest.raises(services.NoTurnInProgress):
+        services.turn_cancel_request(session_id=session.id)
+    turn = services.turn_begin(session_id=session.id, content="one")
+    assert services.turn_cancel_request(session_id=session.id) == turn.id
+    assert services.turn_is_cancelled(session_id=session.id, turn_id=turn.id)
+
+
+def _call_data() -> services.ModelCallData:
+    return services.ModelCallData(
+        provider="scripted",
+        model="scripted",
+        step=1,
+        purpose="turn",
+        request_record={"messages": []},
+        request_sha256="0" * 64,
+        request_bytes=2,
+        stable_prefix_bytes=0,
+        estimated_prompt_tokens=1,
+        started_at=timezone.now(),
+        duration_ms=1,
+        first_token_ms=None,
+        response=None,
+        stop_reason="tool_use",
+        usage={"input_tokens": 5, "output_tokens": 2},
+    )
