@@ -71,6 +71,10 @@ class AgentSession(TimestampedModel):
     next_position = models.PositiveIntegerField(default=0, editable=False)
     # The previous response's prompt size (input + cache creation + cache read), for compaction.
     last_prompt_tokens = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    # Our local estimate of that same request, and the observed ratio provider/local: new
+    # estimates are scaled by it (Claude's tokenizer counts differently from cl100k).
+    last_estimated_tokens = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    token_ratio = models.FloatField(default=1.0, editable=False)
     last_activity_at = models.DateTimeField(default=timezone.now, db_index=True)
     # The turn lease: one turn at a time per session, across every server process.
     current_turn_id = models.UUIDField(null=True, blank=True, editable=False)
@@ -161,6 +165,29 @@ class SessionEvent(models.Model):
             "ts": self.created_at.isoformat(),
             **self.payload,
         }
+
+
+class Archive(models.Model):
+    """One compaction: the epoch it closed, its summary, and a link to the archive before it.
+
+    The archived messages stay where they are (`Message.epoch == epoch`): never copied or deleted.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="archives")
+    epoch = models.PositiveIntegerField()
+    summary = models.TextField()
+    message_count = models.PositiveIntegerField()
+    tokens_before = models.PositiveIntegerField()
+    tokens_after = models.PositiveIntegerField()
+    previous = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="next_archive"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["session", "epoch"]
+        constraints = [models.UniqueConstraint(fields=["session", "epoch"], name="archive_unique_epoch")]
 
 
 class ToolExecutor(models.TextChoices):

@@ -23,12 +23,14 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from memory_app.prompts import COMPACTION_SUMMARY_MESSAGE, PRE_COMPACTION_WARNING
 from sessions_app.announce import announce_on_commit
 from sessions_app.engine.model_table import context_window_for
 from sessions_app.engine.tokens import estimate_json_tokens
 from sessions_app.models import (
     AgentSession,
     AgentToken,
+    Archive,
     Message,
     MessageRole,
     ModelCall,
@@ -42,6 +44,9 @@ from sessions_app.models import (
 from sessions_app.validation import client_tools_clean, session_fields_clean, settings_clean
 
 TOKEN_PREFIX = "pal_"
+# The observed provider/local token ratio is smoothed and kept within sane bounds.
+TOKEN_RATIO_WEIGHT = 0.5
+TOKEN_RATIO_BOUNDS = (0.25, 4.0)
 INTERRUPTED_TOOL_RESULT = "The turn that called this tool was interrupted before the tool answered."
 
 
@@ -390,7 +395,17 @@ def assistant_step_store(
         message = _message_write(
             session_id=session_id, epoch=epoch, role=MessageRole.ASSISTANT, content=content, turn_id=turn_id
         )
-        AgentSession.objects.filter(pk=session_id).update(last_prompt_tokens=prompt_tokens)
+        session = AgentSession.objects.get(pk=session_id)
+        ratio = session.token_ratio
+        if call.estimated_prompt_tokens > 0 and prompt_tokens > 0:
+            observed = prompt_tokens / call.estimated_prompt_tokens
+            ratio = (1 - TOKEN_RATIO_WEIGHT) * ratio + TOKEN_RATIO_WEIGHT * observed
+            ratio = min(max(ratio, TOKEN_RATIO_BOUNDS[0]), TOKEN_RATIO_BOUNDS[1])
+        AgentSession.objects.filter(pk=session_id).update(
+            last_prompt_tokens=prompt_tokens,
+            last_estimated_tokens=call.estimated_prompt_tokens,
+            token_ratio=ratio,
+        )
         event_emit(session_id=session_id, type="assistant.message", payload={"content": content})
         event_emit(
             session_id=session_id,
@@ -400,7 +415,7 @@ def assistant_step_store(
                 "output_tokens": usage.get("output_tokens", 0),
                 "cache_creation_input_tokens": usage.get("cache_creation_input_tokens", 0),
                 "cache_read_input_tokens": usage.get("cache_read_input_tokens", 0),
-                "estimated_next_prompt_tokens": prompt_tokens + message.token_estimate,
+                "estimated_next_prompt_tokens": prompt_tokens + round(ratio * message.token_estimate),
             },
         )
         for planned in tool_calls:
@@ -495,3 +510,92 @@ def tool_call_submit_result(
         call.completed_at = timezone.now()
         call.save(update_fields=["status", "result", "is_error", "completed_at"])
     return call
+
+
+# ---------------------------------------------------------------------------
+# Compaction
+# ---------------------------------------------------------------------------
+class CompactionConflict(Exception):
+    """The session moved to another epoch meanwhile: nothing was written."""
+
+
+def session_status_set(*, session_id: uuid.UUID, status: str) -> None:
+    AgentSession.objects.filter(pk=session_id).update(status=status)
+
+
+def compaction_warning_store(
+    *, session_id: uuid.UUID, turn_id: uuid.UUID, epoch: int, estimated_tokens: int, threshold_tokens: int
+) -> Message:
+    """Store seed 000's pre-compaction warning as a user-role notice and announce it."""
+    with transaction.atomic():
+        message = _message_write(
+            session_id=session_id,
+            epoch=epoch,
+            role=MessageRole.USER,
+            content=[{"type": "text", "text": PRE_COMPACTION_WARNING}],
+            turn_id=turn_id,
+            metadata={"type": "compaction_warning"},
+        )
+        event_emit(
+            session_id=session_id,
+            type="compaction.warning",
+            payload={"estimated_tokens": estimated_tokens, "threshold_tokens": threshold_tokens},
+        )
+    return message
+
+
+def compaction_store(
+    *,
+    session_id: uuid.UUID,
+    turn_id: uuid.UUID | None,
+    epoch: int,
+    summary: str,
+    tokens_before: int,
+    tokens_after: int,
+) -> tuple[Archive, Message]:
+    """Close `epoch` into an archive and start the next epoch with the summary, in one transaction.
+
+    The archived messages are left in place. The new epoch's first message carries the seed's
+    metadata (`type: compact`, `previous_archive`). Raises `CompactionConflict` (writing nothing)
+    if the session is no longer at `epoch`.
+    """
+    with transaction.atomic():
+        session = AgentSession.objects.select_for_update().get(pk=session_id)
+        if session.epoch != epoch:
+            raise CompactionConflict
+        previous = Archive.objects.filter(session_id=session_id).order_by("-epoch").first()
+        archive = Archive.objects.create(
+            session_id=session_id,
+            epoch=epoch,
+            summary=summary,
+            message_count=Message.objects.filter(session_id=session_id, epoch=epoch).count(),
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            previous=previous,
+        )
+        AgentSession.objects.filter(pk=session_id).update(
+            epoch=epoch + 1,
+            last_prompt_tokens=None,
+            last_estimated_tokens=None,
+            status=SessionStatus.RUNNING if session.current_turn_id else SessionStatus.IDLE,
+        )
+        message = _message_write(
+            session_id=session_id,
+            epoch=epoch + 1,
+            role=MessageRole.USER,
+            content=[{"type": "text", "text": COMPACTION_SUMMARY_MESSAGE.format(summary=summary)}],
+            turn_id=turn_id,
+            metadata={"type": "compact", "previous_archive": str(archive.id)},
+        )
+        event_emit(
+            session_id=session_id,
+            type="compaction.completed",
+            payload={
+                "archive_id": str(archive.id),
+                "epoch": epoch + 1,
+                "summary": summary,
+                "tokens_before": tokens_before,
+                "tokens_after": tokens_after,
+            },
+        )
+    return archive, message

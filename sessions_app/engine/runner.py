@@ -24,14 +24,17 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.utils import timezone
 
+from memory_app.prompts import COMPACTION_SUMMARY_MESSAGE
 from sessions_app import selectors, services
+from sessions_app.engine import compaction
 from sessions_app.engine.context import BuiltRequest, StoredMessage, build_request
 from sessions_app.engine.db import db
 from sessions_app.engine.providers import Provider, ProviderError, provider_for_model
 from sessions_app.engine.providers.base import ModelResponse
 from sessions_app.engine.snapshot import SessionSnapshot
+from sessions_app.engine.tokens import estimate_text_tokens
 from sessions_app.engine.tools import ToolContext, ToolError, registry
-from sessions_app.models import AgentSession, ToolExecutor
+from sessions_app.models import AgentSession, SessionStatus, ToolExecutor
 
 logger = logging.getLogger("palimpsest.engine")
 
@@ -241,6 +244,7 @@ class TurnRunner:
     async def _loop(self) -> str:
         snapshot = await db(self._load)()
         provider = self.provider or provider_for_model(snapshot.model)
+        retried_too_long = False
         while True:
             await self._check_stop()
             max_steps = snapshot.setting("max_steps_per_turn", default=25)
@@ -248,7 +252,37 @@ class TurnRunner:
                 return "max_steps"
             self.steps += 1
             snapshot, built = await db(self._build)()
-            response = await self._call_model(provider, snapshot, built)
+            # Seed 000: over the threshold, the agent first gets one step with the warning (and its
+            # tools, to save what it needs); the history is compacted after that step.
+            compact_after = False
+            estimate = compaction.estimate_prompt_tokens(snapshot, built.estimated_tokens)
+            if (
+                estimate > compaction.threshold_tokens(snapshot)
+                and len(self.history) >= compaction.MIN_MESSAGES_TO_COMPACT
+            ):
+                warning = await db(services.compaction_warning_store)(
+                    session_id=self.session_id,
+                    turn_id=self.turn_id,
+                    epoch=self.epoch,
+                    estimated_tokens=estimate,
+                    threshold_tokens=compaction.threshold_tokens(snapshot),
+                )
+                self.history.append(
+                    StoredMessage(warning.position, "user", warning.content, warning.token_estimate)
+                )
+                snapshot, built = await db(self._build)()
+                compact_after = True
+            try:
+                response = await self._call_model(provider, snapshot, built)
+            except ProviderError as exc:
+                # The estimate was wrong and the API says so: compact at once, retry that call once.
+                if exc.kind != "prompt_too_long" or retried_too_long or len(self.history) < 2:
+                    raise
+                retried_too_long = True
+                await self._compact(provider, snapshot, tokens_before=estimate)
+                compact_after = False
+                snapshot, built = await db(self._build)()
+                response = await self._call_model(provider, snapshot, built)
             calls = self._plan_tools(snapshot, response.content)
             message = await db(services.assistant_step_store)(
                 session_id=self.session_id,
@@ -263,15 +297,76 @@ class TurnRunner:
             self.history.append(
                 StoredMessage(message.position, "assistant", response.content, message.token_estimate)
             )
+            cancelled = False
+            if calls:
+                outcomes = await self._run_tools(snapshot, calls)
+                stored = await db(services.tool_results_store)(
+                    session_id=self.session_id, turn_id=self.turn_id, epoch=self.epoch, outcomes=outcomes
+                )
+                self.history.append(
+                    StoredMessage(stored.position, "user", stored.content, stored.token_estimate)
+                )
+                cancelled = any(o.content == CANCELLED_TOOL_RESULT for o in outcomes)
+            if compact_after and not cancelled:
+                await self._compact(provider, snapshot, tokens_before=estimate)
+            if cancelled:
+                raise TurnCancelled
             if not calls:
                 return "end_turn"
-            outcomes = await self._run_tools(snapshot, calls)
-            stored = await db(services.tool_results_store)(
-                session_id=self.session_id, turn_id=self.turn_id, epoch=self.epoch, outcomes=outcomes
+
+    async def _compact(self, provider: Provider, snapshot: SessionSnapshot, *, tokens_before: int) -> None:
+        """Summarize the epoch, archive it and continue from the summary (one transaction).
+
+        If the summary call fails, nothing changes and the error ends the turn.
+        """
+        await db(services.session_status_set)(session_id=self.session_id, status=SessionStatus.COMPACTING)
+        summary = await self._cancellable(
+            compaction.summarize(
+                provider=provider, session=snapshot, history=self.history, record=self._record_summary
             )
-            self.history.append(StoredMessage(stored.position, "user", stored.content, stored.token_estimate))
-            if any(o.content == CANCELLED_TOOL_RESULT for o in outcomes):
-                raise TurnCancelled
+        )
+        summary_text = COMPACTION_SUMMARY_MESSAGE.format(summary=summary)
+        after = build_request(
+            session=snapshot,
+            history=[
+                StoredMessage(
+                    -1, "user", [{"type": "text", "text": summary_text}], estimate_text_tokens(summary_text)
+                )
+            ],
+            server_tools=registry.for_session(snapshot),
+            max_tokens=settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
+        )
+        archive, message = await db(services.compaction_store)(
+            session_id=self.session_id,
+            turn_id=self.turn_id,
+            epoch=self.epoch,
+            summary=summary,
+            tokens_before=tokens_before,
+            tokens_after=round((snapshot.token_ratio or 1.0) * after.estimated_tokens),
+        )
+        self.epoch += 1
+        self.history = [StoredMessage(message.position, "user", message.content, message.token_estimate)]
+
+    async def _record_summary(self, body: dict, response: ModelResponse | None, purpose: str) -> None:
+        encoded = selectors.request_canonical_bytes(body)
+        data = services.ModelCallData(
+            provider=(self.provider or provider_for_model(body["model"])).name,
+            model=body["model"],
+            step=self.steps,
+            purpose=purpose,
+            request_record=body,
+            request_sha256=hashlib.sha256(encoded).hexdigest(),
+            request_bytes=len(encoded),
+            stable_prefix_bytes=0,
+            estimated_prompt_tokens=estimate_text_tokens(encoded.decode()),
+            started_at=timezone.now(),
+            duration_ms=0,
+            first_token_ms=None,
+            response={"content": response.content, "stop_reason": response.stop_reason} if response else None,
+            stop_reason=response.stop_reason if response else "",
+            usage=response.usage.as_dict() if response else {},
+        )
+        await db(services.model_call_record)(session_id=self.session_id, turn_id=self.turn_id, data=data)
 
     # -- the model call ----------------------------------------------------
     async def _call_model(

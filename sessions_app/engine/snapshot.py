@@ -18,6 +18,8 @@ class SessionSnapshot:
     client_tools: list[dict] = field(default_factory=list)
     epoch: int = 0
     last_prompt_tokens: int | None = None
+    last_estimated_tokens: int | None = None
+    token_ratio: float = 1.0
 
     @classmethod
     def from_session(cls, session: Any) -> SessionSnapshot:
@@ -31,6 +33,8 @@ class SessionSnapshot:
             client_tools=list(session.client_tools or []),
             epoch=session.epoch,
             last_prompt_tokens=session.last_prompt_tokens,
+            last_estimated_tokens=session.last_estimated_tokens,
+            token_ratio=session.token_ratio,
         )
 
     def setting(self, *path: str, default: Any = None) -> Any:
