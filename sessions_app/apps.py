@@ -15,3 +15,6 @@ class SessionsAppConfig(AppConfig):
         from sessions_app.channel_announcer import announce_via_channel_layer
 
         announce.set_announcer(announce_via_channel_layer)
+        # Server tools and scripted-model rules of this app register themselves on import.
+        from sessions_app import scripted_rules  # noqa: F401
+        from sessions_app.tools import archive  # noqa: F401

@@ -15,6 +15,7 @@ from django.conf import settings
 from sessions_app import selectors, services
 from sessions_app.channel_announcer import session_group_name
 from sessions_app.engine import runner
+from sessions_app.engine.providers import context_window_resolve
 from sessions_app.engine.tools import registry
 from sessions_app.frames import FrameError, frame_parse, tool_result_content_check
 from sessions_app.models import AgentSession, AgentToken
@@ -74,12 +75,16 @@ class AgentConsumer(AsyncWebsocketConsumer):
             await self._send_error(exc.code, exc.message, request_id)
 
     async def on_session_create(self, frame: dict, request_id: Any) -> None:
+        context_window = frame.get("context_window")
+        model = frame.get("model") or services.default_model()
+        if context_window is None and model:
+            context_window = await context_window_resolve(model)
         session = await database_sync_to_async(services.session_create)(
             owner=self.token,
             title=frame.get("title"),
             model=frame.get("model"),
             system_prompt=frame.get("system_prompt"),
-            context_window=frame.get("context_window"),
+            context_window=context_window,
             compact_threshold=frame.get("compact_threshold"),
             tools=frame.get("tools"),
             settings=frame.get("settings"),

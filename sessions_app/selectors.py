@@ -7,7 +7,7 @@ import json
 import uuid
 from typing import Any
 
-from sessions_app.models import AgentSession, AgentToken, Message, ModelCall, SessionEvent, ToolCall
+from sessions_app.models import AgentSession, AgentToken, Archive, Message, ModelCall, SessionEvent, ToolCall
 
 EVENT_PAGE_SIZE = 500
 
@@ -101,3 +101,16 @@ def model_call_request(*, call: ModelCall) -> dict[str, Any]:
 def model_call_request_verified(*, call: ModelCall) -> bool:
     body = model_call_request(call=call)
     return hashlib.sha256(request_canonical_bytes(body)).hexdigest() == call.request_sha256
+
+
+def archive_latest(*, session_id: uuid.UUID) -> Archive | None:
+    """The most recent archive of a session (the only one `session_archive_read` may read)."""
+    return Archive.objects.filter(session_id=session_id).order_by("-epoch").first()
+
+
+def archive_messages(*, archive: Archive) -> list[Message]:
+    return list(
+        Message.objects.filter(session_id=archive.session_id, epoch=archive.epoch)
+        .only("position", "role", "content", "metadata")
+        .order_by("position")
+    )

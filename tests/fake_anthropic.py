@@ -214,7 +214,10 @@ class FakeAnthropicServer:
         self.latency_seconds = latency_seconds
         self.chunk_delay_seconds = chunk_delay_seconds
         self.models = dict(models or {})
+        # POST /v1/messages only, so that requests[n] is the model's n-th call; every other call
+        # (models lookups, token counting, unknown paths) goes to other_requests.
         self.requests: list[RecordedRequest] = []
+        self.other_requests: list[RecordedRequest] = []
         self.url = ""
         self._queue: deque[ReplySpec] = deque()
         self._cache: set[str] = set()
@@ -261,6 +264,7 @@ class FakeAnthropicServer:
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+            self.other_requests.clear()
             self._cache.clear()
 
     def clear_cache(self) -> None:
@@ -319,7 +323,10 @@ class FakeAnthropicServer:
             body = None
         record = RecordedRequest(handler.path, headers, body if isinstance(body, dict) else {})
         with self._lock:
-            self.requests.append(record)
+            if method == "POST" and path == "/v1/messages":
+                self.requests.append(record)
+            else:
+                self.other_requests.append(record)
 
         if method == "GET" and path.startswith("/v1/models"):
             return self._handle_models(handler, path)

@@ -30,8 +30,9 @@ from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.engine.tokens import estimate_text_tokens
 
 SUMMARY_MAX_TOKENS = 4096
-# Share of the context window one summary call may fill with transcript.
-SUMMARY_INPUT_SHARE = 0.5
+# Share of the context window one summary call may fill with transcript (room is kept for the
+# summary itself); never less than half the window, so small windows still summarize.
+SUMMARY_INPUT_SHARE = 0.9
 # Longest rendering of one message in the transcript (tool results are the usual giants).
 TRANSCRIPT_ITEM_MAX_CHARS = 4000
 # Compacting a history of only the summary and a message or two cannot make room.
@@ -73,9 +74,14 @@ def _result_text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
-def transcript_lines(messages: Sequence[StoredMessage]) -> list[str]:
-    """One line (or paragraph) per content block: `[user] …`, `[assistant] …`, tool calls and results."""
-    names: dict[str, str] = {}
+def transcript_lines(
+    messages: Sequence[StoredMessage], *, tool_names: dict[str, str] | None = None
+) -> list[str]:
+    """One line (or paragraph) per content block: `[user] …`, `[assistant] …`, tool calls and results.
+
+    `tool_names` (tool_use id → name) carries the names of calls across separate renderings.
+    """
+    names: dict[str, str] = {} if tool_names is None else tool_names
     lines: list[str] = []
     for message in messages:
         for block in message.content:
@@ -123,7 +129,9 @@ async def summarize(
     *, provider: Provider, session: SessionSnapshot, history: Sequence[StoredMessage], record: RecordCall
 ) -> str:
     """The summary of `history`, by one call or, for a history too large for one, by chunks."""
-    budget = int(session.context_window * SUMMARY_INPUT_SHARE)
+    budget = max(
+        int(session.context_window * SUMMARY_INPUT_SHARE) - SUMMARY_MAX_TOKENS, session.context_window // 2
+    )
     chunks = _chunks(transcript_lines(history), budget, session.token_ratio or 1.0)
     summaries = []
     for index, chunk in enumerate(chunks):

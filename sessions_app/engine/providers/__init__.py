@@ -4,17 +4,48 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from sessions_app.engine.model_table import context_window_for
 from sessions_app.engine.providers.base import ModelResponse, Provider, ProviderError, Usage
 
-__all__ = ["ModelResponse", "Provider", "ProviderError", "Usage", "provider_for_model"]
+__all__ = [
+    "ModelResponse",
+    "Provider",
+    "ProviderError",
+    "Usage",
+    "context_window_resolve",
+    "provider_for_model",
+]
 
 SCRIPTED_MODEL = "scripted"
+# Context windows the Models API told this process, per model.
+_api_windows: dict[str, int] = {}
+
+
+def _uses_scripted(model: str) -> bool:
+    return model == SCRIPTED_MODEL or settings.PALIMPSEST_PROVIDER == "scripted"
+
+
+async def context_window_resolve(model: str) -> int:
+    """A session's default window: the Models API's `max_input_tokens` when reachable, else the
+    built-in table, else 128,000."""
+    if model in _api_windows:
+        return _api_windows[model]
+    if not _uses_scripted(model):
+        from sessions_app.engine.providers.anthropic import anthropic_max_input_tokens
+
+        value = await anthropic_max_input_tokens(
+            api_key=settings.ANTHROPIC_API_KEY, base_url=settings.ANTHROPIC_BASE_URL, model=model
+        )
+        if value is not None:
+            _api_windows[model] = value
+            return value
+    return context_window_for(model)
 
 
 def provider_for_model(model: str) -> Provider:
     """The scripted model for `model == "scripted"` or when PALIMPSEST_PROVIDER is `scripted`;
     else Anthropic (with ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL as given)."""
-    if model == SCRIPTED_MODEL or settings.PALIMPSEST_PROVIDER == "scripted":
+    if _uses_scripted(model):
         from sessions_app.engine.providers.scripted import ScriptedProvider
 
         return ScriptedProvider(chunk_delay_seconds=settings.PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS)

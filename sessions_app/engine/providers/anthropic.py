@@ -28,6 +28,9 @@ def anthropic_client(*, api_key: str, base_url: str | None, max_retries: int = 2
     return client
 
 
+MODELS_API_TIMEOUT_SECONDS = 5.0
+
+
 def _is_prompt_too_long(exc: anthropic.APIStatusError) -> bool:
     return exc.status_code in (400, 413) and "prompt is too long" in str(exc).lower()
 
@@ -73,6 +76,17 @@ class AnthropicProvider:
             raw={"id": message.id, "model": message.model, "stop_sequence": message.stop_sequence},
             first_token_ms=first_token_ms,
         )
+
+
+async def anthropic_max_input_tokens(*, api_key: str, base_url: str | None, model: str) -> int | None:
+    """The model's context window from the Models API, or None when it cannot say."""
+    client = anthropic_client(api_key=api_key, base_url=base_url)
+    try:
+        info = await client.models.retrieve(model, timeout=MODELS_API_TIMEOUT_SECONDS)
+    except anthropic.APIError:
+        return None
+    value = getattr(info, "max_input_tokens", None)
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def _error_message(exc: anthropic.APIStatusError) -> str:
