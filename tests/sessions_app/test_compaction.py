@@ -317,6 +317,7 @@ async def test_estimate_calibrates_to_the_providers_token_counts(connect, settin
         usage = next(f for f in frames if f["type"] == "usage")
         await chat(client, "short")
         actual = fake.requests[-1].usage
+        assert actual is not None
         served = (
             actual["input_tokens"] + actual["cache_creation_input_tokens"] + actual["cache_read_input_tokens"]
         )
