@@ -93,8 +93,8 @@ async def test_archived_messages_stay_in_place_and_the_summary_carries_the_seed_
 ):
     client = await connect()
     await client.create(model=MODEL, **SMALL)
-    before = None
-    frames = []
+    before: list | None = None
+    frames: list[dict] = []
     for index in range(10):
         frames = await chat(client, f"message {index}: {FILLER}")
         if before is None:
@@ -105,7 +105,7 @@ async def test_archived_messages_stay_in_place_and_the_summary_carries_the_seed_
     first_epoch = await alist(
         Message.objects.filter(epoch=0).order_by("position").values_list("position", "content")
     )
-    assert first_epoch[: len(before)] == before
+    assert before is not None and first_epoch[: len(before)] == before
     summary = await sync_to_async(Message.objects.get)(epoch=1)
     assert summary.role == "user"
     assert summary.metadata == {"type": "compact", "previous_archive": str(archive.id)}
