@@ -245,7 +245,10 @@ class ModelCall(models.Model):
     # Bytes at the start of this request identical to the previous request's start: what prompt
     # caching can reuse.
     stable_prefix_bytes = models.PositiveIntegerField(default=0)
+    # The local estimate of this request (cl100k), and the calibrated prediction of the provider's
+    # count that compaction decided on.
     estimated_prompt_tokens = models.PositiveIntegerField(default=0)
+    predicted_prompt_tokens = models.PositiveIntegerField(default=0)
     response = models.JSONField(null=True, blank=True)
     stop_reason = models.CharField(max_length=32, blank=True)
     input_tokens = models.PositiveIntegerField(default=0)

@@ -335,6 +335,7 @@ class ModelCallData:
     stop_reason: str
     usage: dict[str, int]
     error: str = ""
+    predicted_prompt_tokens: int = 0
 
 
 def model_call_record(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData) -> ModelCall:
@@ -350,6 +351,7 @@ def model_call_record(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data:
         request_bytes=data.request_bytes,
         stable_prefix_bytes=data.stable_prefix_bytes,
         estimated_prompt_tokens=data.estimated_prompt_tokens,
+        predicted_prompt_tokens=data.predicted_prompt_tokens,
         response=data.response,
         stop_reason=data.stop_reason,
         input_tokens=data.usage.get("input_tokens", 0),

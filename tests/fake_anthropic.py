@@ -220,6 +220,8 @@ class FakeAnthropicServer:
         self.other_requests: list[RecordedRequest] = []
         self.url = ""
         self._queue: deque[ReplySpec] = deque()
+        # What answers when the queue is empty (benchmarks set a callable here).
+        self.default_reply: ReplySpec = text("ok")
         self._cache: set[str] = set()
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
@@ -342,7 +344,7 @@ class FakeAnthropicServer:
             return handler.send_json(200, {"input_tokens": self.count_prompt_tokens(body)})
 
         with self._lock:
-            spec: ReplySpec = self._queue.popleft() if self._queue else text("ok")
+            spec: ReplySpec = self._queue.popleft() if self._queue else self.default_reply
         try:
             reply = spec(body) if callable(spec) else spec
         except Exception as exc:  # surface the test's bug as an API error rather than a hung request

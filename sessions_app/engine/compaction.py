@@ -16,6 +16,7 @@ summaries are then combined.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -38,7 +39,8 @@ TRANSCRIPT_ITEM_MAX_CHARS = 4000
 # Compacting a history of only the summary and a message or two cannot make room.
 MIN_MESSAGES_TO_COMPACT = 4
 
-RecordCall = Callable[[dict, ModelResponse | None, str], Awaitable[None]]
+# record(body, response, purpose, duration_ms): store the summary call like any model call.
+RecordCall = Callable[[dict, ModelResponse, str, int], Awaitable[None]]
 
 
 def threshold_tokens(session: SessionSnapshot) -> int:
@@ -137,13 +139,17 @@ async def summarize(
     for index, chunk in enumerate(chunks):
         heading = f"Conversation (part {index + 1} of {len(chunks)}):" if len(chunks) > 1 else "Conversation:"
         body = summary_request(session, heading + "\n" + "\n".join(chunk), COMPACTION_SUMMARY_INSTRUCTION)
-        response = await provider.complete(body)
-        await record(body, response, "summary")
-        summaries.append(_text(response))
+        summaries.append(_text(await _call(provider, body, record)))
     if len(summaries) == 1:
         return summaries[0]
     parts = "\n\n".join(f"Summary of part {i + 1}:\n{s}" for i, s in enumerate(summaries))
-    body = summary_request(session, parts, COMPACTION_COMBINE_INSTRUCTION)
+    return _text(
+        await _call(provider, summary_request(session, parts, COMPACTION_COMBINE_INSTRUCTION), record)
+    )
+
+
+async def _call(provider: Provider, body: dict[str, Any], record: RecordCall) -> ModelResponse:
+    started = time.monotonic()
     response = await provider.complete(body)
-    await record(body, response, "summary")
-    return _text(response)
+    await record(body, response, "summary", int((time.monotonic() - started) * 1000))
+    return response

@@ -19,6 +19,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -347,7 +348,9 @@ class TurnRunner:
         self.epoch += 1
         self.history = [StoredMessage(message.position, "user", message.content, message.token_estimate)]
 
-    async def _record_summary(self, body: dict, response: ModelResponse | None, purpose: str) -> None:
+    async def _record_summary(
+        self, body: dict, response: ModelResponse, purpose: str, duration_ms: int
+    ) -> None:
         encoded = selectors.request_canonical_bytes(body)
         data = services.ModelCallData(
             provider=(self.provider or provider_for_model(body["model"])).name,
@@ -359,12 +362,12 @@ class TurnRunner:
             request_bytes=len(encoded),
             stable_prefix_bytes=0,
             estimated_prompt_tokens=estimate_text_tokens(encoded.decode()),
-            started_at=timezone.now(),
-            duration_ms=0,
+            started_at=timezone.now() - timedelta(milliseconds=duration_ms),
+            duration_ms=duration_ms,
             first_token_ms=None,
-            response={"content": response.content, "stop_reason": response.stop_reason} if response else None,
-            stop_reason=response.stop_reason if response else "",
-            usage=response.usage.as_dict() if response else {},
+            response={"content": response.content, "stop_reason": response.stop_reason},
+            stop_reason=response.stop_reason,
+            usage=response.usage.as_dict(),
         )
         await db(services.model_call_record)(session_id=self.session_id, turn_id=self.turn_id, data=data)
 
@@ -390,6 +393,7 @@ class TurnRunner:
             "request_bytes": len(encoded),
             "stable_prefix_bytes": _common_prefix_length(previous, encoded),
             "estimated_prompt_tokens": built.estimated_tokens,
+            "predicted_prompt_tokens": compaction.estimate_prompt_tokens(snapshot, built.estimated_tokens),
             "started_at": started_at,
         }
         try:
