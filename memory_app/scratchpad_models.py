@@ -42,7 +42,11 @@ class Scratchpad(TimestampedModel):
         return f"scratchpad of {self.session_id}"
 
     def value_of(self, space: str) -> str | list[str]:
-        return {"notes": self.notes, "plan": self.plan, "refs": list(self.refs)}[space]
+        if space == ScratchpadSpace.NOTES:
+            return self.notes
+        if space == ScratchpadSpace.PLAN:
+            return self.plan
+        return list(self.refs)
 
     def version_of(self, space: str) -> int:
         return {"notes": self.notes_version, "plan": self.plan_version, "refs": self.refs_version}[space]

@@ -107,7 +107,11 @@ def scratchpad_hints(
     turn_start = latest is not None and _holds_user_words(latest)
     turns_done = 0
     if latest is not None and turn_start:
-        turns_done = Turn.objects.filter(session_id=session_id).exclude(pk=latest.turn_id).count()
+        # The turns before the one the user's message opens.
+        earlier = Turn.objects.filter(session_id=session_id)
+        if latest.turn_id is not None:
+            earlier = earlier.exclude(pk=latest.turn_id)
+        turns_done = earlier.count()
         if after_turns and view.is_empty and turns_done >= after_turns:
             hints.append(prompts.HINT_AFTER_TURNS.format(turns=turns_done))
         if on_plan and view.is_empty:

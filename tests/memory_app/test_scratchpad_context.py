@@ -10,8 +10,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from memory_app import scratchpad_prompts as prompts
-from memory_app.scratchpad_selectors import ScratchpadView
 from memory_app.scratchpad_sections import scratchpad_block_render
+from memory_app.scratchpad_selectors import ScratchpadView
 from memory_app.scratchpad_services import ScratchpadLimits, operator_author, scratchpad_space_set
 from sessions_app.models import Message, ModelCall
 from tests.fake_anthropic import text, tool_use
@@ -125,7 +125,9 @@ async def test_block_is_never_stored_in_history(connect: Any, fake_anthropic: An
     fake_anthropic.enqueue(text("ok"))
     await run_turn(client, "second")
 
-    stored = await sync_to_async(list)(Message.objects.filter(session_id=session_id).values_list("content", flat=True))
+    stored = await sync_to_async(
+        lambda: list(Message.objects.filter(session_id=session_id).values_list("content", flat=True))
+    )()
     assert len(stored) == 6
     assert all(prompts.BLOCK_START not in str(content) for content in stored)
 
@@ -144,7 +146,11 @@ async def test_recorded_model_call_shows_the_block_it_sent(connect: Any, fake_an
 async def test_operator_edit_shows_in_the_next_request(connect: Any, fake_anthropic: Any) -> None:
     client, session_id = await open_session(connect)
     await sync_to_async(scratchpad_space_set)(
-        session_id=session_id, space="plan", value="1. ship", author=operator_author("alice"), expected_version=0
+        session_id=session_id,
+        space="plan",
+        value="1. ship",
+        author=operator_author("alice"),
+        expected_version=0,
     )
     fake_anthropic.enqueue(text("ok"))
 
@@ -165,7 +171,10 @@ async def test_guidance_is_in_the_system_prompt(connect: Any, fake_anthropic: An
 
     system = system_text(bodies(fake_anthropic)[0])
     assert system.startswith("You are helpful.\n\n## Session Scratchpad\n")
-    assert "You have a persistent scratchpad tool (session_scratchpad) that survives context compaction." in system
+    assert (
+        "You have a persistent scratchpad tool (session_scratchpad) that survives context compaction."
+        in system
+    )
     assert "Use it to save: multi-step plans, key findings, important decisions, accumulated state." in system
     assert "Budget: notes 4000 chars, plan 2000 chars, refs 50 items." in system
 
@@ -241,7 +250,9 @@ async def test_disabled_scratchpad_has_no_guidance(connect: Any, fake_anthropic:
     assert system_text(bodies(fake_anthropic)[0]) == "Be brief."
 
 
-async def test_disabled_scratchpad_shows_no_block_even_with_content(connect: Any, fake_anthropic: Any) -> None:
+async def test_disabled_scratchpad_shows_no_block_even_with_content(
+    connect: Any, fake_anthropic: Any
+) -> None:
     client, session_id = await open_session(connect, **OFF)
     await seed(session_id, {"action": "set_notes", "content": "kept from before"})
     fake_anthropic.enqueue(text("ok"))

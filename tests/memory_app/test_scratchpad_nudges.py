@@ -162,7 +162,9 @@ async def test_compaction_hint_on_the_first_call_after_the_epoch_changed(
     assert hints_in(later) == []
 
 
-async def test_compaction_hint_also_when_the_scratchpad_has_content(connect: Any, fake_anthropic: Any) -> None:
+async def test_compaction_hint_also_when_the_scratchpad_has_content(
+    connect: Any, fake_anthropic: Any
+) -> None:
     client, session_id = await open_session(connect, **nudges(nudge_after_compaction=1))
     await seed(session_id, {"action": "set_plan", "content": "1. go"})
     await bump_epoch(session_id)
@@ -212,7 +214,9 @@ async def test_no_stale_hint_for_an_empty_scratchpad(connect: Any, fake_anthropi
 # ---------------------------------------------------------------------------
 # where hints go
 # ---------------------------------------------------------------------------
-async def test_hints_come_before_the_block_in_the_latest_user_message(connect: Any, fake_anthropic: Any) -> None:
+async def test_hints_come_before_the_block_in_the_latest_user_message(
+    connect: Any, fake_anthropic: Any
+) -> None:
     client, session_id = await open_session(
         connect, **nudges(nudge_turns_since_last_use=1, nudge_after_compaction=1)
     )

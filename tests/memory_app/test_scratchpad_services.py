@@ -63,7 +63,9 @@ def test_operator_edit_is_announced_after_commit(
     session: AgentSession, announced: list[dict], django_capture_on_commit_callbacks: Any
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        scratchpad_space_set(session_id=session.id, space="refs", value=["a", "b"], author=ALICE, expected_version=0)
+        scratchpad_space_set(
+            session_id=session.id, space="refs", value=["a", "b"], author=ALICE, expected_version=0
+        )
 
     (frame,) = announced
     assert {k: frame[k] for k in ("type", "space", "value", "author", "version")} == {
@@ -92,7 +94,9 @@ def test_stale_operator_edit_raises_conflict_with_the_current_value(session: Age
     agent(session, action="set_notes", content="the agent's")
 
     with pytest.raises(ScratchpadConflict) as raised:
-        scratchpad_space_set(session_id=session.id, space="notes", value="mine", author=ALICE, expected_version=0)
+        scratchpad_space_set(
+            session_id=session.id, space="notes", value="mine", author=ALICE, expected_version=0
+        )
 
     assert (raised.value.space, raised.value.current_value, raised.value.current_version) == (
         "notes",
@@ -105,7 +109,9 @@ def test_stale_operator_edit_overwrites_nothing(session: AgentSession) -> None:
     agent(session, action="set_notes", content="the agent's")
 
     with pytest.raises(ScratchpadConflict):
-        scratchpad_space_set(session_id=session.id, space="notes", value="mine", author=ALICE, expected_version=0)
+        scratchpad_space_set(
+            session_id=session.id, space="notes", value="mine", author=ALICE, expected_version=0
+        )
 
     assert scratchpad_get(session_id=session.id).notes == "the agent's"
     assert ScratchpadRevision.objects.filter(session=session).count() == 1
@@ -115,7 +121,9 @@ def test_stale_operator_edit_overwrites_nothing(session: AgentSession) -> None:
 def test_versions_are_per_space(session: AgentSession) -> None:
     agent(session, action="refs.add", ref="src/a.py")
 
-    change = scratchpad_space_set(session_id=session.id, space="notes", value="n", author=ALICE, expected_version=0)
+    change = scratchpad_space_set(
+        session_id=session.id, space="notes", value="n", author=ALICE, expected_version=0
+    )
 
     assert change.version == 1
     assert scratchpad_get(session_id=session.id).refs_version == 1
@@ -123,7 +131,9 @@ def test_versions_are_per_space(session: AgentSession) -> None:
 
 def test_operator_notes_over_the_session_limit_are_refused(session: AgentSession) -> None:
     with pytest.raises(ScratchpadInvalidValue, match="notes is 4001 chars; this session allows 4000"):
-        scratchpad_space_set(session_id=session.id, space="notes", value="x" * 4001, author=ALICE, expected_version=0)
+        scratchpad_space_set(
+            session_id=session.id, space="notes", value="x" * 4001, author=ALICE, expected_version=0
+        )
 
     assert scratchpad_get(session_id=session.id).notes == ""
 
@@ -132,9 +142,13 @@ def test_operator_notes_over_the_session_limit_are_refused(session: AgentSession
     "value",
     [["a", 1], ["a", ""], ["a", "a"], "a, b", ["x" * 2001], [str(i) for i in range(51)]],
 )
-def test_operator_refs_must_be_distinct_non_empty_strings_within_limits(session: AgentSession, value: Any) -> None:
+def test_operator_refs_must_be_distinct_non_empty_strings_within_limits(
+    session: AgentSession, value: Any
+) -> None:
     with pytest.raises(ScratchpadInvalidValue):
-        scratchpad_space_set(session_id=session.id, space="refs", value=value, author=ALICE, expected_version=0)
+        scratchpad_space_set(
+            session_id=session.id, space="refs", value=value, author=ALICE, expected_version=0
+        )
 
 
 def test_operator_edit_of_an_unknown_space_is_refused(session: AgentSession) -> None:

@@ -42,7 +42,8 @@ async def test_set_notes_over_budget_truncates_and_says_so(connect: Any, fake_an
 
     assert not is_error
     assert result == (
-        "notes set: 20/20 chars used. Warning: notes truncated to 20 chars (original: 30). Consider summarizing."
+        "notes set: 20/20 chars used. "
+        "Warning: notes truncated to 20 chars (original: 30). Consider summarizing."
     )
     assert (await pad(session_id)).notes == "a" * 20
 
@@ -59,7 +60,9 @@ async def test_append_notes_joins_with_one_newline(connect: Any, fake_anthropic:
     client, session_id = await open_session(connect)
     await seed(session_id, {"action": "set_notes", "content": "first"})
 
-    result, is_error = await call_tool(client, fake_anthropic, {"action": "append_notes", "content": "second"})
+    result, is_error = await call_tool(
+        client, fake_anthropic, {"action": "append_notes", "content": "second"}
+    )
 
     assert (result, is_error) == ("notes appended: 12/4000 chars used", False)
     assert (await pad(session_id)).notes == "first\nsecond"
@@ -88,7 +91,9 @@ async def test_append_over_budget_is_rejected_and_leaves_notes_unchanged(
     client, session_id = await open_session(connect, **small(notes_max_chars=10))
     await seed(session_id, {"action": "set_notes", "content": "abcd"})
 
-    result, is_error = await call_tool(client, fake_anthropic, {"action": "append_notes", "content": "efghij"})
+    result, is_error = await call_tool(
+        client, fake_anthropic, {"action": "append_notes", "content": "efghij"}
+    )
 
     assert is_error
     assert result == (
@@ -149,7 +154,9 @@ async def test_set_plan_over_budget_truncates_and_says_so(connect: Any, fake_ant
 async def test_refs_add_appends_and_reports_usage(connect: Any, fake_anthropic: Any) -> None:
     client, session_id = await open_session(connect)
 
-    result, is_error = await call_tool(client, fake_anthropic, {"action": "refs.add", "ref": "src/auth/login.ts"})
+    result, is_error = await call_tool(
+        client, fake_anthropic, {"action": "refs.add", "ref": "src/auth/login.ts"}
+    )
 
     assert (result, is_error) == ("ref added: 1/50 refs used", False)
     assert (await pad(session_id)).refs == ["src/auth/login.ts"]
@@ -171,11 +178,16 @@ async def test_refs_add_at_capacity_drops_the_oldest_whole(connect: Any, fake_an
 
     result, is_error = await call_tool(client, fake_anthropic, {"action": "refs.add", "ref": "d"})
 
-    assert (result, is_error) == ("ref added: 3/3 refs used. The oldest ref was dropped to make room: a", False)
+    assert (result, is_error) == (
+        "ref added: 3/3 refs used. The oldest ref was dropped to make room: a",
+        False,
+    )
     assert (await pad(session_id)).refs == ["b", "c", "d"]
 
 
-async def test_refs_add_of_a_present_ref_moves_it_to_the_newest_place(connect: Any, fake_anthropic: Any) -> None:
+async def test_refs_add_of_a_present_ref_moves_it_to_the_newest_place(
+    connect: Any, fake_anthropic: Any
+) -> None:
     client, session_id = await open_session(connect)
     await seed(session_id, {"action": "refs.set", "items": ["a", "b"]})
 
@@ -293,7 +305,9 @@ async def test_missing_action_is_an_error_listing_valid_actions(connect: Any, fa
     assert (result, is_error) == ("Missing action. " + VALID_ACTIONS, True)
 
 
-@pytest.mark.parametrize(("action", "shown"), [("write", '"write"'), ("refs.clear", '"refs.clear"'), (3, "3")])
+@pytest.mark.parametrize(
+    ("action", "shown"), [("write", '"write"'), ("refs.clear", '"refs.clear"'), (3, "3")]
+)
 async def test_unknown_action_is_an_error_listing_valid_actions(
     connect: Any, fake_anthropic: Any, action: Any, shown: str
 ) -> None:
@@ -330,11 +344,13 @@ async def test_each_change_writes_a_revision_of_its_space(connect: Any, fake_ant
     await call_tool(client, fake_anthropic, {"action": "append_notes", "content": "b"})
     await call_tool(client, fake_anthropic, {"action": "set_plan", "content": "1. x"})
 
-    revisions = await sync_to_async(list)(
-        ScratchpadRevision.objects.filter(session_id=session_id)
-        .order_by("id")
-        .values_list("space", "version", "value", "author", "action")
-    )
+    revisions = await sync_to_async(
+        lambda: list(
+            ScratchpadRevision.objects.filter(session_id=session_id)
+            .order_by("id")
+            .values_list("space", "version", "value", "author", "action")
+        )
+    )()
     assert revisions == [
         ("notes", 1, "a", "agent", "set_notes"),
         ("notes", 2, "a\nb", "agent", "append_notes"),
