@@ -254,3 +254,14 @@ async def test_hints_are_never_stored(connect: Any, fake_anthropic: Any) -> None
     third = bodies(fake_anthropic)[2]
     assert hints_in(third) == [prompts.HINT_AFTER_TURNS.format(turns=2)]
     assert [texts(m) for m in third["messages"] if m["role"] == "user"][:-1] == [["next"], ["next"]]
+
+
+async def test_no_hints_when_the_scratchpad_is_switched_off(connect: Any, fake_anthropic: Any) -> None:
+    settings = {"scratchpad": {"enabled": False, "nudge_after_turns": 1, "nudge_after_compaction": 1}}
+    client, session_id = await open_session(connect, settings=settings)
+    await turns(client, fake_anthropic, "a")
+    await bump_epoch(session_id)
+
+    await turns(client, fake_anthropic, "b")
+
+    assert all(hints_in(body) == [] for body in bodies(fake_anthropic))

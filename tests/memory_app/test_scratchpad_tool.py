@@ -268,10 +268,12 @@ async def test_refs_set_drops_non_strings_silently(connect: Any, fake_anthropic:
     assert (await pad(session_id)).refs == ["a", "b"]
 
 
-async def test_refs_set_drops_empty_and_repeated_items(connect: Any, fake_anthropic: Any) -> None:
+async def test_refs_set_drops_empty_repeated_and_over_long_items(connect: Any, fake_anthropic: Any) -> None:
     client, session_id = await open_session(connect)
 
-    await call_tool(client, fake_anthropic, {"action": "refs.set", "items": ["a", "", "  ", "a", " b "]})
+    await call_tool(
+        client, fake_anthropic, {"action": "refs.set", "items": ["a", "", "  ", "a", "x" * 2001, " b "]}
+    )
 
     assert (await pad(session_id)).refs == ["a", "b"]
 
