@@ -10,4 +10,7 @@ class MemoryAppConfig(AppConfig):
 
     def ready(self) -> None:
         # Memory features register their tools, context sections and scripted-model rules here.
-        pass
+        # -- scratchpad spaces (seed 003) --
+        import memory_app.scratchpad_scripted
+        import memory_app.scratchpad_sections
+        import memory_app.tools.scratchpad  # noqa: F401
