@@ -70,15 +70,6 @@ def _with_cache_control(block: dict) -> dict:
     return marked
 
 
-def _insert_prefix(content: list[dict], prefix: list[dict]) -> list[dict]:
-    # The API wants tool_result blocks first in a user message, so "before the message" means
-    # after its tool results.
-    split = 0
-    while split < len(content) and content[split].get("type") == "tool_result":
-        split += 1
-    return content[:split] + prefix + content[split:]
-
-
 def build_request(
     *,
     session: SessionSnapshot,
@@ -86,7 +77,6 @@ def build_request(
     server_tools: Sequence[ToolSpec],
     max_tokens: int,
     sections: Sequence[ContextSection] | None = None,
-    extra_prefix: Sequence[str] = (),
 ) -> BuiltRequest:
     sections = SECTIONS if sections is None else sections
     static_parts = [session.system_prompt] if session.system_prompt else []
@@ -96,7 +86,6 @@ def build_request(
         static_parts += section.static_system(session)
         dynamic_parts += section.dynamic_system(session)
         prefix_parts += section.message_prefix(session)
-    prefix_parts += list(extra_prefix)
 
     tools = [spec.definition() for spec in server_tools] + [dict(t) for t in session.client_tools]
     static_text = "\n\n".join(p for p in static_parts if p)
@@ -122,21 +111,24 @@ def build_request(
     prefix_blocks = [_text_block(p) for p in prefix_parts if p]
     latest_user = max((i for i, m in enumerate(merged) if m["role"] == "user"), default=None)
     changed: set[int] = set()
+    # The second breakpoint marks the last stored block before anything injected for this call.
+    target_message, target_block = len(merged) - 1, -1
     if prefix_blocks and latest_user is not None:
-        merged[latest_user] = {
-            "role": "user",
-            "content": _insert_prefix(merged[latest_user]["content"], prefix_blocks),
-        }
+        content = merged[latest_user]["content"]
+        # Before the latest stored message's own blocks (it may be merged after others), and
+        # after its tool results: the API wants tool_result blocks first in a user message.
+        split = len(content) - len(sources[latest_user][-1].content)
+        while split < len(content) and content[split].get("type") == "tool_result":
+            split += 1
+        merged[latest_user] = {"role": "user", "content": content[:split] + prefix_blocks + content[split:]}
         changed.add(latest_user)
-        breakpoint_at = latest_user - 1
-    else:
-        breakpoint_at = len(merged) - 1
-    if breakpoint_at >= 0:
-        marked = merged[breakpoint_at]
+        target_message, target_block = (latest_user, split - 1) if split > 0 else (latest_user - 1, -1)
+    if target_message >= 0:
+        marked = merged[target_message]
         content = list(marked["content"])
-        content[-1] = _with_cache_control(copy.copy(content[-1]))
-        merged[breakpoint_at] = {"role": marked["role"], "content": content}
-        changed.add(breakpoint_at)
+        content[target_block] = _with_cache_control(copy.copy(content[target_block]))
+        merged[target_message] = {"role": marked["role"], "content": content}
+        changed.add(target_message)
 
     body: dict[str, Any] = {"model": session.model, "max_tokens": max_tokens}
     if system:

@@ -326,27 +326,28 @@ class TurnRunner:
                 provider=provider, session=snapshot, history=self.history, record=self._record_summary
             )
         )
-        summary_text = COMPACTION_SUMMARY_MESSAGE.format(summary=summary)
-        after = build_request(
-            session=snapshot,
-            history=[
-                StoredMessage(
-                    -1, "user", [{"type": "text", "text": summary_text}], estimate_text_tokens(summary_text)
-                )
-            ],
-            server_tools=registry.for_session(snapshot),
-            max_tokens=settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
-        )
+        tokens_after = await db(self._estimate_after_compaction)(snapshot, summary)
         archive, message = await db(services.compaction_store)(
             session_id=self.session_id,
             turn_id=self.turn_id,
             epoch=self.epoch,
             summary=summary,
             tokens_before=tokens_before,
-            tokens_after=round((snapshot.token_ratio or 1.0) * after.estimated_tokens),
+            tokens_after=tokens_after,
         )
         self.epoch += 1
         self.history = [StoredMessage(message.position, "user", message.content, message.token_estimate)]
+
+    def _estimate_after_compaction(self, snapshot: SessionSnapshot, summary: str) -> int:
+        """The calibrated size of the next request once the history is only the summary."""
+        text = COMPACTION_SUMMARY_MESSAGE.format(summary=summary)
+        after = build_request(
+            session=snapshot,
+            history=[StoredMessage(-1, "user", [{"type": "text", "text": text}], estimate_text_tokens(text))],
+            server_tools=registry.for_session(snapshot),
+            max_tokens=settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
+        )
+        return round((snapshot.token_ratio or 1.0) * after.estimated_tokens)
 
     async def _record_summary(
         self, body: dict, response: ModelResponse, purpose: str, duration_ms: int

@@ -34,3 +34,7 @@ CLIENT_TOOL = {
     "description": "Look something up on the client.",
     "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}},
 }
+
+
+# Settings for tests that assert exact requests of the bare engine: no memory features.
+NO_MEMORY = {"notepad": {"enabled": False}, "scratchpad": {"enabled": False}}

@@ -13,7 +13,7 @@ from sessions_app.engine.providers.base import ProviderError
 from sessions_app.models import AgentSession, ModelCall
 from tests.conftest import alist
 from tests.fake_anthropic import error, text, tool_use
-from tests.sessions_app.conftest import CLIENT_TOOL
+from tests.sessions_app.conftest import CLIENT_TOOL, NO_MEMORY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "claude-sonnet-4-6"
@@ -51,7 +51,7 @@ async def test_deltas_arrive_while_the_model_is_still_writing(connect, fake_anth
 
 async def test_request_has_cache_breakpoints_on_stable_prefix_and_last_message(connect, fake_anthropic):
     client = await connect()
-    await client.create(model=MODEL, system_prompt="You are terse.", tools=[CLIENT_TOOL])
+    await client.create(model=MODEL, system_prompt="You are terse.", tools=[CLIENT_TOOL], settings=NO_MEMORY)
     await client.send({"type": "user.message", "content": "hello"})
     await client.until("turn.completed")
     body = fake_anthropic.requests[0].body

@@ -11,14 +11,14 @@ from sessions_app.models import AgentSession, Archive, Message, ModelCall
 from sessions_app.tools.archive import archive_page
 from tests.conftest import alist
 from tests.fake_anthropic import FakeAnthropicServer, error, text, tool_use
-from tests.sessions_app.conftest import CLIENT_TOOL
+from tests.sessions_app.conftest import CLIENT_TOOL, NO_MEMORY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "claude-sonnet-4-6"
 # About 900 tokens a message: four turns cross a 3,000-token threshold, and the whole history
 # still fits one summary call (half of a 10,000-token window).
 FILLER = "palimpsest " * 300
-SMALL = {"context_window": 10_000, "compact_threshold": 0.3}
+SMALL = {"context_window": 10_000, "compact_threshold": 0.3, "settings": NO_MEMORY}
 
 
 def is_summary_call(body: dict) -> bool:
@@ -352,4 +352,21 @@ async def test_scripted_model_compacts_end_to_end_without_a_key(connect):
     assert "Last assistant reply:" in completed["summary"]
     frames = await chat(client, "echo still here")
     assert [f for f in frames if f["type"] == "assistant.message"][-1]["content"][0]["text"] == "still here"
+    await client.close()
+
+
+async def test_scratchpad_survives_compaction_and_is_in_the_very_next_request(connect, fake_anthropic):
+    client = await connect()
+    await client.create(model=MODEL, context_window=10_000, compact_threshold=0.3)
+    fake_anthropic.enqueue(
+        tool_use("session_scratchpad", {"action": "set_plan", "content": "1. keep going"}), text("planned")
+    )
+    await chat(client, "plan it")
+    frames = await fill_until_warning(client, fake_anthropic)
+    assert any(f["type"] == "compaction.completed" for f in frames)
+    summary_index = max(i for i, r in enumerate(fake_anthropic.requests) if is_summary_call(r.body))
+    await chat(client, "next")
+    after = fake_anthropic.requests[summary_index + 1].body
+    assert after["messages"][0]["content"][0]["text"].startswith("[Summary of the conversation so far.")
+    assert any("1. keep going" in block.get("text", "") for block in after["messages"][-1]["content"])
     await client.close()

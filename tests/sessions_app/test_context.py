@@ -111,7 +111,19 @@ def test_transient_blocks_follow_tool_results_in_their_message():
         max_tokens=1,
         sections=[Section(prefix=["[memo]"])],
     )
-    assert built.body["messages"][2]["content"] == [result, t("[memo]")]
+    # The breakpoint stays on the stored tool result, before the injected block.
+    assert built.body["messages"][2]["content"] == [{**result, "cache_control": CC}, t("[memo]")]
+    assert built.body["messages"][1]["content"][0].get("cache_control") is None
+
+
+def test_transient_blocks_go_before_the_latest_stored_message_inside_a_merged_one():
+    history = [msg(0, "user", t("summary")), msg(1, "user", t("question"))]
+    built = build_request(
+        session=snapshot(), history=history, server_tools=[], max_tokens=1, sections=[Section(prefix=["[memo]"])]
+    )
+    assert built.body["messages"] == [
+        {"role": "user", "content": [{**t("summary"), "cache_control": CC}, t("[memo]"), t("question")]}
+    ]
 
 
 def test_consecutive_user_messages_are_merged_and_recorded_whole():
