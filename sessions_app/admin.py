@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.http import HttpRequest
 
+from memory_app.admin import SessionNotepadAdminMixin
 from sessions_app import services
 from sessions_app.models import AgentSession, AgentToken, Message, ModelCall, SessionEvent, ToolCall, Turn
 
@@ -40,7 +41,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(AgentSession)
-class AgentSessionAdmin(admin.ModelAdmin):
+class AgentSessionAdmin(SessionNotepadAdminMixin, admin.ModelAdmin):
     list_display = [
         "__str__",
         "owner",
