@@ -149,10 +149,13 @@ async def test_message_position_section_is_never_stored_in_the_history(
     session = await client.create(settings=MESSAGE_POSITION)
     await notepad_preset(session, "notes")
     await turn(client, "first")
-    stored = await sync_to_async(list)(
-        Message.objects.filter(session_id=uuid.UUID(session["id"])).values_list("content", flat=True)
-    )
-    assert all("## Session Notepad" not in block.get("text", "") for content in stored for block in content)
+    stored = await sync_to_async(stored_texts)(session)
+    assert stored == ["first", "ok"]
+
+
+def stored_texts(session: dict) -> list[str]:
+    messages = Message.objects.filter(session_id=uuid.UUID(session["id"])).order_by("position")
+    return [block["text"] for m in messages for block in m.content if block.get("type") == "text"]
 
 
 async def test_message_position_section_leaves_the_earlier_user_message_in_the_next_turn(
