@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connection
 
+from memory_app import services
 from memory_app.prompts import NOTEPAD_EMPTY_HINT, NOTEPAD_GUIDANCE
 from sessions_app.engine.context import CACHE_CONTROL
 from sessions_app.models import Message
-from tests.fake_anthropic import FakeAnthropicServer, text, tool_use
+from tests.fake_anthropic import FakeAnthropicServer, Reply, text, tool_use
 from tests.memory_app.notepad_support import notepad_preset, system_texts, turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -228,3 +230,44 @@ async def test_disabled_notepad_refuses_a_call_to_its_tools(
         True,
         "Unknown tool 'write_notepad'. Use one of the tools you were given.",
     )
+
+
+async def test_message_position_after_a_tool_error_shows_the_unchanged_notepad(
+    connect: Any, fake_anthropic: FakeAnthropicServer
+) -> None:
+    client = await connect()
+    session = await client.create(settings=MESSAGE_POSITION)
+    await notepad_preset(session, "notes\n")
+    fake_anthropic.enqueue(
+        tool_use("update_notepad", {"operation": "delete", "content": "zzz"}), text("done")
+    )
+    await turn(client)
+    result, section = fake_anthropic.requests[1].body["messages"][-1]["content"]
+    assert (result["is_error"], section) == (True, {"type": "text", "text": "## Session Notepad\nnotes\n"})
+
+
+# -- an operator's edit during a turn ----------------------------------------------------------
+async def test_operator_edit_during_a_turn_reaches_the_next_model_call(
+    connect: Any, fake_anthropic: FakeAnthropicServer
+) -> None:
+    client = await connect()
+    session = await client.create()
+
+    def operator_edits_then_model_reads(body: dict) -> Reply:
+        # Runs in the fake server's thread while the turn waits for the model's answer.
+        try:
+            services.notepad_write(
+                session_id=uuid.UUID(session["id"]),
+                content="from the operator",
+                author="operator:alice",
+                expected_version=0,
+            )
+        finally:
+            connection.close()
+        return tool_use("read_notepad", {})
+
+    fake_anthropic.enqueue(operator_edits_then_model_reads, text("done"))
+    await turn(client)
+    body = fake_anthropic.requests[1].body
+    assert system_texts(body)[-1] == "## Session Notepad\nfrom the operator"
+    assert body["messages"][-1]["content"][0]["content"] == '{"content": "from the operator"}'
