@@ -26,9 +26,9 @@ NOTEPAD_GUIDANCE = (
     "but the notepad is preserved in full. Update it after significant findings or completed steps."
 )
 
-# "Pre-compaction warning", step 2: the system message injected before compacting. The seed gives
-# it as a code block; its line breaks are kept as written there.
-NOTEPAD_COMPACTION_WARNING = (
+# Seed 000, "Pre-compaction warning", step 2: injected as a user-role notice one step before compacting.
+# (main defines the same constant with the same text for compaction: keep one when merging.)
+PRE_COMPACTION_WARNING = (
     "[System] Context is approaching the token limit and will be compacted after your next response.\n"
     "Review your session notepad and update it with any working state, findings, or progress you\n"
     "need to preserve. Conversation details may be summarized during compaction, but the notepad\n"
