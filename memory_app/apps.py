@@ -10,6 +10,13 @@ class MemoryAppConfig(AppConfig):
 
     def ready(self) -> None:
         # Memory features register their tools, context sections and scripted-model rules here.
+        # -- session notepad (seed 000) --
+        from memory_app import scripted, sections  # noqa: F401
+        from memory_app.notepad import SANDBOX_NAME, sandbox_notepad
+        from memory_app.tools import count_words, notepad  # noqa: F401
+        from sessions_app.engine.tools import SANDBOX_FACTORIES
+
+        SANDBOX_FACTORIES[SANDBOX_NAME] = sandbox_notepad
         # -- scratchpad spaces (seed 003) --
         import memory_app.scratchpad_scripted
         import memory_app.scratchpad_sections

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from memory_app.scratchpad_models import Scratchpad, ScratchpadRevision
-from sessions_app.admin import ReadOnlyAdmin
+from sessions_app.admin_base import ReadOnlyAdmin
 
 
 @admin.register(Scratchpad)

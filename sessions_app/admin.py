@@ -7,7 +7,9 @@ from typing import Any
 from django.contrib import admin, messages
 from django.http import HttpRequest
 
+from memory_app.admin import SessionNotepadAdminMixin
 from sessions_app import services
+from sessions_app.admin_base import ReadOnlyAdmin
 from sessions_app.models import AgentSession, AgentToken, Message, ModelCall, SessionEvent, ToolCall, Turn
 
 
@@ -31,16 +33,8 @@ class AgentTokenAdmin(admin.ModelAdmin):
         self.message_user(request, "Revoked.", messages.SUCCESS)
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(AgentSession)
-class AgentSessionAdmin(admin.ModelAdmin):
+class AgentSessionAdmin(SessionNotepadAdminMixin, admin.ModelAdmin):
     list_display = [
         "__str__",
         "owner",

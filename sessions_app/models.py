@@ -80,6 +80,10 @@ class AgentSession(TimestampedModel):
     current_turn_id = models.UUIDField(null=True, blank=True, editable=False)
     lease_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     cancel_requested = models.BooleanField(default=False, editable=False)
+    # The session notepad (seed 000): null until first written. Changed only through
+    # `memory_app.services` (row lock, version check, revision, event), hence not editable here.
+    notepad = models.TextField(null=True, blank=True, editable=False)
+    notepad_version = models.PositiveIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["-last_activity_at"]

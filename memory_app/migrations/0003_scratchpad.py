@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory_app', '0001_initial'),
+        ('memory_app', '0002_notepad'),
         ('sessions_app', '0001_initial'),
     ]
 

@@ -34,7 +34,7 @@ from sessions_app.engine.providers import Provider, ProviderError, provider_for_
 from sessions_app.engine.providers.base import ModelResponse
 from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.engine.tokens import estimate_text_tokens
-from sessions_app.engine.tools import ToolContext, ToolError, registry
+from sessions_app.engine.tools import ToolContext, ToolError, registry, sandbox_for
 from sessions_app.models import AgentSession, SessionStatus, ToolExecutor
 
 logger = logging.getLogger("palimpsest.engine")
@@ -463,7 +463,11 @@ class TurnRunner:
             message = f"Unknown tool {call.name!r}. Use one of the tools you were given."
             return services.ToolOutcome(call.tool_use_id, call.name, None, message, True)
         context = ToolContext(
-            session=snapshot, turn_id=self.turn_id, step=self.steps, tool_use_id=call.tool_use_id
+            session=snapshot,
+            turn_id=self.turn_id,
+            step=self.steps,
+            tool_use_id=call.tool_use_id,
+            sandbox=sandbox_for(snapshot),
         )
         try:
             raw = await spec.handler(context, call.input)

@@ -35,6 +35,17 @@ class ToolContext:
 
 Handler = Callable[[ToolContext, dict], Awaitable[Any]]
 
+# Sandbox APIs handed to every server tool as `ctx.sandbox[name]` (e.g. the session notepad's
+# read/write/append): a feature registers a factory that builds its API for a session, or returns
+# None where the session has the feature switched off.
+SANDBOX_FACTORIES: dict[str, Callable[[SessionSnapshot], Any]] = {}
+
+
+def sandbox_for(session: SessionSnapshot) -> dict[str, Any]:
+    """The sandbox APIs of `session`, for one tool call's `ToolContext.sandbox`."""
+    built = {name: make(session) for name, make in SANDBOX_FACTORIES.items()}
+    return {name: api for name, api in built.items() if api is not None}
+
 
 @dataclass(frozen=True)
 class ToolSpec:

@@ -25,7 +25,11 @@ from memory_app.scratchpad_services import (
 from sessions_app.models import SessionEvent
 from sessions_app.services import session_create
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.services,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("without_notepad"),
+]
 
 LIMITS = ScratchpadLimits(notes_max_chars=4000, plan_max_chars=2000, refs_max_items=50)
 ALICE = operator_author("alice")

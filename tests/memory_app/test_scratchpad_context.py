@@ -29,7 +29,7 @@ from tests.memory_app.scratchpad_support import (
     tool_results,
 )
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("without_notepad")]
 
 OFF = {"settings": {"scratchpad": {"enabled": False}}}
 LIMITS = ScratchpadLimits(notes_max_chars=4000, plan_max_chars=2000, refs_max_items=50)

@@ -16,7 +16,7 @@ from tests.conftest import Client
 from tests.fake_anthropic import FakeAnthropicServer, text, tool_use
 from tests.memory_app.scratchpad_support import TOOL, bodies, latest_user, open_session, run_turn, seed, texts
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("without_notepad")]
 
 PLAN_REPLY = "Here is my plan:\n1. Read the code\n2. Fix the bug\n3. Add a test"
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.memory_app.scratchpad_support import open_session, pad, run_turn
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("without_notepad")]
 
 
 def said(frames: list[dict]) -> list[str]:

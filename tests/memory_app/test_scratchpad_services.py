@@ -23,7 +23,7 @@ from sessions_app import announce
 from sessions_app.models import AgentSession, SessionEvent
 from sessions_app.services import session_create
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("without_notepad")]
 
 ALICE = operator_author("alice")
 

@@ -13,7 +13,7 @@ from sessions_app.models import SessionEvent
 from tests.fake_anthropic import text, tool_use
 from tests.memory_app.scratchpad_support import TOOL, call_tool, open_session, pad, run_turn, seed
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("without_notepad")]
 
 VALID_ACTIONS = "Valid actions: set_notes, append_notes, set_plan, refs.add, refs.remove, refs.set."
 

@@ -119,7 +119,11 @@ def test_transient_blocks_follow_tool_results_in_their_message():
 def test_transient_blocks_go_before_the_latest_stored_message_inside_a_merged_one():
     history = [msg(0, "user", t("summary")), msg(1, "user", t("question"))]
     built = build_request(
-        session=snapshot(), history=history, server_tools=[], max_tokens=1, sections=[Section(prefix=["[memo]"])]
+        session=snapshot(),
+        history=history,
+        server_tools=[],
+        max_tokens=1,
+        sections=[Section(prefix=["[memo]"])],
     )
     assert built.body["messages"] == [
         {"role": "user", "content": [{**t("summary"), "cache_control": CC}, t("[memo]"), t("question")]}

@@ -1,0 +1,79 @@
+"""Reading the notepad now and as it was (what the dashboard's history view needs)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory_app import selectors, services
+from memory_app.models import NotepadRevision
+from memory_app.selectors import NotepadState
+from sessions_app.models import AgentSession
+from tests.memory_app.notepad_support import session_make
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("without_scratchpad")]
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def write_at(session: AgentSession, content: str, minute: int) -> None:
+    revision = services.notepad_write(session_id=session.id, content=content, author="agent")
+    NotepadRevision.objects.filter(pk=revision.pk).update(created_at=T0 + timedelta(minutes=minute))
+
+
+def test_notepad_get_of_a_never_written_notepad_is_empty_at_version_zero() -> None:
+    session = session_make()
+    assert selectors.notepad_get(session_id=session.id) == NotepadState(content="", version=0)
+
+
+def test_notepad_get_returns_the_current_content_and_version() -> None:
+    session = session_make()
+    write_at(session, "a", 0)
+    write_at(session, "b", 1)
+    assert selectors.notepad_get(session_id=session.id) == NotepadState(content="b", version=2)
+
+
+def test_notepad_as_of_a_moment_between_changes_is_the_earlier_content() -> None:
+    session = session_make()
+    write_at(session, "a", 0)
+    write_at(session, "b", 10)
+    moment = T0 + timedelta(minutes=5)
+    assert selectors.notepad_as_of(session_id=session.id, moment=moment) == NotepadState(
+        content="a", version=1
+    )
+
+
+def test_notepad_as_of_a_moment_before_the_first_change_is_empty() -> None:
+    session = session_make()
+    write_at(session, "a", 10)
+    moment = T0 + timedelta(minutes=5)
+    assert selectors.notepad_as_of(session_id=session.id, moment=moment) == NotepadState(
+        content="", version=0
+    )
+
+
+def test_notepad_at_version_is_the_content_that_version_left() -> None:
+    session = session_make()
+    write_at(session, "a", 0)
+    write_at(session, "b", 1)
+    assert selectors.notepad_at_version(session_id=session.id, version=1) == NotepadState(
+        content="a", version=1
+    )
+
+
+def test_notepad_at_version_zero_is_empty() -> None:
+    session = session_make()
+    assert selectors.notepad_at_version(session_id=session.id, version=0) == NotepadState(
+        content="", version=0
+    )
+
+
+def test_notepad_revisions_lists_every_change_oldest_first() -> None:
+    session = session_make()
+    write_at(session, "a", 0)
+    write_at(session, "b", 1)
+    assert [(r.version, r.content) for r in selectors.notepad_revisions(session_id=session.id)] == [
+        (1, "a"),
+        (2, "b"),
+    ]
