@@ -10,4 +10,6 @@ class MemoryAppConfig(AppConfig):
 
     def ready(self) -> None:
         # Memory features register their tools, context sections and scripted-model rules here.
-        pass
+        # -- observations (seed 004): tools, engine hooks, scripted rules, admin --
+        from memory_app import observation_admin, observation_hooks, observation_scripted  # noqa: F401
+        from memory_app.tools import files, observations  # noqa: F401
