@@ -306,13 +306,14 @@ def grep_pattern_compile(pattern: Any) -> Any:
 @dataclass
 class _GrepOutput:
     lines: list[str]
+    separate_groups: bool  # as grep: `--` between groups only when context lines are shown
     chars: int = 0
     last_shown: int = 0
 
     def add(self, number: int, text: str, cut: bool, marker: str) -> bool:
         """Append a line (grep -n -C style); False when the output limit is reached."""
         line = f"{number}{marker}{text}{'…' if cut else ''}"
-        separator = self.last_shown and number > self.last_shown + 1
+        separator = self.separate_groups and self.last_shown and number > self.last_shown + 1
         cost = len(line) + 1 + (3 if separator else 0)
         if self.chars + cost > READ_MAX_CHARS:
             return False
@@ -337,7 +338,7 @@ def observation_grep(
         raise ObservationReadError(f"context must be from 0 to {GREP_MAX_CONTEXT}.")
     if not 1 <= max_matches <= GREP_MAX_MATCHES:
         raise ObservationReadError(f"max_matches must be from 1 to {GREP_MAX_MATCHES}.")
-    output = _GrepOutput([])
+    output = _GrepOutput([], separate_groups=context > 0)
     before: deque[tuple[int, str, bool]] = deque(maxlen=context)
     matches, after, stopped = 0, 0, None
     deadline = time.monotonic() + GREP_TIME_LIMIT_SECONDS

@@ -17,7 +17,7 @@ NOTE = "Large observation saved in scratchpad. To read it in full or partially, 
 def use_fs_root(settings: Any, tmp_path: Path) -> Path:
     """A shared folder for fs_read, switched on for the test."""
     root = tmp_path / "shared"
-    root.mkdir()
+    root.mkdir(exist_ok=True)
     settings.PALIMPSEST_FS_ROOT = str(root)
     return root
 

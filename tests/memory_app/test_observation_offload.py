@@ -17,7 +17,6 @@ from tests.memory_app.observation_helpers import (
     big_log,
     events,
     seed_summary,
-    tool_names,
     tool_result,
     tool_result_json,
     turn,
@@ -160,7 +159,9 @@ async def _client_answers(
     return tool_result(fake_anthropic.requests[1].body)
 
 
-async def test_client_tool_text_result_is_offloaded(connect: Any, fake_anthropic: FakeAnthropicServer) -> None:
+async def test_client_tool_text_result_is_offloaded(
+    connect: Any, fake_anthropic: FakeAnthropicServer
+) -> None:
     content = "".join(f"line {i}\n" for i in range(2000))
     block = await _client_answers(connect, fake_anthropic, content)
     observation = json.loads(block["content"])

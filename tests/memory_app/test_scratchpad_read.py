@@ -48,7 +48,7 @@ async def _read_after_offload(
     """fs_read offloads `data`, then the model makes `reply`; returns the tool_result it got."""
     root = use_fs_root(settings, tmp_path)
     binary = isinstance(data, bytes)
-    (root / "data").write_bytes(data if binary else data.encode())
+    (root / "data").write_bytes(data if isinstance(data, bytes) else data.encode())
     fs_input = {"path": "data", "encoding": "binary"} if binary else {"path": "data"}
     fake_anthropic.enqueue(tool_use("fs_read", fs_input), reply, text("done"))
     client = await connect()
@@ -84,7 +84,14 @@ async def test_offered_once_an_observation_exists(
     await _read_after_offload(connect, fake_anthropic, settings, tmp_path, read())
     tool = next(t for t in fake_anthropic.requests[1].body["tools"] if t["name"] == "scratchpad_read")
     assert tool["input_schema"]["required"] == ["scratchpad_id"]
-    assert tool["input_schema"]["properties"]["mode"]["enum"] == ["full", "head", "tail", "range", "lines", "grep"]
+    assert tool["input_schema"]["properties"]["mode"]["enum"] == [
+        "full",
+        "head",
+        "tail",
+        "range",
+        "lines",
+        "grep",
+    ]
 
 
 async def test_not_offered_after_small_results(
@@ -134,7 +141,9 @@ async def test_tail_defaults_to_2000_characters(
 async def test_range_reads_start_to_end_exclusive_across_chunks(
     connect: Any, fake_anthropic: FakeAnthropicServer, settings: Any, tmp_path: Path
 ) -> None:
-    result = await _ok(connect, fake_anthropic, settings, tmp_path, read(mode="range", start=65_000, end=66_000))
+    result = await _ok(
+        connect, fake_anthropic, settings, tmp_path, read(mode="range", start=65_000, end=66_000)
+    )
     assert result["content"] == LOG[65_000:66_000]
 
 
@@ -142,7 +151,9 @@ async def test_range_end_past_the_content_is_clamped(
     connect: Any, fake_anthropic: FakeAnthropicServer, settings: Any, tmp_path: Path
 ) -> None:
     start = len(LOG) - 10
-    result = await _ok(connect, fake_anthropic, settings, tmp_path, read(mode="range", start=start, end=start + 100))
+    result = await _ok(
+        connect, fake_anthropic, settings, tmp_path, read(mode="range", start=start, end=start + 100)
+    )
     assert (result["content"], result["end"]) == (LOG[start:], len(LOG))
 
 
@@ -157,7 +168,9 @@ async def test_full_reads_everything(
 async def test_lines_reads_a_range_of_lines(
     connect: Any, fake_anthropic: FakeAnthropicServer, settings: Any, tmp_path: Path
 ) -> None:
-    result = await _ok(connect, fake_anthropic, settings, tmp_path, read(mode="lines", start_line=2, end_line=4))
+    result = await _ok(
+        connect, fake_anthropic, settings, tmp_path, read(mode="lines", start_line=2, end_line=4)
+    )
     assert result["content"] == "".join(LOG.splitlines(keepends=True)[1:4])
     assert (result["start_line"], result["end_line"], result["total_lines"]) == (2, 4, 2001)
 
@@ -203,7 +216,15 @@ async def test_grep_shows_context_lines_and_separates_groups(
     )
     lines = LOG.splitlines()
     assert result["content"] == "\n".join(
-        [f"5-{lines[4]}", f"6:{lines[5]}", f"7-{lines[6]}", "--", f"50-{lines[49]}", f"51:{lines[50]}", f"52-{lines[51]}"]
+        [
+            f"5-{lines[4]}",
+            f"6:{lines[5]}",
+            f"7-{lines[6]}",
+            "--",
+            f"50-{lines[49]}",
+            f"51:{lines[50]}",
+            f"52-{lines[51]}",
+        ]
     )
 
 
@@ -256,7 +277,11 @@ async def test_unknown_id_is_a_tool_error(
     connect: Any, fake_anthropic: FakeAnthropicServer, settings: Any, tmp_path: Path, observation_id: str
 ) -> None:
     message = await _error(
-        connect, fake_anthropic, settings, tmp_path, tool_use("scratchpad_read", {"scratchpad_id": observation_id})
+        connect,
+        fake_anthropic,
+        settings,
+        tmp_path,
+        tool_use("scratchpad_read", {"scratchpad_id": observation_id}),
     )
     assert message.startswith(f"No observation with scratchpad_id {observation_id!r} in this session.")
 
@@ -276,7 +301,10 @@ async def test_unknown_id_is_a_tool_error(
         ({"mode": "lines"}, "mode lines needs start_line."),
         ({"mode": "lines", "start_line": 0}, "lines needs 1 <= start_line <= end_line."),
         ({"mode": "lines", "start_line": 5, "end_line": 4}, "lines needs 1 <= start_line <= end_line."),
-        ({"mode": "lines", "start_line": 2002}, "start_line 2002 is past the end: the observation has 2001 lines."),
+        (
+            {"mode": "lines", "start_line": 2002},
+            "start_line 2002 is past the end: the observation has 2001 lines.",
+        ),
         ({"mode": "grep"}, "mode grep needs pattern"),
         ({"mode": "grep", "pattern": "(unclosed"}, "pattern is not a valid regular expression"),
         ({"mode": "grep", "pattern": "x" * 501}, "pattern is limited to 500 characters."),
@@ -329,7 +357,9 @@ async def test_another_sessions_observation_reads_as_unknown(
     await turn(first)
     theirs = latest_observation_id(fake_anthropic.requests[1].body)
     fake_anthropic.enqueue(
-        tool_use("fs_read", {"path": "log"}), tool_use("scratchpad_read", {"scratchpad_id": theirs}), text("done")
+        tool_use("fs_read", {"path": "log"}),
+        tool_use("scratchpad_read", {"scratchpad_id": theirs}),
+        text("done"),
     )
     second = await connect()
     await second.create()
