@@ -133,20 +133,20 @@ def observation_slice(*, observation: Observation, start: int, end: int) -> str 
 
 
 def _chunks_from(observation: Observation, first_index: int) -> Iterator[str]:
-    """The text chunks from `first_index` on, fetched CHUNK_READ_BATCH at a time."""
-    index = first_index
+    """The text chunks from `first_index` on, fetched 1, 2, 4, ... up to CHUNK_READ_BATCH at a
+    time: a short read (a few lines) costs one chunk, a long one (grep) few queries."""
+    index, size = first_index, 1
     while True:
         batch = list(
-            ObservationChunk.objects.filter(
-                observation=observation, index__gte=index, index__lt=index + CHUNK_READ_BATCH
-            )
+            ObservationChunk.objects.filter(observation=observation, index__gte=index, index__lt=index + size)
             .order_by("index")
             .values_list("text", flat=True)
         )
         yield from batch
-        if len(batch) < CHUNK_READ_BATCH:
+        if len(batch) < size:
             return
-        index += CHUNK_READ_BATCH
+        index += size
+        size = min(size * 2, CHUNK_READ_BATCH)
 
 
 def _slice_result(observation: Observation, mode: str, start: int, end: int) -> dict[str, Any]:
