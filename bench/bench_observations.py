@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> None:
             ),
         }
 
-    rows = []
+    rows: list[tuple[str, float | None, float | None, float, float]] = []
     small_label, big_label = sizes
     small, big = reads(stored[small_label]), reads(stored[big_label])
     for name in small:
