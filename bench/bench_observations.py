@@ -167,10 +167,10 @@ def run(args: argparse.Namespace) -> None:
         f"| {big_label}: time | {big_label}: peak memory |"
     )
     print("|---|---:|---:|---:|---:|")
-    for name, small_ms, small_kib, big_ms, big_kib in rows:
+    for row in rows:
         print(
-            f"| {name} | {cell(small_ms, 'ms')} | {cell(small_kib, 'KiB')} | {cell(big_ms, 'ms')} | "
-            f"{cell(big_kib, 'KiB')} |"
+            f"| {row[0]} | {cell(row[1], 'ms')} | {cell(row[2], 'KiB')} | {cell(row[3], 'ms')} | "
+            f"{cell(row[4], 'KiB')} |"
         )
     print(f"\n{big_label} grep: {big_result['matches']} matches, stopped: {big_result.get('stopped', 'no')}")
 
