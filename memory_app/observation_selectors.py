@@ -349,7 +349,10 @@ def observation_grep(
             stopped = f"time limit of {GREP_TIME_LIMIT_SECONDS:g} s reached at line {number}"
             break
         if matches >= max_matches and not after:
-            stopped = f"max_matches ({max_matches}) reached; continue with lines from line {number}"
+            stopped = (
+                f"max_matches ({max_matches}) reached before line {number}: raise max_matches, narrow "
+                f"the pattern, or read on with lines from line {number}"
+            )
             break
         timeout = min(GREP_LINE_TIME_LIMIT_SECONDS, remaining)
         try:

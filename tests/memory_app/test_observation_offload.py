@@ -10,7 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 
+from memory_app.observation_models import Observation
+from memory_app.observation_selectors import observation_parts
+from sessions_app.models import ToolCall
 from tests.fake_anthropic import FakeAnthropicServer, text, tool_use
 from tests.memory_app.observation_helpers import (
     NOTE,
@@ -209,3 +213,24 @@ async def test_large_error_result_is_offloaded_with_ok_false(
     block = await _client_answers(connect, fake_anthropic, trace, is_error=True)
     assert block["is_error"] is True
     assert json.loads(block["content"])["ok"] is False
+
+
+async def test_an_offloaded_calls_stored_result_is_the_synthetic_observation(
+    connect: Any, fake_anthropic: FakeAnthropicServer
+) -> None:
+    content = "".join(f"line {i}\n" for i in range(2000))
+    block = await _client_answers(connect, fake_anthropic, content)
+    row = await sync_to_async(ToolCall.objects.get)(name="web_fetch")
+    assert row.result == json.loads(block["content"])
+
+
+async def test_the_observation_holds_the_whole_result(
+    connect: Any, fake_anthropic: FakeAnthropicServer
+) -> None:
+    content = "".join(f"line {i}\n" for i in range(2000))
+    block = await _client_answers(connect, fake_anthropic, content)
+    observation = await sync_to_async(Observation.objects.get)(
+        pk=json.loads(block["content"])["scratchpad_id"]
+    )
+    assert await sync_to_async(lambda: observation_parts(observation=observation).text)() == content
+    assert (observation.tool_name, observation.step, observation.line_count) == ("web_fetch", 1, 2000)
