@@ -21,3 +21,7 @@ class MemoryAppConfig(AppConfig):
         import memory_app.scratchpad_scripted
         import memory_app.scratchpad_sections
         import memory_app.tools.scratchpad  # noqa: F401
+
+        # -- observations (seed 004): tools, engine hooks, scripted rules, admin --
+        from memory_app import observation_admin, observation_hooks, observation_scripted  # noqa: F401
+        from memory_app.tools import files, observations  # noqa: F401

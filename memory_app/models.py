@@ -6,10 +6,20 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from memory_app.observation_models import Observation, ObservationChunk, ObservationKind
 from memory_app.scratchpad_models import Scratchpad, ScratchpadRevision, ScratchpadSpace
 from sessions_app.models import AgentSession
 
-__all__ = ["NotepadOperation", "NotepadRevision", "Scratchpad", "ScratchpadRevision", "ScratchpadSpace"]
+__all__ = [
+    "NotepadOperation",
+    "NotepadRevision",
+    "Observation",
+    "ObservationChunk",
+    "ObservationKind",
+    "Scratchpad",
+    "ScratchpadRevision",
+    "ScratchpadSpace",
+]
 
 
 # ---------------------------------------------------------------------------

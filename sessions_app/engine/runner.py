@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from memory_app.prompts import COMPACTION_SUMMARY_MESSAGE
 from sessions_app import selectors, services
-from sessions_app.engine import compaction
+from sessions_app.engine import compaction, tool_hooks
 from sessions_app.engine.context import BuiltRequest, StoredMessage, build_request
 from sessions_app.engine.db import db
 from sessions_app.engine.providers import Provider, ProviderError, provider_for_model
@@ -104,6 +104,8 @@ class PendingCall:
     name: str
     input: dict
     executor: str
+    # Set by a tool hook (e.g. an unresolvable {{stepN.field}}): the call's tool_result, not run.
+    error: str | None = None
 
 
 class _DeltaBuffer:
@@ -237,13 +239,14 @@ class TurnRunner:
         built = build_request(
             session=snapshot,
             history=self.history,
-            server_tools=registry.for_session(snapshot),
+            server_tools=registry.for_session(snapshot, turn_id=self.turn_id),
             max_tokens=settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
         )
         return snapshot, built
 
     async def _loop(self) -> str:
         snapshot = await db(self._load)()
+        await db(tool_hooks.turn_started)(session=snapshot, turn_id=self.turn_id)
         provider = self.provider or provider_for_model(snapshot.model)
         retried_too_long = False
         while True:
@@ -285,6 +288,8 @@ class TurnRunner:
                 snapshot, built = await db(self._build)()
                 response = await self._call_model(provider, snapshot, built)
             calls = self._plan_tools(snapshot, response.content)
+            calls = await db(self._resolve_inputs)(snapshot, calls)
+            calls = await db(self._resolve_inputs)(snapshot, calls)
             message = await db(services.assistant_step_store)(
                 session_id=self.session_id,
                 turn_id=self.turn_id,
@@ -344,7 +349,7 @@ class TurnRunner:
         after = build_request(
             session=snapshot,
             history=[StoredMessage(-1, "user", [{"type": "text", "text": text}], estimate_text_tokens(text))],
-            server_tools=registry.for_session(snapshot),
+            server_tools=registry.for_session(snapshot, turn_id=self.turn_id),
             max_tokens=settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
         )
         return round((snapshot.token_ratio or 1.0) * after.estimated_tokens)
@@ -434,6 +439,29 @@ class TurnRunner:
             calls.append(PendingCall(block["id"], block["name"], block.get("input") or {}, executor))
         return calls
 
+    # -- tool hooks (tool_hooks.py: observation offload, {{stepN.field}} references) -------
+    def _resolve_inputs(self, snapshot: SessionSnapshot, calls: list[PendingCall]) -> list[PendingCall]:
+        """Inputs as the hooks rewrite them; a call a hook refuses is answered by the server."""
+        if not tool_hooks.TOOL_HOOKS or not calls:
+            return calls
+        resolved = tool_hooks.inputs_resolve(
+            session=snapshot,
+            turn_id=self.turn_id,
+            inputs=[tool_hooks.ToolInput(c.tool_use_id, c.name, c.input) for c in calls],
+        )
+        return [
+            PendingCall(
+                c.tool_use_id,
+                c.name,
+                r.input,
+                ToolExecutor.SERVER if r.error is not None else c.executor,
+                r.error,
+            )
+            for c, r in zip(calls, resolved, strict=True)
+        ]
+
+    # -- end of tool hooks -----------------------------------------------------------------
+
     async def _run_tools(
         self, snapshot: SessionSnapshot, calls: list[PendingCall]
     ) -> list[services.ToolOutcome]:
@@ -442,7 +470,11 @@ class TurnRunner:
             # Server tools run one after another, in the model's order: later calls may depend on
             # what earlier ones changed (e.g. two notepad edits).
             for call in calls:
-                if call.executor == ToolExecutor.SERVER:
+                if call.error is not None:
+                    outcomes[call.tool_use_id] = services.ToolOutcome(
+                        call.tool_use_id, call.name, None, call.error, True
+                    )
+                elif call.executor == ToolExecutor.SERVER:
                     outcomes[call.tool_use_id] = await self._cancellable(
                         self._run_server_tool(snapshot, call)
                     )
@@ -455,7 +487,10 @@ class TurnRunner:
                     call.tool_use_id,
                     services.ToolOutcome(call.tool_use_id, call.name, None, CANCELLED_TOOL_RESULT, True),
                 )
-        return [outcomes[c.tool_use_id] for c in calls]
+        ordered = [outcomes[c.tool_use_id] for c in calls]
+        if not tool_hooks.TOOL_HOOKS:
+            return ordered
+        return await db(tool_hooks.outcomes_process)(session=snapshot, turn_id=self.turn_id, outcomes=ordered)
 
     async def _run_server_tool(self, snapshot: SessionSnapshot, call: PendingCall) -> services.ToolOutcome:
         spec = registry.get(call.name)

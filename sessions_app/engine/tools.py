@@ -55,6 +55,9 @@ class ToolSpec:
     handler: Handler
     # Whether the tool is offered to this session's model (e.g. only when the notepad is on).
     enabled: Callable[[SessionSnapshot], bool] = lambda session: True
+    # Whether it is offered in a given turn too (e.g. only while the turn holds observations);
+    # called in a DB thread. A tool with this check is offered only when a turn is known.
+    offered_in_turn: Callable[[SessionSnapshot, uuid.UUID], bool] | None = None
 
     def definition(self) -> dict:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
@@ -87,8 +90,17 @@ class ToolRegistry:
     def names(self) -> set[str]:
         return {spec.name for spec in self.all()}
 
-    def for_session(self, session: SessionSnapshot) -> list[ToolSpec]:
-        return [spec for spec in self.all() if spec.enabled(session)]
+    def for_session(self, session: SessionSnapshot, *, turn_id: uuid.UUID | None = None) -> list[ToolSpec]:
+        """The tools offered to the session's model (in `turn_id`, when given)."""
+        return [
+            spec
+            for spec in self.all()
+            if spec.enabled(session)
+            and (
+                spec.offered_in_turn is None
+                or (turn_id is not None and spec.offered_in_turn(session, turn_id))
+            )
+        ]
 
     def get(self, name: str) -> ToolSpec | None:
         self._load()

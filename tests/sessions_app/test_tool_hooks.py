@@ -1,0 +1,102 @@
+"""The engine's extension points used by observations: tools offered per turn, tool-call hooks."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from sessions_app.engine import tool_hooks
+from sessions_app.engine.snapshot import SessionSnapshot
+from sessions_app.engine.tool_hooks import ToolInput
+from sessions_app.engine.tools import ToolRegistry, ToolSpec
+from sessions_app.services import ToolOutcome
+
+SESSION = SessionSnapshot(
+    id=uuid.uuid4(), model="m", system_prompt="", context_window=1000, compact_threshold=0.8, settings={}
+)
+TURN = uuid.uuid4()
+
+
+async def _handler(ctx: Any, tool_input: dict) -> str:
+    return "ok"
+
+
+def _registry(offered: Any) -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.register(ToolSpec("always", "", {"type": "object"}, _handler))
+    registry.register(ToolSpec("per_turn", "", {"type": "object"}, _handler, offered_in_turn=offered))
+    return registry
+
+
+def test_a_per_turn_tool_is_offered_when_its_check_says_so() -> None:
+    registry = _registry(lambda session, turn_id: turn_id == TURN)
+    assert [s.name for s in registry.for_session(SESSION, turn_id=TURN)] == ["always", "per_turn"]
+    assert [s.name for s in registry.for_session(SESSION, turn_id=uuid.uuid4())] == ["always"]
+
+
+def test_a_per_turn_tool_is_not_offered_without_a_turn() -> None:
+    registry = _registry(lambda session, turn_id: True)
+    assert [s.name for s in registry.for_session(SESSION)] == ["always"]
+
+
+class _Hook:
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        self.seen: list[list[str]] = []
+
+    def turn_started(self, *, session: SessionSnapshot, turn_id: uuid.UUID) -> None:
+        self.seen.append([str(turn_id)])
+
+    def inputs_resolve(
+        self, *, session: SessionSnapshot, turn_id: uuid.UUID, inputs: list[ToolInput]
+    ) -> list[ToolInput]:
+        self.seen.append([i.tool_use_id for i in inputs])
+        return [
+            ToolInput(i.tool_use_id, i.name, i.input, error="refused")
+            if i.name == "bad"
+            else ToolInput(i.tool_use_id, i.name, {**i.input, self.tag: True})
+            for i in inputs
+        ]
+
+    def outcomes_process(
+        self, *, session: SessionSnapshot, turn_id: uuid.UUID, outcomes: list[ToolOutcome]
+    ) -> list[ToolOutcome]:
+        return [
+            ToolOutcome(o.tool_use_id, o.name, o.raw, f"{o.content}+{self.tag}", o.is_error) for o in outcomes
+        ]
+
+
+@pytest.fixture
+def hooks(monkeypatch: Any) -> Iterator[tuple[_Hook, _Hook]]:
+    first, second = _Hook("first"), _Hook("second")
+    monkeypatch.setattr(tool_hooks, "TOOL_HOOKS", [first, second])
+    yield first, second
+
+
+def test_hooks_rewrite_inputs_in_turn(hooks: tuple[_Hook, _Hook]) -> None:
+    (result,) = tool_hooks.inputs_resolve(session=SESSION, turn_id=TURN, inputs=[ToolInput("t1", "good", {})])
+    assert result.input == {"first": True, "second": True}
+
+
+def test_a_refused_input_is_not_given_to_later_hooks(hooks: tuple[_Hook, _Hook]) -> None:
+    first, second = hooks
+    bad, good = tool_hooks.inputs_resolve(
+        session=SESSION, turn_id=TURN, inputs=[ToolInput("t1", "bad", {}), ToolInput("t2", "good", {})]
+    )
+    assert (bad.error, good.error) == ("refused", None)
+    assert second.seen == [["t2"]]
+
+
+def test_hooks_process_outcomes_in_turn(hooks: tuple[_Hook, _Hook]) -> None:
+    (outcome,) = tool_hooks.outcomes_process(
+        session=SESSION, turn_id=TURN, outcomes=[ToolOutcome("t1", "x", "r", "c", False)]
+    )
+    assert outcome.content == "c+first+second"
+
+
+def test_every_hook_hears_that_a_turn_started(hooks: tuple[_Hook, _Hook]) -> None:
+    tool_hooks.turn_started(session=SESSION, turn_id=TURN)
+    assert [h.seen for h in hooks] == [[[str(TURN)]], [[str(TURN)]]]
