@@ -24,7 +24,7 @@ run: $(STAMP)
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) --websocket-max-message-size $(WS_LIMIT) \
 		--websocket-max-frame-size $(WS_LIMIT) config.asgi:application
 
-test: $(STAMP)
+test: $(STAMP) browsers
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory test-services
 
@@ -37,6 +37,13 @@ test-services: $(STAMP)
 		REDIS_URL=$${PALIMPSEST_TEST_REDIS_URL:-redis://127.0.0.1:6379/0} \
 		$(PY) -m pytest -m services; \
 	elif [ $$status -eq 2 ]; then exit 2; fi
+
+# The dashboard's browser tests drive Debian's chromium through Playwright (never a downloaded
+# browser). Installed here when missing; needs root (CI is root) or a chromium already installed.
+browsers:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else echo "chromium is missing: install Debian's chromium package (sudo apt-get install chromium)"; exit 1; fi; }
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
