@@ -11,7 +11,8 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from memory_app.observation_models import Observation
+from memory_app.observation_models import Observation, ObservationChunk
+from sessions_app.admin_base import ReadOnlyAdmin
 
 
 @admin.register(Observation)
@@ -45,3 +46,16 @@ class ObservationAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(ObservationChunk)
+class ObservationChunkAdmin(ReadOnlyAdmin):
+    """Where each stored piece of an observation starts; the content itself is read through the
+    observation (slices), never loaded whole here."""
+
+    list_display = ["observation", "index", "start_char", "start_byte", "start_line", "end_line"]
+    search_fields = ["observation__id"]
+    fields = readonly_fields = ("observation", "index", "start_char", "start_byte", "start_line", "end_line")
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).defer("text", "data")

@@ -194,7 +194,8 @@ def _plan_action(*, pad: Scratchpad, action: Any, args: dict, limits: Scratchpad
 # ---------------------------------------------------------------------------
 # Writing
 # ---------------------------------------------------------------------------
-def _session_lock(session_id: uuid.UUID) -> AgentSession:
+def scratchpad_session_lock(session_id: uuid.UUID) -> AgentSession:
+    """Lock the session row (inside a transaction): scratchpad writes of a session queue here."""
     return AgentSession.objects.select_for_update().only("id", "settings").get(pk=session_id)
 
 
@@ -240,7 +241,7 @@ def scratchpad_apply(
     unknown ref) having changed nothing.
     """
     with transaction.atomic():
-        pad = _pad_of(_session_lock(session_id))
+        pad = _pad_of(scratchpad_session_lock(session_id))
         planned = _plan_action(pad=pad, action=action, args=args, limits=limits)
         return _write(
             pad=pad,
@@ -252,7 +253,8 @@ def scratchpad_apply(
         )
 
 
-def _operator_value_clean(*, space: str, value: Any, limits: ScratchpadLimits) -> str | list[str]:
+def scratchpad_operator_value_clean(*, space: str, value: Any, limits: ScratchpadLimits) -> str | list[str]:
+    """An operator's value for `space`, as stored; `ScratchpadInvalidValue` if it does not fit."""
     if space in (ScratchpadSpace.NOTES, ScratchpadSpace.PLAN):
         limit = limits.notes_max_chars if space == ScratchpadSpace.NOTES else limits.plan_max_chars
         if not isinstance(value, str):
@@ -288,12 +290,12 @@ def scratchpad_space_set(
     if space not in ScratchpadSpace.values:
         raise ScratchpadInvalidValue(f"unknown space {space!r}; spaces: notes, plan, refs")
     with transaction.atomic():
-        session = _session_lock(session_id)
+        session = scratchpad_session_lock(session_id)
         pad = _pad_of(session)
         current = pad.version_of(space)
         if current != expected_version:
             raise ScratchpadConflict(space=space, current_value=pad.value_of(space), current_version=current)
-        clean = _operator_value_clean(
+        clean = scratchpad_operator_value_clean(
             space=space, value=value, limits=ScratchpadLimits.from_settings(session.settings)
         )
         return _write(pad=pad, space=space, value=clean, author=author, action=OPERATOR_ACTION)

@@ -4,13 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest
 
-from memory_app.admin import SessionNotepadAdminMixin
+from memory_app.admin import SessionNotepadAdminMixin, SessionNotepadForm
+from memory_app.scratchpad_admin import SessionScratchpadFields, scratchpad_save
 from sessions_app import services
 from sessions_app.admin_base import ReadOnlyAdmin
-from sessions_app.models import AgentSession, AgentToken, Message, ModelCall, SessionEvent, ToolCall, Turn
+from sessions_app.engine.tools import registry
+from sessions_app.models import (
+    AgentSession,
+    AgentToken,
+    Archive,
+    Message,
+    ModelCall,
+    SessionEvent,
+    ToolCall,
+    Turn,
+)
+from sessions_app.validation import SpecError, client_tools_clean, settings_clean
+
+PREVIEW_CHARS = 120
 
 
 @admin.register(AgentToken)
@@ -33,8 +48,40 @@ class AgentTokenAdmin(admin.ModelAdmin):
         self.message_user(request, "Revoked.", messages.SUCCESS)
 
 
+class AgentSessionForm(SessionNotepadForm, SessionScratchpadFields):
+    """The session, its notepad and its scratchpad spaces; settings and tools validated as the
+    protocol validates them (an invalid object would otherwise reach the engine)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.scratchpad_edits: dict[str, Any] = {}
+        if not self.instance._state.adding:
+            self.scratchpad_initial(self.instance.pk)
+
+    def clean_settings(self) -> dict:
+        try:
+            return settings_clean(self.cleaned_data.get("settings") or {})
+        except SpecError as exc:
+            raise forms.ValidationError(exc.message) from exc
+
+    def clean_client_tools(self) -> list:
+        try:
+            return client_tools_clean(
+                self.cleaned_data.get("client_tools") or [], reserved_names=registry.names()
+            )
+        except SpecError as exc:
+            raise forms.ValidationError(exc.message) from exc
+
+    def clean(self) -> dict[str, Any] | None:
+        cleaned = super().clean()
+        if cleaned is not None and not self.instance._state.adding:
+            self.scratchpad_edits = self.scratchpad_clean(self.instance.pk, cleaned)
+        return cleaned
+
+
 @admin.register(AgentSession)
 class AgentSessionAdmin(SessionNotepadAdminMixin, admin.ModelAdmin):
+    form = AgentSessionForm
     list_display = [
         "__str__",
         "owner",
@@ -45,8 +92,9 @@ class AgentSessionAdmin(SessionNotepadAdminMixin, admin.ModelAdmin):
         "context_window",
         "last_activity_at",
     ]
-    list_filter = ["status", "model"]
-    search_fields = ["id", "title", "model"]
+    list_filter = ["status", "model", "created_at"]
+    search_fields = ["id", "title", "model", "owner__name"]
+    list_select_related = ["owner"]
     readonly_fields = [
         "id",
         "owner",
@@ -61,12 +109,33 @@ class AgentSessionAdmin(SessionNotepadAdminMixin, admin.ModelAdmin):
         "last_activity_at",
     ]
 
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if change and form.scratchpad_edits:
+            scratchpad_save(
+                session_id=obj.pk,
+                edits=form.scratchpad_edits,
+                cleaned=form.cleaned_data,
+                username=request.user.get_username(),
+            )
+
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
-    list_display = ["session", "position", "epoch", "role", "token_estimate", "created_at"]
-    list_filter = ["role"]
+    list_display = ["session", "position", "epoch", "role", "preview", "token_estimate", "created_at"]
+    list_filter = ["role", "epoch"]
     search_fields = ["session__id"]
+    list_select_related = ["session"]
+
+    @admin.display(description="content")
+    def preview(self, obj: Message) -> str:
+        parts = [
+            b.get("text") or f"[{b.get('type')}{' ' + b['name'] if b.get('name') else ''}]"
+            for b in obj.content
+            if isinstance(b, dict)
+        ]
+        text = " ".join(p for p in parts if p)
+        return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…"
 
 
 @admin.register(SessionEvent)
@@ -74,19 +143,23 @@ class SessionEventAdmin(ReadOnlyAdmin):
     list_display = ["session", "seq", "type", "created_at"]
     list_filter = ["type"]
     search_fields = ["session__id", "type"]
+    list_select_related = ["session"]
 
 
 @admin.register(Turn)
 class TurnAdmin(ReadOnlyAdmin):
     list_display = ["id", "session", "started_at", "ended_at", "steps", "stop_reason"]
     list_filter = ["stop_reason"]
+    search_fields = ["id", "session__id"]
+    list_select_related = ["session"]
 
 
 @admin.register(ToolCall)
 class ToolCallAdmin(ReadOnlyAdmin):
     list_display = ["tool_use_id", "session", "name", "executor", "status", "is_error", "created_at"]
-    list_filter = ["executor", "status", "is_error"]
+    list_filter = ["executor", "status", "is_error", "name"]
     search_fields = ["tool_use_id", "name", "session__id"]
+    list_select_related = ["session"]
 
 
 @admin.register(ModelCall)
@@ -104,3 +177,16 @@ class ModelCallAdmin(ReadOnlyAdmin):
         "started_at",
     ]
     list_filter = ["purpose", "provider", "model"]
+    search_fields = ["session__id"]
+    list_select_related = ["session"]
+
+
+@admin.register(Archive)
+class ArchiveAdmin(ReadOnlyAdmin):
+    list_display = ["session", "epoch", "message_count", "tokens_before", "tokens_after", "created_at"]
+    search_fields = ["session__id", "summary"]
+    list_select_related = ["session"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # An archive is the only way back to what compaction summarized.
+        return False
