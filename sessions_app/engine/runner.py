@@ -87,15 +87,28 @@ async def turn_start(
     return turn.id
 
 
+PREFIX_COMPARE_BLOCK = 65536
+
+
 def _common_prefix_length(a: bytes, b: bytes) -> int:
-    low, high = 0, min(len(a), len(b))
-    while low < high:  # binary search over C-speed slice comparisons
-        mid = (low + high + 1) // 2
-        if a[:mid] == b[:mid]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
+    """Length of the common start of two requests: compare 64 KiB blocks (memcmp on small
+    copies), then binary-search inside the first block that differs. Linear in the prefix, and
+    about a millisecond for a 5 MB request."""
+    limit = min(len(a), len(b))
+    start = 0
+    while start < limit:
+        end = min(start + PREFIX_COMPARE_BLOCK, limit)
+        if a[start:end] != b[start:end]:
+            low, high = start, end - 1
+            while low < high:
+                mid = (low + high + 1) // 2
+                if a[start:mid] == b[start:mid]:
+                    low = mid
+                else:
+                    high = mid - 1
+            return low
+        start = end
+    return limit
 
 
 @dataclass

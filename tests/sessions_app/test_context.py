@@ -171,3 +171,24 @@ def test_estimate_adds_up_its_parts():
     assert built.breakdown["history"] == 10
     assert built.estimated_tokens == sum(built.breakdown.values())
     assert all(built.breakdown[k] > 0 for k in ("system", "dynamic_system", "transient"))
+
+
+def test_common_prefix_length_of_two_requests():
+    from sessions_app.engine.runner import PREFIX_COMPARE_BLOCK, _common_prefix_length
+
+    big = b"x" * (3 * PREFIX_COMPARE_BLOCK + 17)
+    assert _common_prefix_length(b"", b"abc") == 0
+    assert _common_prefix_length(b"abc", b"abc") == 3
+    assert _common_prefix_length(b"abc", b"abcd") == 3
+    assert _common_prefix_length(b"abcdef", b"abcxyz") == 3
+    assert _common_prefix_length(b"zbc", b"abc") == 0
+    for cut in (
+        0,
+        1,
+        PREFIX_COMPARE_BLOCK - 1,
+        PREFIX_COMPARE_BLOCK,
+        2 * PREFIX_COMPARE_BLOCK + 5,
+        len(big) - 1,
+    ):
+        other = big[:cut] + b"y" + big[cut + 1 :]
+        assert _common_prefix_length(big, other) == cut
