@@ -79,22 +79,20 @@ def request_canonical_bytes(body: dict) -> bytes:
 
 
 def model_call_request(*, call: ModelCall) -> dict[str, Any]:
-    """The exact request body of a recorded model call (stored messages put back in place)."""
+    """The exact request body of a recorded model call (runs of stored messages put back)."""
     record = call.request
-    refs = [m["$message"] for m in record.get("messages", []) if isinstance(m, dict) and "$message" in m]
-    stored = {
-        m.position: m
-        for m in Message.objects.filter(session_id=call.session_id, position__in=refs).only(
-            "position", "role", "content"
-        )
-    }
     body = dict(record)
-    body["messages"] = [
-        {"role": stored[m["$message"]].role, "content": stored[m["$message"]].content}
-        if isinstance(m, dict) and "$message" in m
-        else m
-        for m in record.get("messages", [])
-    ]
+    messages: list[dict] = []
+    for item in record.get("messages", []):
+        if isinstance(item, dict) and "$messages" in item:
+            first, last = item["$messages"]
+            stored = Message.objects.filter(
+                session_id=call.session_id, position__gte=first, position__lte=last
+            ).order_by("position")
+            messages += [{"role": m.role, "content": m.content} for m in stored.only("role", "content")]
+        else:
+            messages.append(item)
+    body["messages"] = messages
     return body
 
 

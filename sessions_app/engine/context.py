@@ -12,6 +12,7 @@ Prompt-caching layout (prefix order is tools → system → messages):
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -29,6 +30,95 @@ class StoredMessage:
     role: str
     content: list[dict]
     token_estimate: int
+
+
+def _encode(value: Any) -> bytes:
+    """The canonical JSON of a request or a part of it (what is hashed and compared)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class PreparedHistory:
+    """An epoch's stored messages in request shape, kept up to date as messages are appended.
+
+    Consecutive messages of one role are merged (the API wants alternation); each merged
+    message's JSON is encoded once; stored messages that travel unchanged are tracked as runs of
+    consecutive positions. So a step's request costs, in Python, only what changed (one or two
+    messages) plus C-speed copies, not a pass over the whole history.
+    """
+
+    def __init__(self, stored: Sequence[StoredMessage] = (), *, epoch: int = 0) -> None:
+        self.epoch = epoch
+        self.stored: list[StoredMessage] = []
+        self.messages: list[dict] = []
+        self.single: list[bool] = []  # whether messages[i] is exactly one stored message
+        self.encoded: list[bytes | None] = []
+        # Runs of single stored messages with consecutive positions: [start_index, end_index
+        # (exclusive), first_position].
+        self.runs: list[list[int]] = []
+        self.token_total = 0
+        for message in stored:
+            self.append(message)
+
+    def __len__(self) -> int:
+        return len(self.stored)
+
+    @property
+    def last_position(self) -> int:
+        return self.stored[-1].position if self.stored else -1
+
+    def append(self, message: StoredMessage) -> None:
+        self.stored.append(message)
+        self.token_total += message.token_estimate
+        if self.messages and self.messages[-1]["role"] == message.role:
+            last = len(self.messages) - 1
+            self.messages[last] = {
+                "role": message.role,
+                "content": self.messages[last]["content"] + list(message.content),
+            }
+            self.encoded[last] = None
+            if self.single[last]:
+                self.single[last] = False
+                run = self.runs[-1]  # a single message is always the end of the last run
+                run[1] -= 1
+                if run[1] == run[0]:
+                    self.runs.pop()
+            return
+        index = len(self.messages)
+        self.messages.append({"role": message.role, "content": list(message.content)})
+        self.single.append(True)
+        self.encoded.append(None)
+        if (
+            self.runs
+            and self.runs[-1][1] == index
+            and self.runs[-1][2] + index - self.runs[-1][0] == message.position
+        ):
+            self.runs[-1][1] += 1
+        else:
+            self.runs.append([index, index + 1, message.position])
+
+    def encoded_message(self, index: int) -> bytes:
+        value = self.encoded[index]
+        if value is None:
+            value = self.encoded[index] = _encode(self.messages[index])
+        return value
+
+    def record(self, sent: list[dict], changed: set[int]) -> list[dict]:
+        """`sent` with unchanged stored messages replaced by `{"$messages": [first, last]}` runs."""
+        out: list[dict] = []
+        index = 0
+        for start, end, first in self.runs:
+            out.extend(sent[index:start])  # merged messages between runs travel whole
+            cursor = start
+            for cut in sorted(c for c in changed if start <= c < end):
+                if cursor < cut:
+                    out.append({"$messages": [first + cursor - start, first + cut - 1 - start]})
+                out.append(sent[cut])
+                cursor = cut + 1
+            if cursor < end:
+                out.append({"$messages": [first + cursor - start, first + end - 1 - start]})
+            index = end
+        out.extend(sent[index:])
+        return out
 
 
 class ContextSection(Protocol):
@@ -54,10 +144,12 @@ SECTIONS: list[ContextSection] = []
 @dataclass
 class BuiltRequest:
     body: dict[str, Any]
-    # The body with every stored message sent unchanged replaced by {"$message": position}.
+    # The body with runs of stored messages sent unchanged replaced by {"$messages": [first, last]}.
     record: dict[str, Any]
     estimated_tokens: int
     breakdown: dict[str, int] = field(default_factory=dict)
+    # The canonical JSON of `body` (json.dumps with compact separators), built from cached parts.
+    encoded: bytes = b""
 
 
 def _text_block(text: str) -> dict:
@@ -73,12 +165,13 @@ def _with_cache_control(block: dict) -> dict:
 def build_request(
     *,
     session: SessionSnapshot,
-    history: Sequence[StoredMessage],
+    history: PreparedHistory | Sequence[StoredMessage],
     server_tools: Sequence[ToolSpec],
     max_tokens: int,
     sections: Sequence[ContextSection] | None = None,
 ) -> BuiltRequest:
     sections = SECTIONS if sections is None else sections
+    prepared = history if isinstance(history, PreparedHistory) else PreparedHistory(history)
     static_parts = [session.system_prompt] if session.system_prompt else []
     dynamic_parts: list[str] = []
     prefix_parts: list[str] = []
@@ -96,20 +189,10 @@ def build_request(
         tools[-1] = _with_cache_control(tools[-1])
     system += [_text_block(p) for p in dynamic_parts if p]
 
-    # Merge consecutive messages of one role (e.g. a user message after a turn that stopped on
-    # tool results): the API wants alternation. `sources` keeps which stored messages made each.
-    merged: list[dict] = []
-    sources: list[list[StoredMessage]] = []
-    for message in history:
-        if merged and merged[-1]["role"] == message.role:
-            merged[-1] = {"role": message.role, "content": merged[-1]["content"] + list(message.content)}
-            sources[-1].append(message)
-        else:
-            merged.append({"role": message.role, "content": list(message.content)})
-            sources.append([message])
-
+    # The prepared messages are shared with later steps: only copies are changed here.
+    merged = list(prepared.messages)
     prefix_blocks = [_text_block(p) for p in prefix_parts if p]
-    latest_user = max((i for i, m in enumerate(merged) if m["role"] == "user"), default=None)
+    latest_user = next((i for i in range(len(merged) - 1, -1, -1) if merged[i]["role"] == "user"), None)
     changed: set[int] = set()
     # The second breakpoint marks the last stored block before anything injected for this call.
     target_message, target_block = len(merged) - 1, -1
@@ -117,7 +200,7 @@ def build_request(
         content = merged[latest_user]["content"]
         # Before the latest stored message's own blocks (it may be merged after others), and
         # after its tool results: the API wants tool_result blocks first in a user message.
-        split = len(content) - len(sources[latest_user][-1].content)
+        split = len(content) - len(prepared.stored[-1].content) if latest_user == len(merged) - 1 else 0
         while split < len(content) and content[split].get("type") == "tool_result":
             split += 1
         merged[latest_user] = {"role": "user", "content": content[:split] + prefix_blocks + content[split:]}
@@ -130,30 +213,28 @@ def build_request(
         merged[target_message] = {"role": marked["role"], "content": content}
         changed.add(target_message)
 
-    body: dict[str, Any] = {"model": session.model, "max_tokens": max_tokens}
+    head: dict[str, Any] = {"model": session.model, "max_tokens": max_tokens}
     if system:
-        body["system"] = system
+        head["system"] = system
     if tools:
-        body["tools"] = tools
-    body["messages"] = merged
-
-    record_messages: list[dict] = []
-    for index, sent in enumerate(merged):
-        group = sources[index]
-        if index not in changed and len(group) == 1:
-            record_messages.append({"$message": group[0].position})
-        else:
-            record_messages.append(sent)
-    record = {k: v for k, v in body.items() if k != "messages"}
-    record["messages"] = record_messages
+        head["tools"] = tools
+    body = {**head, "messages": merged}
+    record = {**head, "messages": prepared.record(merged, changed)}
+    # json.dumps(body) without encoding the unchanged messages again: `messages` comes last.
+    parts = [_encode(merged[i]) if i in changed else prepared.encoded_message(i) for i in range(len(merged))]
+    encoded = _encode(head)[:-1] + b',"messages":[' + b",".join(parts) + b"]}"
 
     breakdown = {
         "system": estimate_text_tokens(static_text) if static_text else 0,
         "dynamic_system": sum(estimate_text_tokens(p) for p in dynamic_parts),
         "tools": estimate_json_tokens(tools) if tools else 0,
-        "history": sum(m.token_estimate for m in history),
+        "history": prepared.token_total,
         "transient": sum(estimate_text_tokens(p) for p in prefix_parts),
     }
     return BuiltRequest(
-        body=body, record=record, estimated_tokens=sum(breakdown.values()), breakdown=breakdown
+        body=body,
+        record=record,
+        estimated_tokens=sum(breakdown.values()),
+        breakdown=breakdown,
+        encoded=encoded,
     )

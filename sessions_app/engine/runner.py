@@ -28,14 +28,14 @@ from django.utils import timezone
 from memory_app.prompts import COMPACTION_SUMMARY_MESSAGE
 from sessions_app import selectors, services
 from sessions_app.engine import compaction, tool_hooks
-from sessions_app.engine.context import BuiltRequest, StoredMessage, build_request
+from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.db import db
 from sessions_app.engine.providers import Provider, ProviderError, provider_for_model
 from sessions_app.engine.providers.base import ModelResponse
 from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.engine.tokens import estimate_text_tokens
 from sessions_app.engine.tools import ToolContext, ToolError, registry, sandbox_for
-from sessions_app.models import AgentSession, SessionStatus, ToolExecutor
+from sessions_app.models import AgentSession, Message, SessionStatus, ToolExecutor
 
 logger = logging.getLogger("palimpsest.engine")
 
@@ -60,6 +60,32 @@ _wakeups: dict[uuid.UUID, asyncio.Event] = {}
 _running: set[asyncio.Task] = set()
 # The previous request of each session (bytes), to measure the stable prefix.
 _last_request: OrderedDict[uuid.UUID, bytes] = OrderedDict()
+
+
+# Each session's prepared history, kept between turns so that a turn reads only the messages
+# written since (by this process or another). Messages are never changed once stored, so the
+# cache is right as long as its epoch is the session's.
+HISTORY_CACHE_SESSIONS = 64
+_histories: OrderedDict[uuid.UUID, PreparedHistory] = OrderedDict()
+
+
+def _history_remember(session_id: uuid.UUID, history: PreparedHistory) -> None:
+    _histories[session_id] = history
+    _histories.move_to_end(session_id)
+    while len(_histories) > HISTORY_CACHE_SESSIONS:
+        _histories.popitem(last=False)
+
+
+def _history_for(session_id: uuid.UUID, epoch: int) -> PreparedHistory:
+    """The epoch's history, from the cache plus what was stored since (runs in the DB thread)."""
+    history = _histories.get(session_id)
+    if history is None or history.epoch != epoch:
+        history = PreparedHistory(epoch=epoch)
+    newer = Message.objects.filter(session_id=session_id, epoch=epoch, position__gt=history.last_position)
+    for m in newer.only("position", "role", "content", "token_estimate").order_by("position"):
+        history.append(StoredMessage(m.position, m.role, m.content, m.token_estimate))
+    _history_remember(session_id, history)
+    return history
 
 
 def turn_notify(session_id: uuid.UUID) -> None:
@@ -160,7 +186,7 @@ class TurnRunner:
         self.provider = provider
         self.steps = 0
         self.epoch = 0
-        self.history: list[StoredMessage] = []
+        self.history = PreparedHistory()
         self.lease_lost = False
         self.wake = _wakeups.setdefault(session_id, asyncio.Event())
 
@@ -240,10 +266,7 @@ class TurnRunner:
         session = AgentSession.objects.get(pk=self.session_id)
         snapshot = SessionSnapshot.from_session(session)
         self.epoch = session.epoch
-        self.history = [
-            StoredMessage(m.position, m.role, m.content, m.token_estimate)
-            for m in selectors.session_history(session_id=self.session_id, epoch=session.epoch)
-        ]
+        self.history = _history_for(self.session_id, session.epoch)
         return snapshot
 
     def _build(self) -> tuple[SessionSnapshot, BuiltRequest]:
@@ -302,7 +325,6 @@ class TurnRunner:
                 response = await self._call_model(provider, snapshot, built)
             calls = self._plan_tools(snapshot, response.content)
             calls = await db(self._resolve_inputs)(snapshot, calls)
-            calls = await db(self._resolve_inputs)(snapshot, calls)
             message = await db(services.assistant_step_store)(
                 session_id=self.session_id,
                 turn_id=self.turn_id,
@@ -341,7 +363,7 @@ class TurnRunner:
         await db(services.session_status_set)(session_id=self.session_id, status=SessionStatus.COMPACTING)
         summary = await self._cancellable(
             compaction.summarize(
-                provider=provider, session=snapshot, history=self.history, record=self._record_summary
+                provider=provider, session=snapshot, history=self.history.stored, record=self._record_summary
             )
         )
         tokens_after = await db(self._estimate_after_compaction)(snapshot, summary)
@@ -354,7 +376,11 @@ class TurnRunner:
             tokens_after=tokens_after,
         )
         self.epoch += 1
-        self.history = [StoredMessage(message.position, "user", message.content, message.token_estimate)]
+        self.history = PreparedHistory(
+            [StoredMessage(message.position, "user", message.content, message.token_estimate)],
+            epoch=self.epoch,
+        )
+        _history_remember(self.session_id, self.history)
 
     def _estimate_after_compaction(self, snapshot: SessionSnapshot, summary: str) -> int:
         """The calibrated size of the next request once the history is only the summary."""
@@ -394,7 +420,7 @@ class TurnRunner:
     async def _call_model(
         self, provider: Provider, snapshot: SessionSnapshot, built: BuiltRequest
     ) -> ModelResponse:
-        encoded = selectors.request_canonical_bytes(built.body)
+        encoded = built.encoded
         previous = _last_request.get(self.session_id, b"")
         _last_request[self.session_id] = encoded
         _last_request.move_to_end(self.session_id)

@@ -107,7 +107,7 @@ async def test_recorded_request_rebuilds_exactly_what_the_server_received(connec
         assert await sync_to_async(selectors.model_call_request)(call=recorded) == sent
         assert await sync_to_async(selectors.model_call_request_verified)(call=recorded)
     # Stored messages travel by reference, not copied into every record.
-    assert any("$message" in m for m in calls[2].request["messages"])
+    assert any("$messages" in m for m in calls[2].request["messages"])
     assert calls[2].stable_prefix_bytes > 0
     assert calls[2].response["content"] == [{"type": "text", "text": "ok"}]
     assert calls[1].step == 2 and calls[1].purpose == "turn"

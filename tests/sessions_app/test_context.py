@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
-from sessions_app.engine.context import CACHE_CONTROL, StoredMessage, build_request
+from sessions_app.engine.context import CACHE_CONTROL, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.validation import DEFAULT_SETTINGS
 
@@ -79,7 +80,7 @@ def test_breakpoint_on_last_message_when_nothing_is_injected():
     history = [msg(0, "user", t("a")), msg(1, "assistant", t("b")), msg(2, "user", t("c"))]
     built = build_request(session=snapshot(), history=history, server_tools=[], max_tokens=1, sections=[])
     assert built.body["messages"][-1]["content"] == [{**t("c"), "cache_control": CC}]
-    assert built.record["messages"][:2] == [{"$message": 0}, {"$message": 1}]
+    assert built.record["messages"][0] == {"$messages": [0, 1]}
 
 
 def test_transient_blocks_go_before_latest_user_text_and_after_the_breakpoint():
@@ -144,7 +145,7 @@ def test_consecutive_user_messages_are_merged_and_recorded_whole():
         "role": "user",
         "content": [result, {**t("next"), "cache_control": CC}],
     }
-    assert built.record["messages"][2] == built.body["messages"][2]
+    assert built.record["messages"] == [{"$messages": [0, 1]}, built.body["messages"][2]]
 
 
 def test_building_never_mutates_the_stored_history():
@@ -192,3 +193,78 @@ def test_common_prefix_length_of_two_requests():
     ):
         other = big[:cut] + b"y" + big[cut + 1 :]
         assert _common_prefix_length(big, other) == cut
+
+
+def _history_mixed() -> list[StoredMessage]:
+    result = {"type": "tool_result", "tool_use_id": "x", "content": "r"}
+    return [
+        msg(0, "user", t("a")),
+        msg(1, "assistant", {"type": "tool_use", "id": "x", "name": "n", "input": {}}),
+        msg(2, "user", result),
+        msg(3, "user", t("after max steps")),  # merged with the results above
+        msg(4, "assistant", t("b")),
+        msg(5, "user", t("c")),
+        msg(6, "assistant", t("d")),
+        msg(7, "user", t("e")),
+    ]
+
+
+def _rebuild(record: list[dict], history: list[StoredMessage]) -> list[dict]:
+    by_position = {m.position: m for m in history}
+    out: list[dict] = []
+    for item in record:
+        if "$messages" in item:
+            first, last = item["$messages"]
+            out += [
+                {"role": by_position[p].role, "content": by_position[p].content}
+                for p in range(first, last + 1)
+            ]
+        else:
+            out.append(item)
+    return out
+
+
+def test_record_rebuilds_the_exact_messages_around_merges_and_changes():
+    history = _history_mixed()
+    for sections in ([], [Section(prefix=["[memo]"])]):
+        built = build_request(
+            session=snapshot(), history=history, server_tools=[], max_tokens=1, sections=sections
+        )
+        assert _rebuild(built.record["messages"], history) == built.body["messages"]
+        assert len(built.record["messages"]) < len(built.body["messages"])
+
+
+def test_encoded_request_is_exactly_its_json():
+    tool = {"name": "x", "description": "é", "input_schema": {"type": "object"}}
+    built = build_request(
+        session=snapshot(system_prompt="sys ✓", client_tools=[tool]),
+        history=_history_mixed(),
+        server_tools=[],
+        max_tokens=9,
+        sections=[Section(dynamic=["live"], prefix=["[memo]"])],
+    )
+    assert built.encoded == json.dumps(built.body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def test_prepared_history_grown_step_by_step_builds_what_a_fresh_one_builds():
+    history = _history_mixed()
+    grown = PreparedHistory()
+    for index, message in enumerate(history):
+        grown.append(message)
+        fresh = build_request(
+            session=snapshot(),
+            history=history[: index + 1],
+            server_tools=[],
+            max_tokens=1,
+            sections=[Section(prefix=["[m]"])],
+        )
+        again = build_request(
+            session=snapshot(),
+            history=grown,
+            server_tools=[],
+            max_tokens=1,
+            sections=[Section(prefix=["[m]"])],
+        )
+        assert (again.body, again.record, again.encoded) == (fresh.body, fresh.record, fresh.encoded)
+    # Building never altered what later steps share.
+    assert grown.messages[0] == {"role": "user", "content": [t("a")]}
