@@ -79,8 +79,26 @@ class AgentSessionForm(SessionNotepadForm, SessionScratchpadFields):
         return cleaned
 
 
+class SessionRowAdmin(admin.ModelAdmin):
+    """Saves only the fields the operator changed.
+
+    The admin loads the session before the form locks it, and a running turn keeps writing the
+    row (seq and position counters, lease, notepad, epoch): saving the whole row would put stale
+    values back and break every later write.
+    """
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        if not change:
+            obj.save()
+            return
+        editable = {field.name for field in obj._meta.concrete_fields if field.editable}
+        changed = [name for name in form.changed_data if name in editable]
+        if changed:
+            obj.save(update_fields=changed)
+
+
 @admin.register(AgentSession)
-class AgentSessionAdmin(SessionNotepadAdminMixin, admin.ModelAdmin):
+class AgentSessionAdmin(SessionNotepadAdminMixin, SessionRowAdmin):
     form = AgentSessionForm
     list_display = [
         "__str__",

@@ -73,6 +73,11 @@ class AgentConsumer(AsyncWebsocketConsumer):
             )
         except SpecError as exc:
             await self._send_error(exc.code, exc.message, request_id)
+        except Exception:
+            # Whatever went wrong, the client gets an answer and keeps its connection; the
+            # handlers write inside transactions, so nothing half-done is stored.
+            logger.exception("frame handling failed")
+            await self._send_error("internal_error", "the server could not handle this frame", request_id)
 
     async def on_session_create(self, frame: dict, request_id: Any) -> None:
         context_window = frame.get("context_window")

@@ -55,6 +55,11 @@ def frame_parse(text: str, *, max_bytes: int) -> dict[str, Any]:
         frame = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FrameError("invalid_json", f"frame is not JSON: {exc.msg} at position {exc.pos}") from exc
+    except RecursionError as exc:
+        raise FrameError("invalid_json", "frame is nested too deeply") from exc
+    if _holds_nul(frame):
+        # PostgreSQL cannot store U+0000 in text or JSON; refuse it on every database alike.
+        raise FrameError("invalid_frame", "frames must not contain the character U+0000")
     if not isinstance(frame, dict):
         raise FrameError("invalid_frame", "a frame must be a JSON object with a type")
     request_id = frame.get("request_id")
@@ -79,14 +84,68 @@ def frame_parse(text: str, *, max_bytes: int) -> dict[str, Any]:
     return frame
 
 
+def _holds_nul(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+# Content blocks the Messages API accepts inside a tool_result, and what each must carry.
+TOOL_RESULT_BLOCK_TYPES = ("text", "image", "document", "search_result")
+
+
+def _source_problem(kind: str, source: Any) -> str | None:
+    if not isinstance(source, dict) or source.get("type") not in ("base64", "url", "text", "content"):
+        return f"is an {kind} block without a valid source"
+    if source["type"] == "base64" and not (
+        isinstance(source.get("data"), str) and isinstance(source.get("media_type"), str)
+    ):
+        return f"is an {kind} block whose base64 source needs data and media_type"
+    if source["type"] == "url" and not isinstance(source.get("url"), str):
+        return f"is an {kind} block whose url source needs a url"
+    return None
+
+
+def _block_problem(block: Any) -> str | None:
+    if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+        return "must be a content block with a type"
+    kind = block["type"]
+    if kind not in TOOL_RESULT_BLOCK_TYPES:
+        return f"has type {kind!r}; a tool result holds blocks of type {', '.join(TOOL_RESULT_BLOCK_TYPES)}"
+    if kind == "text" and (not isinstance(block.get("text"), str) or not block["text"]):
+        return "is a text block without text (the model API refuses empty text blocks)"
+    if kind in ("image", "document"):
+        return _source_problem(kind, block.get("source"))
+    if kind == "search_result" and not (
+        isinstance(block.get("source"), str)
+        and isinstance(block.get("title"), str)
+        and isinstance(block.get("content"), list)
+    ):
+        return "is a search_result block without source, title and content"
+    return None
+
+
 def tool_result_content_check(content: Any) -> None:
-    """A tool result is a string or a list of content blocks (objects with a type)."""
+    """A tool result is a string, or a non-empty list of blocks the model API accepts there.
+
+    Anything else would be stored in the history and make every later request fail.
+    """
     if isinstance(content, str):
         return
+    if not content:
+        raise FrameError(
+            "invalid_frame", "tool.result: content must be a string or a non-empty list of blocks"
+        )
     for index, block in enumerate(content):
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            raise FrameError(
-                "invalid_frame", f"tool.result: content[{index}] must be a content block with a type"
-            )
-        if block["type"] == "text" and not isinstance(block.get("text"), str):
-            raise FrameError("invalid_frame", f"tool.result: content[{index}] is a text block without text")
+        problem = _block_problem(block)
+        if problem:
+            raise FrameError("invalid_frame", f"tool.result: content[{index}] {problem}")

@@ -66,6 +66,23 @@ class NoTurnInProgress(Exception):
     """There is no running turn to act on."""
 
 
+class TurnLeaseLost(Exception):
+    """The turn writing no longer holds its session's lease: nothing was written."""
+
+
+def _turn_lock(session_id: uuid.UUID, turn_id: uuid.UUID) -> AgentSession:
+    """Lock the session row for a write of `turn_id`; `TurnLeaseLost` if another turn holds it.
+
+    Every write a turn makes goes through this inside its transaction, so a turn that lost its
+    lease (its process stalled past the expiry and another turn began) cannot write into the
+    history the new turn now owns. The session row is always the first lock a turn write takes.
+    """
+    session = AgentSession.objects.select_for_update().get(pk=session_id)
+    if session.current_turn_id != turn_id:
+        raise TurnLeaseLost
+    return session
+
+
 # ---------------------------------------------------------------------------
 # Tokens
 # ---------------------------------------------------------------------------
@@ -306,8 +323,12 @@ def turn_cancel_request(*, session_id: uuid.UUID) -> uuid.UUID:
 
 
 def turn_is_cancelled(*, session_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
+    """Whether a cancel was asked for this turn. Raises `TurnLeaseLost` if another turn holds the
+    session (that is not a cancel: the lost turn must write nothing, not "cancelled" results)."""
     row = AgentSession.objects.filter(pk=session_id).values("current_turn_id", "cancel_requested").get()
-    return row["current_turn_id"] != turn_id or row["cancel_requested"]
+    if row["current_turn_id"] != turn_id:
+        raise TurnLeaseLost
+    return bool(row["cancel_requested"])
 
 
 def turn_error_emit(*, session_id: uuid.UUID, code: str, message: str) -> None:
@@ -381,10 +402,12 @@ def assistant_step_store(
     content: list[dict],
     call: ModelCallData,
     tool_calls: list[PlannedToolCall],
-) -> Message:
+) -> Message | None:
     """Store the model's answer, its usage and the tool calls it asks for, and announce them.
 
-    Returns the stored assistant message.
+    Returns the stored assistant message, or None when the answer had no content (the call and
+    its usage are still recorded): an empty assistant message would make every later request
+    invalid. Raises `TurnLeaseLost` (writing nothing) if the turn lost its lease.
     """
     usage = call.usage
     prompt_tokens = (
@@ -393,11 +416,17 @@ def assistant_step_store(
         + usage.get("cache_read_input_tokens", 0)
     )
     with transaction.atomic():
+        session = _turn_lock(session_id, turn_id)
         model_call_record(session_id=session_id, turn_id=turn_id, data=call)
-        message = _message_write(
-            session_id=session_id, epoch=epoch, role=MessageRole.ASSISTANT, content=content, turn_id=turn_id
-        )
-        session = AgentSession.objects.get(pk=session_id)
+        message = None
+        if content:
+            message = _message_write(
+                session_id=session_id,
+                epoch=epoch,
+                role=MessageRole.ASSISTANT,
+                content=content,
+                turn_id=turn_id,
+            )
         ratio = session.token_ratio
         if call.estimated_prompt_tokens > 0 and prompt_tokens > 0:
             observed = prompt_tokens / call.estimated_prompt_tokens
@@ -408,7 +437,8 @@ def assistant_step_store(
             last_estimated_tokens=call.estimated_prompt_tokens,
             token_ratio=ratio,
         )
-        event_emit(session_id=session_id, type="assistant.message", payload={"content": content})
+        if message is not None:
+            event_emit(session_id=session_id, type="assistant.message", payload={"content": content})
         event_emit(
             session_id=session_id,
             type="usage",
@@ -417,7 +447,8 @@ def assistant_step_store(
                 "output_tokens": usage.get("output_tokens", 0),
                 "cache_creation_input_tokens": usage.get("cache_creation_input_tokens", 0),
                 "cache_read_input_tokens": usage.get("cache_read_input_tokens", 0),
-                "estimated_next_prompt_tokens": prompt_tokens + round(ratio * message.token_estimate),
+                "estimated_next_prompt_tokens": prompt_tokens
+                + round(ratio * (message.token_estimate if message is not None else 0)),
             },
         )
         for planned in tool_calls:
@@ -456,8 +487,12 @@ class ToolOutcome:
 def tool_results_store(
     *, session_id: uuid.UUID, turn_id: uuid.UUID, epoch: int, outcomes: list[ToolOutcome]
 ) -> Message:
-    """Store the results of one step's tool calls as one user message and announce each result."""
+    """Store the results of one step's tool calls as one user message and announce each result.
+
+    Raises `TurnLeaseLost` (writing nothing) if the turn lost its lease.
+    """
     with transaction.atomic():
+        _turn_lock(session_id, turn_id)
         blocks: list[dict] = []
         now = timezone.now()
         for outcome in outcomes:
@@ -530,6 +565,7 @@ def compaction_warning_store(
 ) -> Message:
     """Store seed 000's pre-compaction warning as a user-role notice and announce it."""
     with transaction.atomic():
+        _turn_lock(session_id, turn_id)
         message = _message_write(
             session_id=session_id,
             epoch=epoch,
@@ -561,8 +597,12 @@ def compaction_store(
     metadata (`type: compact`, `previous_archive`). Raises `CompactionConflict` (writing nothing)
     if the session is no longer at `epoch`.
     """
+    if not summary.strip():
+        raise ValueError("a compaction needs a summary")
     with transaction.atomic():
         session = AgentSession.objects.select_for_update().get(pk=session_id)
+        if turn_id is not None and session.current_turn_id != turn_id:
+            raise TurnLeaseLost
         if session.epoch != epoch:
             raise CompactionConflict
         previous = Archive.objects.filter(session_id=session_id).order_by("-epoch").first()

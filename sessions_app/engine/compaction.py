@@ -26,7 +26,7 @@ from memory_app.prompts import (
     COMPACTION_SUMMARY_SYSTEM_PROMPT,
 )
 from sessions_app.engine.context import StoredMessage
-from sessions_app.engine.providers.base import ModelResponse, Provider
+from sessions_app.engine.providers.base import ModelResponse, Provider, ProviderError
 from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.engine.tokens import estimate_text_tokens
 
@@ -141,11 +141,15 @@ async def summarize(
         body = summary_request(session, heading + "\n" + "\n".join(chunk), COMPACTION_SUMMARY_INSTRUCTION)
         summaries.append(_text(await _call(provider, body, record)))
     if len(summaries) == 1:
-        return summaries[0]
-    parts = "\n\n".join(f"Summary of part {i + 1}:\n{s}" for i, s in enumerate(summaries))
-    return _text(
-        await _call(provider, summary_request(session, parts, COMPACTION_COMBINE_INSTRUCTION), record)
-    )
+        summary = summaries[0]
+    else:
+        parts = "\n\n".join(f"Summary of part {i + 1}:\n{s}" for i, s in enumerate(summaries))
+        combine = summary_request(session, parts, COMPACTION_COMBINE_INSTRUCTION)
+        summary = _text(await _call(provider, combine, record))
+    if not summary:
+        # Archiving the epoch behind an empty summary would lose the context: keep it as it is.
+        raise ProviderError("the summary call returned no text; the history was not compacted")
+    return summary
 
 
 async def _call(provider: Provider, body: dict[str, Any], record: RecordCall) -> ModelResponse:

@@ -49,8 +49,8 @@ class TurnCancelled(Exception):
     pass
 
 
-class LeaseLost(Exception):
-    pass
+# A turn that no longer holds its session's lease stops and writes nothing more.
+LeaseLost = services.TurnLeaseLost
 
 
 # ---------------------------------------------------------------------------
@@ -228,7 +228,14 @@ class TurnRunner:
         interval = max(settings.PALIMPSEST_TURN_LEASE_SECONDS / 3, 0.05)
         while True:
             await asyncio.sleep(interval)
-            if not await db(services.turn_heartbeat)(session_id=self.session_id, turn_id=self.turn_id):
+            try:
+                held = await db(services.turn_heartbeat)(session_id=self.session_id, turn_id=self.turn_id)
+            except Exception:
+                # A passing database error (a locked SQLite file, a dropped connection) is not a
+                # lost lease: try again at the next beat, well before the lease runs out.
+                logger.warning("heartbeat of turn %s failed; retrying", self.turn_id, exc_info=True)
+                continue
+            if not held:
                 self.lease_lost = True
                 self.wake.set()
                 return
@@ -325,19 +332,22 @@ class TurnRunner:
                 response = await self._call_model(provider, snapshot, built)
             calls = self._plan_tools(snapshot, response.content)
             calls = await db(self._resolve_inputs)(snapshot, calls)
+            # An empty text block (or an empty answer) would make every later request invalid.
+            content = [b for b in response.content if not (b.get("type") == "text" and not b.get("text"))]
             message = await db(services.assistant_step_store)(
                 session_id=self.session_id,
                 turn_id=self.turn_id,
                 epoch=self.epoch,
-                content=response.content,
+                content=content,
                 call=self._call_data,
                 tool_calls=[
                     services.PlannedToolCall(c.tool_use_id, c.name, c.input, c.executor) for c in calls
                 ],
             )
-            self.history.append(
-                StoredMessage(message.position, "assistant", response.content, message.token_estimate)
-            )
+            if message is not None:
+                self.history.append(
+                    StoredMessage(message.position, "assistant", content, message.token_estimate)
+                )
             cancelled = False
             if calls:
                 outcomes = await self._run_tools(snapshot, calls)

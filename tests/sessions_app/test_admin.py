@@ -133,3 +133,15 @@ def test_partial_settings_are_completed_with_defaults(admin_client: Client) -> N
 def test_archives_events_and_messages_are_read_only(admin_client: Client) -> None:
     for name in ("archive", "sessionevent", "message", "modelcall", "toolcall", "turn"):
         assert admin_client.get(reverse(f"admin:sessions_app_{name}_add")).status_code == 403
+
+
+def test_saving_the_session_keeps_what_a_running_turn_wrote_meanwhile(admin_client: Client) -> None:
+    session = services.session_create(owner=None)
+    data = form_data(admin_client, session) | {"title": "renamed"}
+    turn = services.turn_begin(session_id=session.id, content="hello")  # counters move on
+    assert admin_client.post(change_url(session), data).status_code == 302
+    session.refresh_from_db()
+    assert (session.title, session.last_seq, session.next_position) == ("renamed", 2, 1)
+    assert session.current_turn_id == turn.id
+    services.event_emit(session_id=session.id, type="still.works", payload={})
+    assert session.events.filter(seq=3).exists()

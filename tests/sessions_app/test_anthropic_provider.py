@@ -207,3 +207,29 @@ async def test_scripted_model_name_uses_the_scripted_provider_even_with_a_key(co
     assert next(f for f in frames if f["type"] == "assistant.message")["content"][0]["text"] == "offline"
     assert fake_anthropic.requests == []
     await client.close()
+
+
+@pytest.mark.parametrize("content", [[], [{"type": "text", "text": ""}]])
+async def test_an_empty_answer_is_not_stored_and_the_next_request_stays_valid(
+    connect, fake_anthropic, content
+):
+    from tests.fake_anthropic import Reply
+
+    fake_anthropic.enqueue(Reply(content=content), text("back again"))
+    client = await connect()
+    await client.create(model=MODEL, settings=NO_MEMORY)
+    frames = await chat_frames(client, "say nothing")
+    assert frames[-1]["stop_reason"] == "end_turn"
+    assert not any(f["type"] == "assistant.message" for f in frames)
+    assert any(f["type"] == "usage" for f in frames)
+    assert await sync_to_async(ModelCall.objects.count)() == 1
+    await chat_frames(client, "now talk")
+    sent = fake_anthropic.requests[1].body["messages"]
+    assert [m["role"] for m in sent] == ["user"]
+    assert [b["text"] for b in sent[0]["content"]] == ["say nothing", "now talk"]
+    await client.close()
+
+
+async def chat_frames(client, content: str) -> list[dict]:
+    await client.send({"type": "user.message", "content": content})
+    return await client.until("turn.completed")

@@ -370,3 +370,37 @@ async def test_scratchpad_survives_compaction_and_is_in_the_very_next_request(co
     assert after["messages"][0]["content"][0]["text"].startswith("[Summary of the conversation so far.")
     assert any("1. keep going" in block.get("text", "") for block in after["messages"][-1]["content"])
     await client.close()
+
+
+async def test_an_empty_summary_changes_nothing(connect, fake_anthropic):
+    client = await connect()
+    await client.create(model=MODEL, **SMALL)
+    for index in range(3):
+        await chat(client, f"message {index}: {FILLER}")
+
+    def empty_summary(body):
+        return text("") if is_summary_call(body) else text("ok")
+
+    fake_anthropic.enqueue(empty_summary, empty_summary)
+    frames = await chat(client, f"message 3: {FILLER}")
+    assert any(f["type"] == "compaction.warning" for f in frames)
+    assert next(f for f in frames if f["type"] == "error")["code"] == "model_error"
+    assert await sync_to_async(Archive.objects.count)() == 0
+    assert (await sync_to_async(AgentSession.objects.get)()).epoch == 0
+    await client.close()
+
+
+async def test_the_table_wins_over_the_models_api_and_answers_are_remembered(connect, settings):
+    with FakeAnthropicServer(models={"claude-opus-4-6": 1_000_000, "claude-custom-2": 77_000}) as fake:
+        settings.PALIMPSEST_PROVIDER = "anthropic"
+        settings.ANTHROPIC_API_KEY = "k"
+        settings.ANTHROPIC_BASE_URL = fake.url
+        client = await connect()
+        assert (await client.create(model="claude-opus-4-6"))["context_window"] == 200_000
+        assert (await client.create(model="claude-custom-2"))["context_window"] == 77_000
+        assert (await client.create(model="claude-custom-2"))["context_window"] == 77_000
+        assert (await client.create(model="claude-gone-3"))["context_window"] == 128_000
+        assert (await client.create(model="claude-gone-3"))["context_window"] == 128_000
+        lookups = [r.path for r in fake.other_requests]
+        assert lookups == ["/v1/models/claude-custom-2", "/v1/models/claude-gone-3"]
+        await client.close()

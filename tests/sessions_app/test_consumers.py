@@ -582,3 +582,111 @@ async def test_attach_with_malformed_id_or_negative_since_seq(connect):
     await client.send({"type": "session.attach", "session_id": session["id"], "since_seq": -1})
     assert (await client.recv())["code"] == "invalid_frame"
     await client.close()
+
+
+# -- inputs that would poison the history or the database ------------------------------------
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ([], "non-empty list"),
+        ([{"type": "text", "text": ""}], "without text"),
+        ([{"type": "bogus"}], "has type 'bogus'"),
+        ([{"type": "image", "source": {"type": "base64"}}], "needs data and media_type"),
+        ([{"type": "document"}], "without a valid source"),
+    ],
+)
+async def test_tool_result_blocks_the_model_api_would_refuse_are_refused(connect, content, problem):
+    client = await connect()
+    await client.create(tools=[CLIENT_TOOL])
+    await client.send({"type": "user.message", "content": "tool client_lookup {}"})
+    call = (await client.until("tool.call"))[-1]
+    await client.send({"type": "tool.result", "tool_use_id": call["tool_use_id"], "content": content})
+    reply = await client.recv()
+    assert reply["code"] == "invalid_frame" and problem in reply["message"]
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    await client.send({"type": "tool.result", "tool_use_id": call["tool_use_id"], "content": [image]})
+    assert (await client.until("turn.completed"))[-1]["stop_reason"] == "end_turn"
+    await client.close()
+
+
+async def test_nul_character_is_refused_and_nothing_stored(connect):
+    client = await connect()
+    await client.create()
+    await client.send({"type": "user.message", "content": "before\u0000after"})
+    reply = await client.recv()
+    assert reply["code"] == "invalid_frame" and "U+0000" in reply["message"]
+    assert await sync_to_async(Message.objects.count)() == 0
+    await client.close()
+
+
+async def test_deeply_nested_json_is_an_error_not_a_dropped_connection(connect):
+    client = await connect()
+    await client.send("[" * 200_000 + "]" * 200_000)
+    assert (await client.recv())["code"] == "invalid_json"
+    assert (await client.create())["id"]
+    await client.close()
+
+
+async def test_an_unexpected_failure_answers_internal_error_and_keeps_the_connection(connect, monkeypatch):
+    def broken(**kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(services, "session_create", broken)
+    client = await connect()
+    await client.send({"type": "session.create", "request_id": "x"})
+    reply = await client.recv()
+    assert (reply["code"], reply["request_id"]) == ("internal_error", "x")
+    assert "fire" not in reply["message"]
+    monkeypatch.undo()
+    assert (await client.create())["id"]
+    await client.close()
+
+
+async def test_a_turn_whose_lease_was_taken_over_stops_without_writing(connect, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    client = await connect()
+    session = await client.create(tools=[CLIENT_TOOL])
+    await client.send({"type": "user.message", "content": "tool client_lookup {}"})
+    call = (await client.until("tool.call"))[-1]
+    # Its process stalls past the lease; another turn starts meanwhile.
+    await sync_to_async(AgentSession.objects.filter(pk=session["id"]).update)(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    await client.send({"type": "user.message", "content": "echo second"})
+    await client.until("turn.completed")  # one of the two turns ends
+    await client.until("turn.completed")  # and then the other
+    await client.send({"type": "tool.result", "tool_use_id": call["tool_use_id"], "content": "too late"})
+    assert (await client.recv())["code"] == "unknown_tool_use_id"
+    contents = await alist(Message.objects.filter(session_id=session["id"]).order_by("position"))
+    results = [b for m in contents for b in m.content if b.get("type") == "tool_result"]
+    assert len(results) == 1  # the repair's, never a second one from the stalled turn
+    assert results[0]["is_error"] is True
+    await client.close()
+
+
+async def test_a_failing_heartbeat_does_not_lose_the_lease(connect, settings, monkeypatch):
+    settings.PALIMPSEST_TURN_LEASE_SECONDS = 0.3
+    real = services.turn_heartbeat
+    failures = {"left": 2}
+
+    def flaky(**kwargs):
+        if failures["left"]:
+            failures["left"] -= 1
+            raise RuntimeError("database is locked")
+        return real(**kwargs)
+
+    monkeypatch.setattr(services, "turn_heartbeat", flaky)
+    client = await connect()
+    await client.create(tools=[CLIENT_TOOL])
+    await client.send({"type": "user.message", "content": "tool client_lookup {}"})
+    call = (await client.until("tool.call"))[-1]
+    import asyncio
+
+    await asyncio.sleep(0.6)
+    assert failures["left"] == 0
+    await client.send({"type": "tool.result", "tool_use_id": call["tool_use_id"], "content": "fine"})
+    assert (await client.until("turn.completed"))[-1]["stop_reason"] == "end_turn"
+    await client.close()

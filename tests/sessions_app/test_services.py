@@ -220,3 +220,32 @@ def _call_data() -> services.ModelCallData:
         stop_reason="tool_use",
         usage={"input_tokens": 5, "output_tokens": 2},
     )
+
+
+def test_a_turn_that_lost_its_lease_writes_nothing(session, announced):
+    first = services.turn_begin(session_id=session.id, content="one")
+    AgentSession.objects.filter(pk=session.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    services.turn_begin(session_id=session.id, content="two")
+    before = (Message.objects.count(), SessionEvent.objects.count())
+    with pytest.raises(services.TurnLeaseLost):
+        services.assistant_step_store(
+            session_id=session.id,
+            turn_id=first.id,
+            epoch=0,
+            content=[{"type": "text", "text": "late"}],
+            call=_call_data(),
+            tool_calls=[],
+        )
+    with pytest.raises(services.TurnLeaseLost):
+        services.tool_results_store(session_id=session.id, turn_id=first.id, epoch=0, outcomes=[])
+    with pytest.raises(services.TurnLeaseLost):
+        services.turn_is_cancelled(session_id=session.id, turn_id=first.id)
+    assert (Message.objects.count(), SessionEvent.objects.count()) == before
+
+
+def test_compaction_refuses_an_empty_summary(session):
+    with pytest.raises(ValueError):
+        services.compaction_store(
+            session_id=session.id, turn_id=None, epoch=0, summary="  ", tokens_before=1, tokens_after=1
+        )
+    assert AgentSession.objects.get(pk=session.id).epoch == 0

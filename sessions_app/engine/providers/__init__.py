@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from sessions_app.engine.model_table import context_window_for
+from sessions_app.engine.model_table import DEFAULT_CONTEXT_WINDOW, MODEL_CONTEXT_WINDOWS
 from sessions_app.engine.providers.base import ModelResponse, Provider, ProviderError, Usage
+from sessions_app.validation import MAX_MODEL_CHARS
 
 __all__ = [
     "ModelResponse",
@@ -26,20 +27,22 @@ def _uses_scripted(model: str) -> bool:
 
 
 async def context_window_resolve(model: str) -> int:
-    """A session's default window: the Models API's `max_input_tokens` when reachable, else the
-    built-in table, else 128,000."""
+    """A session's default window (PROTOCOL.md): the model's entry in the built-in table; for a
+    model the table does not know, the Models API's `max_input_tokens` when reachable; else
+    128,000. Each answer, or the lack of one, is remembered for the process."""
+    if model in MODEL_CONTEXT_WINDOWS:
+        return MODEL_CONTEXT_WINDOWS[model]
     if model in _api_windows:
         return _api_windows[model]
-    if not _uses_scripted(model):
+    value = None
+    if not _uses_scripted(model) and 0 < len(model) <= MAX_MODEL_CHARS:
         from sessions_app.engine.providers.anthropic import anthropic_max_input_tokens
 
         value = await anthropic_max_input_tokens(
             api_key=settings.ANTHROPIC_API_KEY, base_url=settings.ANTHROPIC_BASE_URL, model=model
         )
-        if value is not None:
-            _api_windows[model] = value
-            return value
-    return context_window_for(model)
+    _api_windows[model] = value or DEFAULT_CONTEXT_WINDOW
+    return _api_windows[model]
 
 
 def provider_for_model(model: str) -> Provider:

@@ -80,7 +80,8 @@ class AnthropicProvider:
 
 async def anthropic_max_input_tokens(*, api_key: str, base_url: str | None, model: str) -> int | None:
     """The model's context window from the Models API, or None when it cannot say."""
-    client = anthropic_client(api_key=api_key, base_url=base_url)
+    # No retries: a session waits for this answer, and the table's default is a fine fallback.
+    client = anthropic_client(api_key=api_key, base_url=base_url, max_retries=0)
     try:
         info = await client.models.retrieve(model, timeout=MODELS_API_TIMEOUT_SECONDS)
     except anthropic.APIError:
