@@ -20,7 +20,7 @@ from memory_app.observation_selectors import (
     observation_read_lines,
     observations_in_scope_exist,
 )
-from sessions_app.engine.db import db
+from sessions_app.engine.db import db_heavy
 from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.engine.tools import ToolContext, ToolError, ToolSpec, registry
 
@@ -63,7 +63,7 @@ def _read(ctx: ToolContext, tool_input: dict[str, Any]) -> dict[str, Any]:
 
 async def scratchpad_read(ctx: ToolContext, tool_input: dict[str, Any]) -> dict[str, Any]:
     try:
-        return await db(_read)(ctx, tool_input)
+        return await db_heavy(_read)(ctx, tool_input)
     except ObservationReadError as exc:
         raise ToolError(str(exc)) from None
 

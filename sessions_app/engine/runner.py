@@ -29,7 +29,7 @@ from memory_app.prompts import COMPACTION_SUMMARY_MESSAGE
 from sessions_app import selectors, services
 from sessions_app.engine import compaction, tool_hooks
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
-from sessions_app.engine.db import db
+from sessions_app.engine.db import db, db_heavy
 from sessions_app.engine.providers import Provider, ProviderError, provider_for_model
 from sessions_app.engine.providers.base import ModelResponse
 from sessions_app.engine.snapshot import SessionSnapshot
@@ -331,7 +331,7 @@ class TurnRunner:
                 snapshot, built = await db(self._build)()
                 response = await self._call_model(provider, snapshot, built)
             calls = self._plan_tools(snapshot, response.content)
-            calls = await db(self._resolve_inputs)(snapshot, calls)
+            calls = await db_heavy(self._resolve_inputs)(snapshot, calls)
             # An empty text block (or an empty answer) would make every later request invalid.
             content = [b for b in response.content if not (b.get("type") == "text" and not b.get("text"))]
             message = await db(services.assistant_step_store)(
@@ -539,7 +539,9 @@ class TurnRunner:
         ordered = [outcomes[c.tool_use_id] for c in calls]
         if not tool_hooks.TOOL_HOOKS:
             return ordered
-        return await db(tool_hooks.outcomes_process)(session=snapshot, turn_id=self.turn_id, outcomes=ordered)
+        return await db_heavy(tool_hooks.outcomes_process)(
+            session=snapshot, turn_id=self.turn_id, outcomes=ordered
+        )
 
     async def _run_server_tool(self, snapshot: SessionSnapshot, call: PendingCall) -> services.ToolOutcome:
         spec = registry.get(call.name)
