@@ -25,7 +25,7 @@ from memory_app.prompts import (
     COMPACTION_SUMMARY_INSTRUCTION,
     COMPACTION_SUMMARY_SYSTEM_PROMPT,
 )
-from sessions_app.engine.context import StoredMessage
+from sessions_app.engine.context import BuiltRequest, StoredMessage
 from sessions_app.engine.providers.base import ModelResponse, Provider, ProviderError
 from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.engine.tokens import estimate_text_tokens
@@ -45,6 +45,15 @@ RecordCall = Callable[[dict, ModelResponse, str, int], Awaitable[None]]
 
 def threshold_tokens(session: SessionSnapshot) -> int:
     return int(session.context_window * session.compact_threshold)
+
+
+def should_compact(session: SessionSnapshot, built: BuiltRequest, estimate: int, *, messages: int) -> bool:
+    """Over the threshold, and compacting can help: there is a history to summarize, and it is
+    larger than the excess (when the system prompt, tools and memory alone fill the window, a
+    summary cannot make room, and compacting again and again would only lose the history)."""
+    excess = estimate - threshold_tokens(session)
+    history = round((session.token_ratio or 1.0) * built.breakdown.get("history", 0))
+    return excess > 0 and messages >= MIN_MESSAGES_TO_COMPACT and history > excess
 
 
 def estimate_prompt_tokens(session: SessionSnapshot, local_estimate: int) -> int:

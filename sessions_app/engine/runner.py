@@ -303,10 +303,7 @@ class TurnRunner:
             # tools, to save what it needs); the history is compacted after that step.
             compact_after = False
             estimate = compaction.estimate_prompt_tokens(snapshot, built.estimated_tokens)
-            if (
-                estimate > compaction.threshold_tokens(snapshot)
-                and len(self.history) >= compaction.MIN_MESSAGES_TO_COMPACT
-            ):
+            if compaction.should_compact(snapshot, built, estimate, messages=len(self.history)):
                 warning = await db(services.compaction_warning_store)(
                     session_id=self.session_id,
                     turn_id=self.turn_id,

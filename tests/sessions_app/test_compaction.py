@@ -404,3 +404,14 @@ async def test_the_table_wins_over_the_models_api_and_answers_are_remembered(con
         lookups = [r.path for r in fake.other_requests]
         assert lookups == ["/v1/models/claude-custom-2", "/v1/models/claude-gone-3"]
         await client.close()
+
+
+async def test_no_compaction_when_the_history_cannot_make_room(connect, fake_anthropic):
+    client = await connect()
+    # The system prompt alone is over the threshold: a summary of the history would not help.
+    await client.create(model=MODEL, system_prompt=FILLER * 4, **SMALL)
+    for index in range(6):
+        frames = await chat(client, f"message {index}")
+        assert not any(f["type"].startswith("compaction.") for f in frames)
+    assert not any(is_summary_call(r.body) for r in fake_anthropic.requests)
+    await client.close()
