@@ -17,7 +17,7 @@ from typing import Any
 from memory_app.observation_content import is_synthetic_observation
 from memory_app.tools.files import FS_READ
 from memory_app.tools.observations import SCRATCHPAD_READ
-from sessions_app.engine.providers.scripted import ScriptedInput, ScriptedReply, scripted_rule
+from sessions_app.engine.providers.scripted import ScriptedInput, ScriptedReply, scripted_rule, text_of
 
 _READ_RE = re.compile(r"^read\s+(\S+)$", re.IGNORECASE)
 _GREP_RE = re.compile(r"^grep\s+(.+)$", re.IGNORECASE | re.DOTALL)
@@ -31,14 +31,6 @@ def _json(text: Any) -> Any:
         return json.loads(text)
     except ValueError:
         return None
-
-
-def _block_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return ""
 
 
 def _commands_and_done(body: dict[str, Any]) -> tuple[list[str], int]:
@@ -72,7 +64,7 @@ def _latest_observation_id(body: dict[str, Any]) -> str | None:
             continue
         for block in content:
             if block.get("type") == "tool_result":
-                value = _json(_block_text(block.get("content")))
+                value = _json(text_of(block.get("content")))
                 if is_synthetic_observation(value):
                     latest = value["scratchpad_id"]
     return latest

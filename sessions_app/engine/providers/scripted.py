@@ -62,7 +62,8 @@ def scripted_rule(help_line: str | None = None) -> Callable[[ScriptedRule], Scri
     return register
 
 
-def _text_of(content: Any) -> str:
+def text_of(content: Any) -> str:
+    """The text of a message's or a tool result's content (a string or blocks)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -86,7 +87,7 @@ def parse_input(body: dict[str, Any]) -> ScriptedInput:
     results = [
         {
             "name": names_by_id.get(b.get("tool_use_id", ""), "tool"),
-            "content": _text_of(b.get("content")),
+            "content": text_of(b.get("content")),
             "is_error": bool(b.get("is_error")),
         }
         for b in content
@@ -99,7 +100,7 @@ def parse_input(body: dict[str, Any]) -> ScriptedInput:
         user_text=texts[-1] if texts and not results else None,
         tool_results=results or None,
         tool_names=[t["name"] for t in body.get("tools", [])],
-        system_text=system if isinstance(system, str) else _text_of(system),
+        system_text=system if isinstance(system, str) else text_of(system),
     )
 
 
