@@ -355,13 +355,17 @@ async def test_scripted_model_compacts_end_to_end_without_a_key(connect):
     await client.close()
 
 
-async def test_scratchpad_survives_compaction_and_is_in_the_very_next_request(connect, fake_anthropic):
+async def test_notepad_and_scratchpad_survive_compaction_and_are_in_the_very_next_request(
+    connect, fake_anthropic
+):
     client = await connect()
     await client.create(model=MODEL, context_window=10_000, compact_threshold=0.3)
     fake_anthropic.enqueue(
-        tool_use("session_scratchpad", {"action": "set_plan", "content": "1. keep going"}), text("planned")
+        tool_use("session_scratchpad", {"action": "set_plan", "content": "1. keep going"}),
+        tool_use("write_notepad", {"content": "Q3 gap: EMEA rows 234-267"}),
+        text("noted"),
     )
-    await chat(client, "plan it")
+    await chat(client, "plan it and note it")
     frames = await fill_until_warning(client, fake_anthropic)
     assert any(f["type"] == "compaction.completed" for f in frames)
     summary_index = max(i for i, r in enumerate(fake_anthropic.requests) if is_summary_call(r.body))
@@ -369,6 +373,7 @@ async def test_scratchpad_survives_compaction_and_is_in_the_very_next_request(co
     after = fake_anthropic.requests[summary_index + 1].body
     assert after["messages"][0]["content"][0]["text"].startswith("[Summary of the conversation so far.")
     assert any("1. keep going" in block.get("text", "") for block in after["messages"][-1]["content"])
+    assert after["system"][-1]["text"] == "## Session Notepad\nQ3 gap: EMEA rows 234-267"
     await client.close()
 
 
