@@ -196,6 +196,10 @@ class TurnRunner:
         stop_reason, error = "error", ""
         try:
             stop_reason = await self._loop()
+            # A turn.cancel accepted while the last step was being stored still ends the turn as
+            # cancelled: the client that sent it was promised that answer.
+            if await db(services.turn_is_cancelled)(session_id=self.session_id, turn_id=self.turn_id):
+                stop_reason = "cancelled"
         except TurnCancelled:
             stop_reason = "cancelled"
         except LeaseLost:

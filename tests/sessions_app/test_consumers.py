@@ -690,3 +690,20 @@ async def test_a_failing_heartbeat_does_not_lose_the_lease(connect, settings, mo
     await client.send({"type": "tool.result", "tool_use_id": call["tool_use_id"], "content": "fine"})
     assert (await client.until("turn.completed"))[-1]["stop_reason"] == "end_turn"
     await client.close()
+
+
+async def test_a_cancel_accepted_during_the_last_step_still_ends_the_turn_cancelled(connect, monkeypatch):
+    real_store = services.assistant_step_store
+
+    def store_then_cancel(**kwargs):
+        stored = real_store(**kwargs)
+        services.turn_cancel_request(session_id=kwargs["session_id"])  # the client's cancel lands now
+        return stored
+
+    monkeypatch.setattr(services, "assistant_step_store", store_then_cancel)
+    client = await connect()
+    await client.create()
+    await client.send({"type": "user.message", "content": "hello"})
+    frames = await client.until("turn.completed")
+    assert frames[-1]["stop_reason"] == "cancelled"
+    await client.close()
