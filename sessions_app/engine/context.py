@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Protocol
 
 from sessions_app.engine.snapshot import SessionSnapshot
@@ -32,7 +33,11 @@ class StoredMessage:
 
 
 class ContextSection(Protocol):
-    """A contributor to the prompt (the notepad, the scratchpad, ...). Called in a DB thread."""
+    """A contributor to the prompt (the notepad, the scratchpad, ...). Called in a DB thread.
+
+    A section may have a `name` ("notepad"): `BuiltRequest.sections` reports its tokens under it
+    (the dashboard's context gauge); without one, its class name is used.
+    """
 
     def static_system(self, session: SessionSnapshot) -> list[str]:
         """Text for the stable system prompt (guidance): must not change during a session."""
@@ -58,10 +63,23 @@ class BuiltRequest:
     record: dict[str, Any]
     estimated_tokens: int
     breakdown: dict[str, int] = field(default_factory=dict)
+    # Tokens each context section contributed (its static, dynamic and transient parts), by name:
+    # a finer view of part of `breakdown`, not added to `estimated_tokens` again.
+    sections: dict[str, int] = field(default_factory=dict)
 
 
 def _text_block(text: str) -> dict:
     return {"type": "text", "text": text}
+
+
+def section_name(section: ContextSection) -> str:
+    return str(getattr(section, "name", type(section).__name__))
+
+
+@lru_cache(maxsize=256)
+def _stable_text_tokens(text: str) -> int:
+    # Guidance texts repeat on every call of every session: count each once.
+    return estimate_text_tokens(text)
 
 
 def _with_cache_control(block: dict) -> dict:
@@ -82,10 +100,22 @@ def build_request(
     static_parts = [session.system_prompt] if session.system_prompt else []
     dynamic_parts: list[str] = []
     prefix_parts: list[str] = []
+    by_section: dict[str, int] = {}
     for section in sections:
-        static_parts += section.static_system(session)
-        dynamic_parts += section.dynamic_system(session)
-        prefix_parts += section.message_prefix(session)
+        static, dynamic, prefix = (
+            section.static_system(session),
+            section.dynamic_system(session),
+            section.message_prefix(session),
+        )
+        static_parts += static
+        dynamic_parts += dynamic
+        prefix_parts += prefix
+        name = section_name(section)
+        by_section[name] = (
+            by_section.get(name, 0)
+            + sum(_stable_text_tokens(p) for p in static if p)
+            + sum(estimate_text_tokens(p) for p in dynamic + prefix if p)
+        )
 
     tools = [spec.definition() for spec in server_tools] + [dict(t) for t in session.client_tools]
     static_text = "\n\n".join(p for p in static_parts if p)
@@ -155,5 +185,9 @@ def build_request(
         "transient": sum(estimate_text_tokens(p) for p in prefix_parts),
     }
     return BuiltRequest(
-        body=body, record=record, estimated_tokens=sum(breakdown.values()), breakdown=breakdown
+        body=body,
+        record=record,
+        estimated_tokens=sum(breakdown.values()),
+        breakdown=breakdown,
+        sections=by_section,
     )
