@@ -58,7 +58,11 @@ def _rendered(parts: list[str]) -> SafeString:
 
 
 def _oob_append(target: str, rendered: list[str]) -> str:
-    return format_html('<div hx-swap-oob="beforeend:{}">{}</div>', target, _rendered(rendered)) if rendered else ""
+    return (
+        format_html('<div hx-swap-oob="beforeend:{}">{}</div>', target, _rendered(rendered))
+        if rendered
+        else ""
+    )
 
 
 def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: str) -> str:
@@ -167,7 +171,9 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
         )
     if touched.inspector:
         # A prompt inspector that follows the latest request reloads itself on this signal.
-        parts.append(format_html('<span id="inspector-signal" hidden hx-swap-oob="true">{}</span>', session.pk))
+        parts.append(
+            format_html('<span id="inspector-signal" hidden hx-swap-oob="true">{}</span>', session.pk)
+        )
     if touched.new_epoch is not None:
         parts.append(
             render_to_string("dashboard/archive.html#live", {**base, "new_epoch": touched.new_epoch})

@@ -25,16 +25,15 @@ def markdown(text: Any) -> SafeString:
 
 @register.filter
 def tokens(value: Any) -> str:
-    """12345 → "12.3k", 1200000 → "1.2M"."""
+    """12345 → "12.3k", 50000 → "50k", 1200000 → "1.2M"."""
     if value is None or value == "":
         return "–"
     number = float(value)
-    if abs(number) >= 1_000_000:
-        return f"{number / 1_000_000:.1f}M"
-    if abs(number) >= 10_000:
-        return f"{number / 1000:.0f}k"
-    if abs(number) >= 1000:
-        return f"{number / 1000:.1f}k"
+    for size, unit in ((1_000_000, "M"), (1000, "k")):
+        if abs(number) >= size:
+            scaled = number / size
+            text = f"{scaled:.0f}" if abs(scaled) >= 100 else f"{scaled:.1f}".removesuffix(".0")
+            return text + unit
     return str(int(number))
 
 

@@ -11,6 +11,7 @@ from django.db.models import F
 
 from sessions_app import services
 from sessions_app.engine import runner
+from sessions_app.engine.tokens import estimate_json_tokens
 from sessions_app.engine.tools import registry
 from sessions_app.models import AgentSession, Message
 
@@ -40,7 +41,13 @@ def message_store(
     AgentSession.objects.filter(pk=session.pk).update(next_position=F("next_position") + 1)
     position = AgentSession.objects.values_list("next_position", flat=True).get(pk=session.pk) - 1
     return Message.objects.create(
-        session=session, position=position, epoch=epoch, role=role, content=content, metadata=metadata or {}
+        session=session,
+        position=position,
+        epoch=epoch,
+        role=role,
+        content=content,
+        metadata=metadata or {},
+        token_estimate=estimate_json_tokens(content),
     )
 
 

@@ -171,3 +171,20 @@ def test_estimate_adds_up_its_parts():
     assert built.breakdown["history"] == 10
     assert built.estimated_tokens == sum(built.breakdown.values())
     assert all(built.breakdown[k] > 0 for k in ("system", "dynamic_system", "transient"))
+
+
+def test_each_section_reports_its_tokens_under_its_name():
+    named = Section(static=["Guidance " * 10], dynamic=["## Live\nnow"], prefix=["[memo] " * 5])
+    named.name = "memo"  # type: ignore[attr-defined]
+    built = build_request(
+        session=snapshot(system_prompt="sys"),
+        history=[msg(0, "user", t("a"))],
+        server_tools=[],
+        max_tokens=1,
+        sections=[named, Section(dynamic=["other"])],
+    )
+    assert built.sections["memo"] > 0
+    assert built.sections["Section"] > 0  # no name: the class name
+    assert sum(built.sections.values()) <= (
+        built.breakdown["system"] + built.breakdown["dynamic_system"] + built.breakdown["transient"]
+    )
