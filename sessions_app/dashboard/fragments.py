@@ -9,6 +9,7 @@ fill) renders every panel it touched once.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.template.loader import render_to_string
@@ -52,12 +53,12 @@ class _Touched:
     new_epoch: int | None = None
 
 
-def _rendered(parts: list[str]) -> SafeString:
+def _rendered(parts: Sequence[str]) -> SafeString:
     # Each part is a rendered (autoescaped) template: joining them keeps them safe.
     return mark_safe("".join(parts))  # noqa: S308
 
 
-def _oob_append(target: str, rendered: list[str]) -> str:
+def _oob_append(target: str, rendered: Sequence[str]) -> str:
     return (
         format_html('<div hx-swap-oob="beforeend:{}">{}</div>', target, _rendered(rendered))
         if rendered

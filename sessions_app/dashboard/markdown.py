@@ -11,7 +11,8 @@ import markdown as markdown_lib
 import nh3
 from django.utils.safestring import SafeString, mark_safe
 
-MARKDOWN_EXTENSIONS = ["fenced_code", "tables", "sane_lists"]
+# nl2br: notes are written line by line; a single line break is kept, as the writer meant it.
+MARKDOWN_EXTENSIONS = ["fenced_code", "tables", "sane_lists", "nl2br"]
 ALLOWED_TAGS = set(nh3.ALLOWED_TAGS) - {"img", "map", "area"}
 LINK_REL = "noopener noreferrer nofollow"
 

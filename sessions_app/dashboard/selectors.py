@@ -189,6 +189,7 @@ class GaugePart:
     label: str
     tokens: int
     percent: float  # of the context window
+    share: float  # of the estimated prompt
 
 
 @dataclass(frozen=True)
@@ -256,7 +257,13 @@ def context_gauge(*, session: AgentSession) -> ContextGauge:
     scale = estimated / local_total if local_total else snapshot.token_ratio
     window = max(1, session.context_window)
     parts = [
-        GaugePart(key, GAUGE_LABELS[key], round(tokens * scale), 100.0 * tokens * scale / window)
+        GaugePart(
+            key,
+            GAUGE_LABELS[key],
+            round(tokens * scale),
+            100.0 * tokens * scale / window,
+            100.0 * tokens / local_total if local_total else 0.0,
+        )
         for key, tokens in local.items()
     ]
     return ContextGauge(
@@ -506,7 +513,7 @@ def scratchpad_spaces(*, session: AgentSession, only: str | None = None) -> list
     """The three spaces (or `only` one) with their limits and latest revisions."""
     view = scratchpad_get(session_id=session.pk)
     limits = ScratchpadLimits.from_settings(session.settings)
-    limit_of = {
+    limit_of: dict[str, int] = {
         ScratchpadSpace.NOTES: limits.notes_max_chars,
         ScratchpadSpace.PLAN: limits.plan_max_chars,
         ScratchpadSpace.REFS: limits.refs_max_items,

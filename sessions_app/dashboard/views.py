@@ -18,6 +18,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.middleware import HtmxDetails
 
 from memory_app import scratchpad_services
 from memory_app import selectors as memory_selectors
@@ -46,6 +47,11 @@ from sessions_app.engine.tools import registry
 from sessions_app.models import AgentSession, SessionStatus
 from sessions_app.validation import SpecError
 
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
 TABS = ("context", "notepad", "scratchpad", "observations", "archives", "inspector", "timeline")
 
 
@@ -56,14 +62,14 @@ def _session(session_id: Any) -> AgentSession:
         raise Http404("No such session.") from None
 
 
-def _operator_name(request: HttpRequest) -> str:
+def _operator_name(request: HtmxHttpRequest) -> str:
     return request.user.get_username()
 
 
 # ---------------------------------------------------------------------------
 # The session list
 # ---------------------------------------------------------------------------
-def _list_filters(request: HttpRequest) -> dict[str, str]:
+def _list_filters(request: HtmxHttpRequest) -> dict[str, str]:
     return {
         "query": request.GET.get("q", "").strip(),
         "status": request.GET.get("status", ""),
@@ -71,7 +77,7 @@ def _list_filters(request: HttpRequest) -> dict[str, str]:
     }
 
 
-def _list_context(request: HttpRequest) -> dict[str, Any]:
+def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
     filters = _list_filters(request)
     try:
         page = max(1, int(request.GET.get("page", "1")))
@@ -93,7 +99,7 @@ def _list_context(request: HttpRequest) -> dict[str, Any]:
 
 @require_GET
 @operator_required
-def session_list(request: HttpRequest) -> HttpResponse:
+def session_list(request: HtmxHttpRequest) -> HttpResponse:
     context = _list_context(request)
     if request.htmx and request.htmx.target == "session-table":
         return render(request, "dashboard/session_list.html#session-table", context)
@@ -103,7 +109,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @operator_required
-def session_create(request: HttpRequest) -> HttpResponse:
+def session_create(request: HtmxHttpRequest) -> HttpResponse:
     form = SessionCreateForm(request.POST)
     if form.is_valid():
         try:
@@ -159,7 +165,7 @@ def session_page_context(session: AgentSession) -> dict[str, Any]:
 
 @require_GET
 @operator_required
-def session_detail(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def session_detail(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = _session(session_id)
     context = session_page_context(session)
     tab = request.GET.get("tab", "")
@@ -172,13 +178,13 @@ def session_detail(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
 
 @require_GET
 @operator_required
-def session_status(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def session_status(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     return render(request, "dashboard/session.html#status", {"session": _session(session_id)})
 
 
 @require_GET
 @operator_required
-def transcript_older(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def transcript_older(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = _session(session_id)
     try:
         before = int(request.GET["before"])
@@ -190,7 +196,7 @@ def transcript_older(request: HttpRequest, session_id: uuid.UUID) -> HttpRespons
 
 @require_POST
 @operator_required
-async def message_send(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+async def message_send(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     """Talk to the session as a client would: the message starts a turn (refused while one runs)."""
     session = await sync_to_async(_session)(session_id)
     form = MessageForm(request.POST)
@@ -210,7 +216,7 @@ async def message_send(request: HttpRequest, session_id: uuid.UUID) -> HttpRespo
 
 @require_POST
 @operator_required
-async def turn_cancel(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+async def turn_cancel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = await sync_to_async(_session)(session_id)
     error = ""
     try:
@@ -229,7 +235,7 @@ async def turn_cancel(request: HttpRequest, session_id: uuid.UUID) -> HttpRespon
 # ---------------------------------------------------------------------------
 @require_GET
 @operator_required
-def context_panel(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def context_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = _session(session_id)
     return render(
         request,
@@ -240,7 +246,7 @@ def context_panel(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
 
 @require_GET
 @operator_required
-def timeline_panel(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def timeline_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = _session(session_id)
     return render(
         request,
@@ -254,14 +260,14 @@ def timeline_panel(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
 # ---------------------------------------------------------------------------
 @require_GET
 @operator_required
-def notepad_panel(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def notepad_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = _session(session_id)
     return render(request, "dashboard/notepad.html#panel", {"session": session, **_notepad_context(session)})
 
 
 @require_http_methods(["GET", "POST"])
 @operator_required
-def notepad_edit(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def notepad_edit(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     """GET: the editor, from the current version. POST: save it through the service.
 
     A notepad that changed since the editor opened is never overwritten: the editor comes back
@@ -302,7 +308,7 @@ def notepad_edit(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
 
 @require_GET
 @operator_required
-def notepad_revision(request: HttpRequest, session_id: uuid.UUID, version: int) -> HttpResponse:
+def notepad_revision(request: HtmxHttpRequest, session_id: uuid.UUID, version: int) -> HttpResponse:
     session = _session(session_id)
     try:
         state = memory_selectors.notepad_at_version(session_id=session.pk, version=version)
@@ -316,7 +322,7 @@ def notepad_revision(request: HttpRequest, session_id: uuid.UUID, version: int) 
 # ---------------------------------------------------------------------------
 @require_http_methods(["GET", "POST"])
 @operator_required
-def scratchpad_edit(request: HttpRequest, session_id: uuid.UUID, space: str) -> HttpResponse:
+def scratchpad_edit(request: HtmxHttpRequest, session_id: uuid.UUID, space: str) -> HttpResponse:
     """One space's editor and its save, with the notepad's conflict rule."""
     session = _session(session_id)
     if space not in ScratchpadSpace.values:
@@ -366,7 +372,7 @@ def scratchpad_edit(request: HttpRequest, session_id: uuid.UUID, space: str) -> 
 # ---------------------------------------------------------------------------
 @require_GET
 @operator_required
-def observation_list(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def observation_list(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = _session(session_id)
     context = {"session": session, "observations": selectors.observations_of(session_id=session.pk)}
     return render(request, "dashboard/observations.html#list", context)
@@ -374,7 +380,7 @@ def observation_list(request: HttpRequest, session_id: uuid.UUID) -> HttpRespons
 
 @require_GET
 @operator_required
-def observation_view(request: HttpRequest, session_id: uuid.UUID, observation_id: str) -> HttpResponse:
+def observation_view(request: HtmxHttpRequest, session_id: uuid.UUID, observation_id: str) -> HttpResponse:
     """An observation and one read of it (head, tail, range, lines or grep), as the model reads."""
     session = _session(session_id)
     try:
@@ -422,7 +428,7 @@ def observation_view(request: HttpRequest, session_id: uuid.UUID, observation_id
 # ---------------------------------------------------------------------------
 @require_GET
 @operator_required
-def archive_panel(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def archive_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = _session(session_id)
     try:
         step = selectors.archive_step(session_id=session.pk, epoch=request.GET.get("epoch"))
@@ -436,7 +442,7 @@ def archive_panel(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
 
 @require_GET
 @operator_required
-def archive_messages(request: HttpRequest, session_id: uuid.UUID, epoch: int) -> HttpResponse:
+def archive_messages(request: HtmxHttpRequest, session_id: uuid.UUID, epoch: int) -> HttpResponse:
     session = _session(session_id)
     try:
         step = selectors.archive_step(session_id=session.pk, epoch=epoch)
@@ -455,7 +461,7 @@ def archive_messages(request: HttpRequest, session_id: uuid.UUID, epoch: int) ->
 # ---------------------------------------------------------------------------
 @require_GET
 @operator_required
-def inspector_panel(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def inspector_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = _session(session_id)
     call_id = request.GET.get("call")
     try:
@@ -473,7 +479,7 @@ def inspector_panel(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse
 
 @require_GET
 @operator_required
-def model_call_request_json(request: HttpRequest, session_id: uuid.UUID, call_id: int) -> HttpResponse:
+def model_call_request_json(request: HtmxHttpRequest, session_id: uuid.UUID, call_id: int) -> HttpResponse:
     """The exact request body of a model call, as JSON (the inspector shows its last messages)."""
     session = _session(session_id)
     try:

@@ -112,9 +112,25 @@ def screenshots(tmp_path_factory: Any) -> Path:
     return path
 
 
-def logged_in(browser: Any, server: Server) -> Any:
-    page = browser.new_context(viewport=VIEWPORT).new_page()
-    page.set_default_timeout(TURN_TIMEOUT_MS)
+@pytest.fixture
+def new_page(browser: Any) -> Iterator[Any]:
+    """`new_page()` → a page in a fresh browser context, closed (with its sockets) after the test."""
+    contexts: list[Any] = []
+
+    def make() -> Any:
+        context = browser.new_context(viewport=VIEWPORT)
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(TURN_TIMEOUT_MS)
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def logged_in(new_page: Any, server: Server) -> Any:
+    page = new_page()
     page.goto(server.url + "/")
     page.fill("#id_username", OPERATOR)
     page.fill("#id_password", PASSWORD)
@@ -156,16 +172,16 @@ def tab(page: Any, name: str) -> None:
     page.click(f"[data-tab-button={name}]")
 
 
-def test_log_in_create_a_session_and_watch_the_reply_stream_in(browser, scripted_server, screenshots):
-    anonymous = browser.new_context(viewport=VIEWPORT).new_page()
+def test_log_in_create_a_session_and_watch_the_reply_stream_in(new_page, scripted_server, screenshots):
+    anonymous = new_page()
     anonymous.goto(scripted_server.url + "/")
     assert "/accounts/login/" in anonymous.url
     anonymous.screenshot(path=screenshots / "login.png")
 
-    page = logged_in(browser, scripted_server)
+    page = logged_in(new_page, scripted_server)
     session_url = session_created(page, scripted_server, "Streaming demo")
     session_id = re.search(r"/sessions/([0-9a-f-]{36})/", session_url).group(1)  # type: ignore[union-attr]
-    watcher = logged_in(browser, scripted_server)  # the session list, open in another tab
+    watcher = logged_in(new_page, scripted_server)  # the session list, open in another tab
     watcher.wait_for_selector("#live-dot.live")
 
     words = " ".join(f"word{i}" for i in range(1, 21))
@@ -192,8 +208,8 @@ def test_log_in_create_a_session_and_watch_the_reply_stream_in(browser, scripted
     watcher.screenshot(path=screenshots / "sessions.png")
 
 
-def test_context_gauge_and_prompt_inspector_show_the_last_request(browser, scripted_server, screenshots):
-    page = logged_in(browser, scripted_server)
+def test_context_gauge_and_prompt_inspector_show_the_last_request(new_page, scripted_server, screenshots):
+    page = logged_in(new_page, scripted_server)
     session_created(page, scripted_server, "Inspector demo", system_prompt="You audit quarterly reports.")
     said(page, "remember: deadline is Friday")
     said(page, "ref: reports/q3.xlsx")
@@ -215,9 +231,9 @@ def test_context_gauge_and_prompt_inspector_show_the_last_request(browser, scrip
     )
 
 
-def test_edited_notepad_is_in_the_models_next_request(browser, anthropic_server, screenshots):
+def test_edited_notepad_is_in_the_models_next_request(new_page, anthropic_server, screenshots):
     assert anthropic_server.fake is not None
-    page = logged_in(browser, anthropic_server)
+    page = logged_in(new_page, anthropic_server)
     session_created(page, anthropic_server, "Notepad demo")
     tab(page, "notepad")
     page.click("#notepad-panel button:has-text('Edit')")
@@ -231,8 +247,8 @@ def test_edited_notepad_is_in_the_models_next_request(browser, anthropic_server,
     assert system[-1]["text"] == "## Session Notepad\n## Facts\n- the deadline is **Friday**\n"
 
 
-def test_notepad_conflict_is_shown_and_nothing_is_overwritten(browser, scripted_server, screenshots):
-    page = logged_in(browser, scripted_server)
+def test_notepad_conflict_is_shown_and_nothing_is_overwritten(new_page, scripted_server, screenshots):
+    page = logged_in(new_page, scripted_server)
     session_created(page, scripted_server, "Conflict demo")
     said(page, "remember: first finding")
     tab(page, "notepad")
@@ -251,8 +267,8 @@ def test_notepad_conflict_is_shown_and_nothing_is_overwritten(browser, scripted_
     assert "operator's rewrite" in page.locator("#notepad-view").inner_text()
 
 
-def test_step_through_the_archives(browser, scripted_server, screenshots):
-    page = logged_in(browser, scripted_server)
+def test_step_through_the_archives(new_page, scripted_server, screenshots):
+    page = logged_in(new_page, scripted_server)
     session_created(page, scripted_server, "Archive demo", context_window="3000", compact_threshold="0.6")
     said(page, "remember: keep this across compactions")
     for index in range(12):
@@ -280,8 +296,8 @@ def test_step_through_the_archives(browser, scripted_server, screenshots):
     page.wait_for_selector(f"#archive-panel .step-title:has-text('Compaction 1 of {count}')")
 
 
-def test_observation_browser_greps_an_offloaded_log(browser, scripted_server, screenshots):
-    page = logged_in(browser, scripted_server)
+def test_observation_browser_greps_an_offloaded_log(new_page, scripted_server, screenshots):
+    page = logged_in(new_page, scripted_server)
     session_created(page, scripted_server, "Observation demo")
     said(page, "read big.log")
     tab(page, "observations")
