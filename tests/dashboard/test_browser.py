@@ -205,7 +205,7 @@ def test_log_in_create_a_session_and_watch_the_reply_stream_in(new_page, scripte
     page.screenshot(path=screenshots / "session.png")
     tab(page, "timeline")
     page.wait_for_selector("#timeline-rows .tl-row:has-text('turn.completed')")
-    watcher.screenshot(path=screenshots / "sessions.png")
+    page.screenshot(path=screenshots / "timeline.png")
 
 
 def test_context_gauge_and_prompt_inspector_show_the_last_request(new_page, scripted_server, screenshots):
@@ -311,3 +311,5 @@ def test_observation_browser_greps_an_offloaded_log(new_page, scripted_server, s
     page.wait_for_selector("#observation-viewer .obs-content:has-text('3001:ERROR')")
     assert "2999-INFO" in page.locator("#observation-viewer .obs-content").inner_text()
     page.screenshot(path=screenshots / "observations.png")
+    page.goto(scripted_server.url + "/")  # every session of this module's tests
+    page.screenshot(path=screenshots / "sessions.png")
