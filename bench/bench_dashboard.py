@@ -16,6 +16,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from _setup import django_setup
@@ -73,18 +74,13 @@ def main() -> None:
         AgentSession.objects.filter(pk=session.pk).update(next_position=F("next_position") + size)
         url = f"/sessions/{session.pk}/"
         assert client.get(url).status_code == 200
-        page = median_ms(lambda url=url: client.get(url), args.repeat)
-        older = median_ms(
-            lambda url=url, size=size: client.get(f"{url}transcript/?before={size // 2}"), args.repeat
-        )
+        page = median_ms(partial(client.get, url), args.repeat)
+        older = median_ms(partial(client.get, f"{url}transcript/?before={size // 2}"), args.repeat)
         event = services.event_emit(
             session_id=session.pk, type="assistant.message", payload={"content": content}
         ).as_frame()
         fragments = median_ms(
-            lambda session=session, event=event: session_fragments(
-                session_id=session.pk, events=[event], operator="bench"
-            ),
-            args.repeat,
+            partial(session_fragments, session_id=session.pk, events=[event], operator="bench"), args.repeat
         )
         print(f"| {size:,} | {page:.1f} ms | {older:.1f} ms | {fragments:.1f} ms |")
 
