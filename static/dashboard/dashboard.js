@@ -49,7 +49,7 @@
   });
 
   // Tabs of the session page: the chosen one is kept in the URL (?tab=), so it can be bookmarked.
-  function showTab(name) {
+  function showTab(name, remember) {
     const panels = document.querySelector(".panels");
     if (!panels) return;
     panels.dataset.tab = name;
@@ -60,6 +60,7 @@
       const inspector = document.querySelector("#inspector[data-follow][data-stale]");
       if (inspector) { delete inspector.dataset.stale; htmx.trigger(inspector, "refresh"); }
     }
+    if (remember === false) return;
     const url = new URL(window.location.href);
     url.searchParams.set("tab", name);
     window.history.replaceState(window.history.state, "", url);
@@ -147,7 +148,7 @@
 
   document.addEventListener("DOMContentLoaded", () => {
     const panels = document.querySelector(".panels");
-    if (panels) showTab(panels.dataset.tab || "context");
+    if (panels) showTab(panels.dataset.tab || "context", false);
     const el = transcript();
     if (el) el.scrollTop = el.scrollHeight;
     syncObservationForm();

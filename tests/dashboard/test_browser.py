@@ -147,7 +147,7 @@ def session_created(page: Any, server: Server, title: str, **fields: str) -> str
     for name, value in fields.items():
         page.fill(f"#id_{name}", value)
     page.click("button:has-text('Create session')")
-    page.wait_for_url(re.compile(r".*/sessions/[0-9a-f-]{36}/$"))
+    page.wait_for_url(re.compile(r".*/sessions/[0-9a-f-]{36}/(\?.*)?$"))
     page.wait_for_selector("#live-dot.live")
     return page.url
 
