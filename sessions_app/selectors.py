@@ -98,9 +98,16 @@ def model_call_request(*, call: ModelCall) -> dict[str, Any]:
     return body
 
 
+def request_sha256(body: dict) -> str:
+    """The SHA-256 of a request body, whatever the order of its objects' keys: PostgreSQL's
+    jsonb does not keep that order, so a hash of the bytes as sent could not be checked there."""
+    return hashlib.sha256(
+        json.dumps(body, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
+    ).hexdigest()
+
+
 def model_call_request_verified(*, call: ModelCall) -> bool:
-    body = model_call_request(call=call)
-    return hashlib.sha256(request_canonical_bytes(body)).hexdigest() == call.request_sha256
+    return request_sha256(model_call_request(call=call)) == call.request_sha256
 
 
 def archive_latest(*, session_id: uuid.UUID) -> Archive | None:

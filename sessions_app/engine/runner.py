@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import time
@@ -364,7 +363,7 @@ class TurnRunner:
             step=self.steps,
             purpose=purpose,
             request_record=body,
-            request_sha256=hashlib.sha256(encoded).hexdigest(),
+            request_sha256=selectors.request_sha256(body),
             request_bytes=len(encoded),
             stable_prefix_bytes=0,
             estimated_prompt_tokens=estimate_text_tokens(encoded.decode()),
@@ -395,7 +394,7 @@ class TurnRunner:
             "step": self.steps,
             "purpose": "turn",
             "request_record": built.record,
-            "request_sha256": hashlib.sha256(encoded).hexdigest(),
+            "request_sha256": selectors.request_sha256(built.body),
             "request_bytes": len(encoded),
             "stable_prefix_bytes": _common_prefix_length(previous, encoded),
             "estimated_prompt_tokens": built.estimated_tokens,
