@@ -71,9 +71,14 @@ class DashboardSessionConsumer(SessionEventStream, AsyncWebsocketConsumer):
 
     async def deliver_events(self, events: list[dict]) -> None:
         assert self.session_id is not None
-        html = await database_sync_to_async(fragments.session_fragments)(
-            session_id=self.session_id, events=events, operator=self.operator_name
-        )
+        render = fragments.session_fragments
+        if fragments.only_streamed_text(events):
+            # The most frequent event: rendered here, without a trip to the database thread.
+            html = render(session_id=self.session_id, events=events, operator=self.operator_name)
+        else:
+            html = await database_sync_to_async(render)(
+                session_id=self.session_id, events=events, operator=self.operator_name
+            )
         await self.send(text_data=html)
 
 

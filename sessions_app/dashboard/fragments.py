@@ -66,9 +66,19 @@ def _oob_append(target: str, rendered: Sequence[str]) -> str:
     )
 
 
+def only_streamed_text(events: list[dict]) -> bool:
+    """Streamed text needs nothing from the database: its fragments render without a query."""
+    return all(event["type"] == "assistant.delta" for event in events)
+
+
 def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: str) -> str:
-    """The fragments for `events` (new, in order) of one session, for the operator `operator`."""
-    session = selectors.session_get_for_operator(session_id=session_id)
+    """The fragments for `events` (new, in order) of one session, for the operator `operator`.
+
+    Streamed text alone (`only_streamed_text`) reads nothing from the database.
+    """
+    session = (
+        None if only_streamed_text(events) else selectors.session_get_for_operator(session_id=session_id)
+    )
     base = {"session": session, "oob": True}
     parts: list[str] = []
     items: list[str] = []
@@ -123,17 +133,18 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
                 )
             )
     parts.append(_oob_append("#transcript-items", items))
-    parts.append(_oob_prepend_timeline(session, events))
-    parts += _panels(session, touched, base)
+    parts.append(_oob_prepend_timeline(events))
+    if session is not None:
+        parts += _panels(session, touched, base)
     parts.append(
         format_html('<span id="last-seq" data-seq="{}" hidden hx-swap-oob="true"></span>', events[-1]["seq"])
     )
     return "".join(p for p in parts if p)
 
 
-def _oob_prepend_timeline(session: AgentSession, events: list[dict]) -> str:
+def _oob_prepend_timeline(events: list[dict]) -> str:
     rows = [
-        render_to_string("dashboard/context.html#timeline-row", {"session": session, "frame": frame})
+        render_to_string("dashboard/context.html#timeline-row", {"frame": frame})
         for frame in reversed(events)
     ]
     return format_html('<div hx-swap-oob="afterbegin:#timeline-rows">{}</div>', _rendered(rows))
