@@ -222,13 +222,15 @@ def test_context_gauge_and_prompt_inspector_show_the_last_request(new_page, scri
     assert page.locator("#inspector .breakpoint").count() == 2
     assert "You audit quarterly reports." in page.locator("#inspector").inner_text()
     page.screenshot(path=screenshots / "prompt-inspector.png")
-    # The inspector follows the latest request live.
+    # The inspector follows the latest request live; what the model wrote stays text.
     first = page.locator("#inspector .step-title").inner_text()
-    said(page, "echo again")
+    said(page, 'echo <img src=x onerror="window.pwned=1"><script>window.pwned=2</script> again')
     page.wait_for_function(
         "(first) => document.querySelector('#inspector .step-title').textContent.trim() !== first",
         arg=first.strip(),
     )
+    assert page.evaluate("window.pwned") is None
+    assert "<script>window.pwned=2</script>" in page.locator("#transcript .msg.user").last.inner_text()
 
 
 def test_edited_notepad_is_in_the_models_next_request(new_page, anthropic_server, screenshots):
