@@ -142,6 +142,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# Daphne serves the static files itself (the dashboard has a handful); switch off behind a web
+# server that serves `collectstatic`'s output from STATIC_ROOT.
+PALIMPSEST_SERVE_STATIC = env_bool("PALIMPSEST_SERVE_STATIC", True)
 
 LOGGING = {
     "version": 1,

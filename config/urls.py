@@ -7,4 +7,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("sessions_app.urls")),
+    # The operator dashboard: `/` lists the sessions, `/sessions/<uuid>/` shows one.
+    path("", include("sessions_app.dashboard.urls")),
 ]

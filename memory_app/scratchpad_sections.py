@@ -60,6 +60,8 @@ def scratchpad_block_render(*, view: ScratchpadView, limits: ScratchpadLimits) -
 
 
 class ScratchpadSection:
+    name = "scratchpad"
+
     def static_system(self, session: SessionSnapshot) -> list[str]:
         if not scratchpad_enabled(session):
             return []

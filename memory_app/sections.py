@@ -26,6 +26,8 @@ class NotepadSection:
     full on every call, after the cache breakpoint of the system prompt (position `system`) or
     before the latest user message for this call only (position `message`)."""
 
+    name = "notepad"
+
     def static_system(self, session: SessionSnapshot) -> list[str]:
         return [NOTEPAD_GUIDANCE] if notepad_enabled(session) else []
 

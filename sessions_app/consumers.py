@@ -13,10 +13,10 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from sessions_app import selectors, services
-from sessions_app.channel_announcer import session_group_name
 from sessions_app.engine import runner
 from sessions_app.engine.providers import context_window_resolve
 from sessions_app.engine.tools import registry
+from sessions_app.event_stream import SessionEventStream
 from sessions_app.frames import FrameError, frame_parse, tool_result_content_check
 from sessions_app.models import AgentSession, AgentToken
 from sessions_app.validation import SpecError
@@ -35,10 +35,8 @@ def _bearer_token(scope: dict) -> str:
     return (query.get("token") or [""])[0]
 
 
-class AgentConsumer(AsyncWebsocketConsumer):
+class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
     token: AgentToken | None
-    session_id: uuid.UUID | None
-    last_sent_seq: int
 
     async def connect(self) -> None:
         self.session_id = None
@@ -53,7 +51,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         # The turn goes on without us; a client re-attaches with since_seq.
-        await self._leave_group()
+        await self.stream_leave()
 
     # -- frames ------------------------------------------------------------
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -95,7 +93,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
             settings=frame.get("settings"),
             reserved_tool_names=registry.names(),
         )
-        await self._join(session.id, since_seq=0)
+        await self.stream_join(session.id, since_seq=0)
         state = selectors.session_public_state(session=session)
         await self._send({"type": "session.created", "session": state}, request_id)
 
@@ -104,16 +102,9 @@ class AgentConsumer(AsyncWebsocketConsumer):
         if since_seq < 0:
             raise FrameError("invalid_frame", "session.attach: since_seq must be 0 or more", request_id)
         session = await self._session_for_token(frame["session_id"], request_id)
-        await self._join(session.id, since_seq=since_seq)
-        # Events written while we replayed are queued behind this handler and delivered in order.
-        while True:
-            events = await database_sync_to_async(selectors.session_events_after)(
-                session_id=session.id, after_seq=self.last_sent_seq
-            )
-            if not events:
-                break
-            for event in events:
-                await self._send_event(event)
+        await self.stream_join(session.id, since_seq=since_seq)
+        # Events written while we replay are queued behind this handler and delivered in order.
+        await self.stream_replay()
         await self._send(
             {"type": "session.attached", "session_id": str(session.id), "last_seq": self.last_sent_seq},
             request_id,
@@ -175,23 +166,9 @@ class AgentConsumer(AsyncWebsocketConsumer):
         )
 
     # -- events ------------------------------------------------------------
-    async def session_event(self, message: dict) -> None:
-        """A committed event broadcast to the session's group."""
-        event = message["event"]
-        if self.session_id is None or event["session_id"] != str(self.session_id):
-            return
-        seq = event["seq"]
-        if seq <= self.last_sent_seq:
-            return  # already replayed from the database
-        if seq > self.last_sent_seq + 1:
-            # Broadcasts from two processes can overtake each other: fill the gap from the
-            # database so the client sees every seq, in order.
-            missing = await database_sync_to_async(selectors.session_events_after)(
-                session_id=self.session_id, after_seq=self.last_sent_seq, upto_seq=seq - 1
-            )
-            for earlier in missing:
-                await self._send_event(earlier)
-        await self._send_event(event)
+    async def deliver_events(self, events: list[dict]) -> None:
+        for event in events:
+            await self.send(text_data=json.dumps(event, ensure_ascii=False))
 
     # -- helpers -----------------------------------------------------------
     def _attached(self, request_id: Any) -> uuid.UUID:
@@ -207,24 +184,6 @@ class AgentConsumer(AsyncWebsocketConsumer):
             )
         except selectors.SessionNotFound:
             raise FrameError("session_not_found", "no such session", request_id) from None
-
-    async def _join(self, session_id: uuid.UUID, *, since_seq: int) -> None:
-        await self._leave_group()
-        self.session_id = session_id
-        self.last_sent_seq = since_seq
-        if self.channel_layer is not None:
-            await self.channel_layer.group_add(session_group_name(str(session_id)), self.channel_name)
-
-    async def _leave_group(self) -> None:
-        if self.session_id is not None and self.channel_layer is not None:
-            await self.channel_layer.group_discard(
-                session_group_name(str(self.session_id)), self.channel_name
-            )
-
-    async def _send_event(self, event: dict) -> None:
-        if event["seq"] > self.last_sent_seq:
-            self.last_sent_seq = event["seq"]
-            await self.send(text_data=json.dumps(event, ensure_ascii=False))
 
     async def _send(self, frame: dict, request_id: Any) -> None:
         if request_id is not None:

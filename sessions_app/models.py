@@ -232,7 +232,7 @@ class ModelCall(models.Model):
 
     `request` is the exact request, except that a stored message sent unchanged is recorded as
     `{"$message": position}`; `selectors.model_call_request` rebuilds the exact body, and
-    `request_sha256` (over the canonical JSON of the rebuilt body) proves it.
+    `request_sha256` (over the canonical JSON of the rebuilt body, keys sorted) proves it.
     """
 
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="model_calls")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from typing import Any
 
+from sessions_app.engine.context import canonical_json
 from sessions_app.models import AgentSession, AgentToken, Archive, Message, ModelCall, SessionEvent, ToolCall
 
 EVENT_PAGE_SIZE = 500
@@ -75,7 +75,8 @@ def tool_calls_answered(*, session_id: uuid.UUID, tool_use_ids: list[str]) -> di
 
 
 def request_canonical_bytes(body: dict) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    """A request's canonical JSON (compact, keys sorted), as the engine hashes and compares it."""
+    return canonical_json(body)
 
 
 def model_call_request(*, call: ModelCall) -> dict[str, Any]:
@@ -96,9 +97,14 @@ def model_call_request(*, call: ModelCall) -> dict[str, Any]:
     return body
 
 
+def request_sha256(body: dict) -> str:
+    """The SHA-256 of a request body, whatever the order of its objects' keys: PostgreSQL's
+    jsonb does not keep that order, so a hash of the bytes as sent could not be checked there."""
+    return hashlib.sha256(canonical_json(body)).hexdigest()
+
+
 def model_call_request_verified(*, call: ModelCall) -> bool:
-    body = model_call_request(call=call)
-    return hashlib.sha256(request_canonical_bytes(body)).hexdigest() == call.request_sha256
+    return request_sha256(model_call_request(call=call)) == call.request_sha256
 
 
 def archive_latest(*, session_id: uuid.UUID) -> Archive | None:

@@ -7,6 +7,5 @@ from sessions_app import views
 app_name = "sessions_app"
 
 urlpatterns = [
-    path("", views.index, name="index"),
     path("healthz", views.healthz, name="healthz"),
 ]

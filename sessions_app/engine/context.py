@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Protocol
 
 from sessions_app.engine.snapshot import SessionSnapshot
@@ -32,9 +34,23 @@ class StoredMessage:
     token_estimate: int
 
 
-def _encode(value: Any) -> bytes:
-    """The canonical JSON of a request or a part of it (what is hashed and compared)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+# A request's top-level keys in the order the prompt is read (and cached): tools, system, messages.
+PROMPT_ORDER = ("tools", "system", "messages")
+
+
+def _sorted_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def canonical_json(value: Any) -> bytes:
+    """The canonical JSON of a request or a part of it (what is hashed and compared): compact,
+    objects' keys sorted (PostgreSQL's jsonb does not keep key order, so a recorded request is
+    checked against this form), but a request's own keys in prompt order, so that comparing two
+    requests byte by byte follows what prompt caching compares."""
+    if not (isinstance(value, dict) and "messages" in value):
+        return _sorted_json(value).encode()
+    keys = [k for k in sorted(value) if k not in PROMPT_ORDER] + [k for k in PROMPT_ORDER if k in value]
+    return ("{" + ",".join(f"{_sorted_json(k)}:{_sorted_json(value[k])}" for k in keys) + "}").encode()
 
 
 class PreparedHistory:
@@ -99,7 +115,7 @@ class PreparedHistory:
     def encoded_message(self, index: int) -> bytes:
         value = self.encoded[index]
         if value is None:
-            value = self.encoded[index] = _encode(self.messages[index])
+            value = self.encoded[index] = canonical_json(self.messages[index])
         return value
 
     def record(self, sent: list[dict], changed: set[int]) -> list[dict]:
@@ -122,7 +138,11 @@ class PreparedHistory:
 
 
 class ContextSection(Protocol):
-    """A contributor to the prompt (the notepad, the scratchpad, ...). Called in a DB thread."""
+    """A contributor to the prompt (the notepad, the scratchpad, ...). Called in a DB thread.
+
+    A section may have a `name` ("notepad"): `BuiltRequest.sections` reports its tokens under it
+    (the dashboard's context gauge); without one, its class name is used.
+    """
 
     def static_system(self, session: SessionSnapshot) -> list[str]:
         """Text for the stable system prompt (guidance): must not change during a session."""
@@ -148,12 +168,26 @@ class BuiltRequest:
     record: dict[str, Any]
     estimated_tokens: int
     breakdown: dict[str, int] = field(default_factory=dict)
-    # The canonical JSON of `body` (json.dumps with compact separators), built from cached parts.
+    # The canonical JSON of `body` (compact, keys sorted: `selectors.request_canonical_bytes`),
+    # built from cached parts.
     encoded: bytes = b""
+    # Tokens each context section contributed (its static, dynamic and transient parts), by name:
+    # a finer view of part of `breakdown`, not added to `estimated_tokens` again.
+    sections: dict[str, int] = field(default_factory=dict)
 
 
 def _text_block(text: str) -> dict:
     return {"type": "text", "text": text}
+
+
+def section_name(section: ContextSection) -> str:
+    return str(getattr(section, "name", type(section).__name__))
+
+
+@lru_cache(maxsize=256)
+def _stable_text_tokens(text: str) -> int:
+    # Guidance texts repeat on every call of every session: count each once.
+    return estimate_text_tokens(text)
 
 
 def _with_cache_control(block: dict) -> dict:
@@ -175,10 +209,29 @@ def build_request(
     static_parts = [session.system_prompt] if session.system_prompt else []
     dynamic_parts: list[str] = []
     prefix_parts: list[str] = []
+    by_section: dict[str, int] = {}
+    dynamic_tokens = transient_tokens = 0
     for section in sections:
-        static_parts += section.static_system(session)
-        dynamic_parts += section.dynamic_system(session)
-        prefix_parts += section.message_prefix(session)
+        static, dynamic, prefix = (
+            section.static_system(session),
+            section.dynamic_system(session),
+            section.message_prefix(session),
+        )
+        static_parts += static
+        dynamic_parts += dynamic
+        prefix_parts += prefix
+        # Each part is counted once, here; the breakdown below adds these counts up.
+        section_dynamic = sum(estimate_text_tokens(p) for p in dynamic if p)
+        section_transient = sum(estimate_text_tokens(p) for p in prefix if p)
+        dynamic_tokens += section_dynamic
+        transient_tokens += section_transient
+        name = section_name(section)
+        by_section[name] = (
+            by_section.get(name, 0)
+            + sum(_stable_text_tokens(p) for p in static if p)
+            + section_dynamic
+            + section_transient
+        )
 
     tools = [spec.definition() for spec in server_tools] + [dict(t) for t in session.client_tools]
     static_text = "\n\n".join(p for p in static_parts if p)
@@ -220,16 +273,21 @@ def build_request(
         head["tools"] = tools
     body = {**head, "messages": merged}
     record = {**head, "messages": prepared.record(merged, changed)}
-    # json.dumps(body) without encoding the unchanged messages again: `messages` comes last.
-    parts = [_encode(merged[i]) if i in changed else prepared.encoded_message(i) for i in range(len(merged))]
-    encoded = _encode(head)[:-1] + b',"messages":[' + b",".join(parts) + b"]}"
+    parts = [
+        canonical_json(merged[i]) if i in changed else prepared.encoded_message(i) for i in range(len(merged))
+    ]
+    # The canonical JSON of `body` without encoding the unchanged messages again: the head is
+    # encoded with a unique placeholder where the messages go.
+    marker = uuid.uuid4().hex
+    before, after = canonical_json({**head, "messages": marker}).split(f'"{marker}"'.encode())
+    encoded = before + b"[" + b",".join(parts) + b"]" + after
 
     breakdown = {
-        "system": estimate_text_tokens(static_text) if static_text else 0,
-        "dynamic_system": sum(estimate_text_tokens(p) for p in dynamic_parts),
+        "system": _stable_text_tokens(static_text) if static_text else 0,
+        "dynamic_system": dynamic_tokens,
         "tools": estimate_json_tokens(tools) if tools else 0,
         "history": prepared.token_total,
-        "transient": sum(estimate_text_tokens(p) for p in prefix_parts),
+        "transient": transient_tokens,
     }
     return BuiltRequest(
         body=body,
@@ -237,4 +295,5 @@ def build_request(
         estimated_tokens=sum(breakdown.values()),
         breakdown=breakdown,
         encoded=encoded,
+        sections=by_section,
     )

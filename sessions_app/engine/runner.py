@@ -414,7 +414,7 @@ class TurnRunner:
             step=self.steps,
             purpose=purpose,
             request_record=body,
-            request_sha256=hashlib.sha256(encoded).hexdigest(),
+            request_sha256=selectors.request_sha256(body),
             request_bytes=len(encoded),
             stable_prefix_bytes=0,
             estimated_prompt_tokens=estimate_text_tokens(encoded.decode()),
@@ -445,6 +445,7 @@ class TurnRunner:
             "step": self.steps,
             "purpose": "turn",
             "request_record": built.record,
+            # `encoded` is the canonical JSON of the body: this is `selectors.request_sha256(body)`.
             "request_sha256": hashlib.sha256(encoded).hexdigest(),
             "request_bytes": len(encoded),
             "stable_prefix_bytes": _common_prefix_length(previous, encoded),

@@ -6,7 +6,13 @@ import json
 import uuid
 from typing import Any
 
-from sessions_app.engine.context import CACHE_CONTROL, PreparedHistory, StoredMessage, build_request
+from sessions_app.engine.context import (
+    CACHE_CONTROL,
+    PreparedHistory,
+    StoredMessage,
+    build_request,
+    canonical_json,
+)
 from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.validation import DEFAULT_SETTINGS
 
@@ -243,7 +249,14 @@ def test_encoded_request_is_exactly_its_json():
         max_tokens=9,
         sections=[Section(dynamic=["live"], prefix=["[memo]"])],
     )
-    assert built.encoded == json.dumps(built.body, ensure_ascii=False, separators=(",", ":")).encode()
+    assert built.encoded == canonical_json(built.body)
+    assert json.loads(built.encoded) == built.body
+    # Keys sorted inside; the request's own keys in prompt order: tools, system, messages.
+    keys = (b'"max_tokens"', b'"model"', b'"tools"', b'"system"', b'"messages"')
+    order = [built.encoded.index(key) for key in keys]
+    assert order == sorted(order)
+    inner = json.dumps(built.body["messages"], ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    assert built.encoded.endswith(f'"messages":{inner}}}'.encode())
 
 
 def test_prepared_history_grown_step_by_step_builds_what_a_fresh_one_builds():
@@ -268,3 +281,20 @@ def test_prepared_history_grown_step_by_step_builds_what_a_fresh_one_builds():
         assert (again.body, again.record, again.encoded) == (fresh.body, fresh.record, fresh.encoded)
     # Building never altered what later steps share.
     assert grown.messages[0] == {"role": "user", "content": [t("a")]}
+
+
+def test_each_section_reports_its_tokens_under_its_name():
+    named = Section(static=["Guidance " * 10], dynamic=["## Live\nnow"], prefix=["[memo] " * 5])
+    named.name = "memo"  # type: ignore[attr-defined]
+    built = build_request(
+        session=snapshot(system_prompt="sys"),
+        history=[msg(0, "user", t("a"))],
+        server_tools=[],
+        max_tokens=1,
+        sections=[named, Section(dynamic=["other"])],
+    )
+    assert built.sections["memo"] > 0
+    assert built.sections["Section"] > 0  # no name: the class name
+    assert sum(built.sections.values()) <= (
+        built.breakdown["system"] + built.breakdown["dynamic_system"] + built.breakdown["transient"]
+    )

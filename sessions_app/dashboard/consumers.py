@@ -1,0 +1,115 @@
+"""The dashboard's websockets: rendered HTML fragments for htmx's `ws` extension.
+
+- `ws/dashboard/sessions/<uuid>/?since_seq=N`: one session's events after N (what the page was
+  rendered with), then live, each as the fragments that update the page (`fragments.py`). The
+  page's script reconnects with the last seq it received, so a reconnect misses nothing and
+  repeats nothing.
+- `ws/dashboard/?q=&status=&model=`: the session list; a notice of any session's event
+  re-renders that session's row (or removes it when it no longer matches the list's filters).
+
+Both refuse anyone but an operator: the handshake is accepted and closed with 4403, the only way
+to hand a browser a close code.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from sessions_app.channel_announcer import ALL_SESSIONS_GROUP
+from sessions_app.dashboard import fragments, selectors
+from sessions_app.dashboard.auth import is_operator
+from sessions_app.event_stream import SessionEventStream
+
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
+
+
+def _query(scope: dict) -> dict[str, str]:
+    parsed = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    return {key: values[-1] for key, values in parsed.items()}
+
+
+def _operator(scope: dict) -> Any:
+    user = scope.get("user")
+    return user if is_operator(user) else None
+
+
+class DashboardSessionConsumer(SessionEventStream, AsyncWebsocketConsumer):
+    operator_name: str = ""
+
+    async def connect(self) -> None:
+        await self.accept()
+        user = _operator(self.scope)
+        if user is None:
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        self.operator_name = user.get_username()
+        try:
+            session = await database_sync_to_async(selectors.session_get_for_operator)(
+                session_id=self.scope["url_route"]["kwargs"]["session_id"]
+            )
+        except selectors.NotFound:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        try:
+            since_seq = max(0, int(_query(self.scope).get("since_seq", "0")))
+        except ValueError:
+            since_seq = 0
+        await self.stream_join(session.pk, since_seq=since_seq)
+        await self.stream_replay()
+
+    async def disconnect(self, code: int) -> None:
+        await self.stream_leave()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """Operators act through the page's forms (HTTP, CSRF-checked); this socket only pushes."""
+
+    async def deliver_events(self, events: list[dict]) -> None:
+        assert self.session_id is not None
+        render = fragments.session_fragments
+        if fragments.only_streamed_text(events):
+            # The most frequent event: rendered here, without a trip to the database thread.
+            html = render(session_id=self.session_id, events=events, operator=self.operator_name)
+        else:
+            html = await database_sync_to_async(render)(
+                session_id=self.session_id, events=events, operator=self.operator_name
+            )
+        await self.send(text_data=html)
+
+
+class DashboardListConsumer(AsyncWebsocketConsumer):
+    filters: dict[str, str]
+
+    async def connect(self) -> None:
+        await self.accept()
+        if _operator(self.scope) is None:
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        query = _query(self.scope)
+        self.filters = {
+            "query": query.get("q", ""),
+            "status": query.get("status", ""),
+            "model": query.get("model", ""),
+        }
+        await self.channel_layer.group_add(ALL_SESSIONS_GROUP, self.channel_name)
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard(ALL_SESSIONS_GROUP, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """Nothing to receive: the list only pushes."""
+
+    async def session_notice(self, message: dict) -> None:
+        try:
+            session_id = str(uuid.UUID(str(message["session_id"])))
+        except ValueError:
+            return
+        html = await database_sync_to_async(fragments.session_row_fragment)(
+            session_id=session_id, filters=self.filters
+        )
+        await self.send(text_data=html)

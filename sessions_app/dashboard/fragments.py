@@ -1,0 +1,201 @@
+"""What the dashboard websockets push: HTML fragments that htmx's `ws` extension swaps in.
+
+Each fragment names its target (`hx-swap-oob`): transcript items are appended, streamed text
+is appended to the running step's bubble, panels (status, gauge, notepad, scratchpad,
+observations, the prompt inspector's refresh) are replaced. A batch of events (a replay, a gap
+fill) renders every panel it touched once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.template.loader import render_to_string
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
+
+from memory_app import selectors as memory_selectors
+from memory_app.models import NotepadRevision
+from sessions_app.dashboard import selectors, transcript
+from sessions_app.models import AgentSession
+
+# Events after which the next request's size has changed.
+GAUGE_EVENTS = frozenset(
+    {
+        "user.message",
+        "usage",
+        "turn.completed",
+        "notepad.updated",
+        "scratchpad.updated",
+        "compaction.completed",
+        "tool.result",
+    }
+)
+STATUS_EVENTS = frozenset(
+    {"turn.started", "turn.completed", "compaction.warning", "compaction.completed", "error"}
+)
+# A stored model step ends the streamed text of that step.
+STREAM_END_EVENTS = frozenset({"assistant.message", "turn.completed", "error"})
+# A model call was recorded (the inspector can show it).
+MODEL_CALL_EVENTS = frozenset({"usage", "compaction.completed", "turn.completed"})
+
+
+@dataclass
+class _Touched:
+    gauge: bool = False
+    status: bool = False
+    notepad: bool = False
+    spaces: set[str] = field(default_factory=set)
+    observations: bool = False
+    inspector: bool = False
+    new_epoch: int | None = None
+
+
+def _rendered(parts: Sequence[str]) -> SafeString:
+    # Each part is a rendered (autoescaped) template: joining them keeps them safe.
+    return mark_safe("".join(parts))  # noqa: S308
+
+
+def _oob_append(target: str, rendered: Sequence[str]) -> str:
+    return (
+        format_html('<div hx-swap-oob="beforeend:{}">{}</div>', target, _rendered(rendered))
+        if rendered
+        else ""
+    )
+
+
+def only_streamed_text(events: list[dict]) -> bool:
+    """Streamed text needs nothing from the database: its fragments render without a query."""
+    return all(event["type"] == "assistant.delta" for event in events)
+
+
+def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: str) -> str:
+    """The fragments for `events` (new, in order) of one session, for the operator `operator`.
+
+    Streamed text alone (`only_streamed_text`) reads nothing from the database.
+    """
+    session = (
+        None if only_streamed_text(events) else selectors.session_get_for_operator(session_id=session_id)
+    )
+    base = {"session": session, "oob": True}
+    parts: list[str] = []
+    items: list[str] = []
+    touched = _Touched()
+    for event in events:
+        kind = event["type"]
+        if kind == "assistant.delta":
+            if items:
+                parts.append(_oob_append("#transcript-items", items))
+                items = []
+            parts.append(
+                format_html('<span hx-swap-oob="beforeend:#streaming-text">{}</span>', event.get("text", ""))
+            )
+            continue
+        if kind in STREAM_END_EVENTS:
+            parts.append(render_to_string("dashboard/session.html#streaming", {**base, "streaming": ""}))
+        items += [
+            render_to_string("dashboard/session.html#transcript-item", {"session": session, "item": item})
+            for item in transcript.items_from_event(event)
+        ]
+        touched.gauge |= kind in GAUGE_EVENTS
+        touched.status |= kind in STATUS_EVENTS
+        touched.notepad |= kind == "notepad.updated"
+        touched.inspector |= kind in MODEL_CALL_EVENTS
+        if kind == "scratchpad.updated":
+            touched.spaces.add(str(event.get("space")))
+        if kind == "tool.result" and event.get("observation_id"):
+            touched.observations = True
+        if kind == "compaction.completed":
+            touched.new_epoch = event.get("epoch")
+        if kind == "notepad.updated" and event.get("author") != f"operator:{operator}":
+            parts.append(
+                format_html(
+                    '<p id="notepad-live-notice" class="notice warn live-notice" hx-swap-oob="true">'
+                    "The notepad changed while you edit (now version {} by {}): saving will show both "
+                    "texts.</p>",
+                    event.get("version"),
+                    event.get("author"),
+                )
+            )
+        if kind == "scratchpad.updated" and event.get("author") != f"operator:{operator}":
+            space = escape(str(event.get("space")))
+            parts.append(
+                format_html(
+                    '<p id="scratchpad-{}-live-notice" class="notice warn live-notice" hx-swap-oob="true">'
+                    "The {} changed while you edit (now version {} by {}): saving will show both "
+                    "texts.</p>",
+                    space,
+                    space,
+                    event.get("version"),
+                    event.get("author"),
+                )
+            )
+    parts.append(_oob_append("#transcript-items", items))
+    parts.append(_oob_prepend_timeline(events))
+    if session is not None:
+        parts += _panels(session, touched, base)
+    parts.append(
+        format_html('<span id="last-seq" data-seq="{}" hidden hx-swap-oob="true"></span>', events[-1]["seq"])
+    )
+    return "".join(p for p in parts if p)
+
+
+def _oob_prepend_timeline(events: list[dict]) -> str:
+    rows = [
+        render_to_string("dashboard/context.html#timeline-row", {"frame": frame})
+        for frame in reversed(events)
+    ]
+    return format_html('<div hx-swap-oob="afterbegin:#timeline-rows">{}</div>', _rendered(rows))
+
+
+def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
+    parts: list[str] = []
+    if touched.status:
+        parts.append(render_to_string("dashboard/session.html#status", base))
+        parts.append(
+            format_html('<span id="session-epoch" hx-swap-oob="true">epoch {}</span>', session.epoch)
+        )
+    if touched.gauge:
+        gauge = selectors.context_gauge(session=session)
+        parts.append(render_to_string("dashboard/context.html#gauge", {**base, "gauge": gauge}))
+    if touched.notepad:
+        revisions = list(
+            NotepadRevision.objects.filter(session_id=session.pk)
+            .defer("content")
+            .order_by("-version")[: selectors.NOTEPAD_REVISIONS_SHOWN]
+        )
+        context = {
+            **base,
+            "notepad": memory_selectors.notepad_get(session_id=session.pk),
+            "notepad_revisions": revisions,
+        }
+        parts.append(render_to_string("dashboard/notepad.html#view", context))
+        parts.append(render_to_string("dashboard/notepad.html#revisions", context))
+    for space in selectors.scratchpad_spaces(session=session) if touched.spaces else []:
+        if space.name in touched.spaces:
+            parts.append(render_to_string("dashboard/scratchpad.html#space-view", {**base, "space": space}))
+    if touched.observations:
+        observations = selectors.observations_of(session_id=session.pk)
+        parts.append(
+            render_to_string("dashboard/observations.html#list", {**base, "observations": observations})
+        )
+    if touched.inspector:
+        # A prompt inspector that follows the latest request reloads itself on this signal.
+        parts.append(
+            format_html('<span id="inspector-signal" hidden hx-swap-oob="true">{}</span>', session.pk)
+        )
+    if touched.new_epoch is not None:
+        parts.append(
+            render_to_string("dashboard/archive.html#live", {**base, "new_epoch": touched.new_epoch})
+        )
+    return parts
+
+
+def session_row_fragment(*, session_id: str, filters: dict[str, str]) -> str:
+    """The session list's row of `session_id`, or its removal when it no longer matches `filters`."""
+    row = selectors.session_list_row(session_id=session_id, **filters)
+    if row is None:
+        return format_html('<tr id="session-row-{}" data-remove hx-swap-oob="delete"></tr>', session_id)
+    return render_to_string("dashboard/session_list.html#session-row", {"s": row, "oob": True})

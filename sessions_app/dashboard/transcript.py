@@ -1,0 +1,206 @@
+"""The transcript as the dashboard shows it: stored messages and live events as the same items.
+
+A page of stored messages (`items_from_messages`) and the events of a running turn
+(`items_from_event`) become the same `TranscriptItem`s, rendered by one template partial, so a
+transcript that was streamed in looks exactly like one loaded later.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_app.prompts import PRE_COMPACTION_WARNING
+from sessions_app.models import Message
+
+USER = "user"
+ASSISTANT = "assistant"
+TOOL_RESULT = "tool_result"
+COMPACTION = "compaction"
+WARNING = "warning"
+ERROR = "error"
+# A turn that ended other than by the model's own end (cancelled, max steps, error).
+TURN_END = "turn_end"
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    id: str
+    name: str
+    input_json: str
+
+
+@dataclass(frozen=True)
+class TranscriptItem:
+    kind: str
+    # Unique on the page: `m<position>-<n>` for stored messages, `e<seq>` for live events.
+    key: str
+    text: str = ""
+    tool_uses: list[ToolUse] = field(default_factory=list)
+    # tool_result: the tool's name and whether it failed.
+    name: str = ""
+    is_error: bool = False
+    # compaction: the archive it made, and the epoch it started.
+    archive_id: str = ""
+    epoch: int | None = None
+    # The stored message's position (None for items made from events).
+    position: int | None = None
+
+
+def content_text(content: Any) -> str:
+    """A tool result's content (a string or content blocks) as text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            else:
+                parts.append(f"[{block.get('type')} block]")
+        return "\n".join(parts)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _tool_uses(blocks: Iterable[Any]) -> list[ToolUse]:
+    return [
+        ToolUse(
+            id=str(b.get("id", "")),
+            name=str(b.get("name", "")),
+            input_json=json.dumps(b.get("input", {}), ensure_ascii=False, indent=2),
+        )
+        for b in blocks
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    ]
+
+
+def _texts(blocks: Iterable[Any]) -> str:
+    return "\n\n".join(
+        str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+    )
+
+
+def tool_use_ids(messages: Iterable[Message]) -> set[str]:
+    """The ids of the tool calls whose results these messages hold (to look their names up)."""
+    return {
+        str(b.get("tool_use_id"))
+        for m in messages
+        for b in m.content
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    }
+
+
+def items_from_message(
+    message: Message, *, tool_names: dict[str, str], summaries: dict[str, str]
+) -> list[TranscriptItem]:
+    """`tool_names`: tool_use id → name; `summaries`: archive id → its summary."""
+    blocks = message.content if isinstance(message.content, list) else []
+    kind = (message.metadata or {}).get("type")
+    key = f"m{message.position}"
+    if kind == "compact":
+        archive_id = str(message.metadata.get("previous_archive", ""))
+        return [
+            TranscriptItem(
+                COMPACTION,
+                key,
+                text=summaries.get(archive_id, _texts(blocks)),
+                archive_id=archive_id,
+                epoch=message.epoch,
+                position=message.position,
+            )
+        ]
+    if kind == "compaction_warning":
+        return [TranscriptItem(WARNING, key, text=_texts(blocks), position=message.position)]
+    if message.role == ASSISTANT:
+        return [
+            TranscriptItem(
+                ASSISTANT, key, text=_texts(blocks), tool_uses=_tool_uses(blocks), position=message.position
+            )
+        ]
+    items = []
+    for index, block in enumerate(blocks):
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "tool_result":
+            tool_use_id = str(block.get("tool_use_id", ""))
+            items.append(
+                TranscriptItem(
+                    TOOL_RESULT,
+                    f"{key}-{index}",
+                    text=content_text(block.get("content")),
+                    name=tool_names.get(tool_use_id, "tool"),
+                    is_error=bool(block.get("is_error")),
+                    position=message.position,
+                )
+            )
+        elif block.get("type") == "text":
+            items.append(
+                TranscriptItem(
+                    USER, f"{key}-{index}", text=str(block.get("text", "")), position=message.position
+                )
+            )
+    return items
+
+
+def items_from_messages(
+    messages: Iterable[Message], *, tool_names: dict[str, str], summaries: dict[str, str]
+) -> list[TranscriptItem]:
+    return [
+        item for m in messages for item in items_from_message(m, tool_names=tool_names, summaries=summaries)
+    ]
+
+
+def archive_ids(messages: Iterable[Message]) -> set[str]:
+    """The archives whose summaries start an epoch among these messages."""
+    return {
+        str(m.metadata["previous_archive"])
+        for m in messages
+        if (m.metadata or {}).get("type") == "compact" and m.metadata.get("previous_archive")
+    }
+
+
+def items_from_event(event: dict) -> list[TranscriptItem]:
+    """The transcript items a live event adds (none for deltas, usage, memory edits, ...)."""
+    kind, key = event["type"], f"e{event['seq']}"
+    if kind == "user.message":
+        return [TranscriptItem(USER, key, text=str(event.get("content", "")))]
+    if kind == "assistant.message":
+        blocks = event.get("content") or []
+        return [TranscriptItem(ASSISTANT, key, text=_texts(blocks), tool_uses=_tool_uses(blocks))]
+    if kind == "tool.result":
+        return [
+            TranscriptItem(
+                TOOL_RESULT,
+                key,
+                text=content_text(event.get("content")),
+                name=str(event.get("name", "tool")),
+                is_error=bool(event.get("is_error")),
+            )
+        ]
+    if kind == "compaction.warning":
+        return [
+            TranscriptItem(
+                WARNING,
+                key,
+                text=PRE_COMPACTION_WARNING,
+            )
+        ]
+    if kind == "compaction.completed":
+        return [
+            TranscriptItem(
+                COMPACTION,
+                key,
+                text=str(event.get("summary", "")),
+                archive_id=str(event.get("archive_id", "")),
+                epoch=event.get("epoch"),
+            )
+        ]
+    if kind == "error":
+        return [TranscriptItem(ERROR, key, text=f"{event.get('code')}: {event.get('message')}")]
+    if kind == "turn.completed" and event.get("stop_reason") not in (None, "end_turn"):
+        return [TranscriptItem(TURN_END, key, text=str(event.get("stop_reason")))]
+    return []

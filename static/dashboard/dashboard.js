@@ -1,0 +1,164 @@
+// Palimpsest operator dashboard: the few behaviours htmx does not cover. No build step.
+(function () {
+  "use strict";
+
+  const TIMELINE_MAX_ROWS = 400;
+
+  // Validation errors (422) and conflicts (409) carry the form to show again: swap them in.
+  htmx.config.responseHandling = [
+    { code: "204", swap: false },
+    { code: "[23]..", swap: true },
+    { code: "409|422", swap: true, error: false },
+    { code: "[45]..", swap: false, error: true },
+    { code: "...", swap: false },
+  ];
+
+  // A reconnecting socket resumes after the last event this page received (the server
+  // replays what it missed), never from the seq the page was first rendered with.
+  htmx.createWebSocket = function (url) {
+    const marker = document.getElementById("last-seq");
+    if (marker && marker.dataset.seq) {
+      url = url.replace(/since_seq=\d+/, "since_seq=" + marker.dataset.seq);
+    }
+    return new WebSocket(url);
+  };
+
+  function liveDot(state) {
+    const dot = document.getElementById("live-dot");
+    if (!dot) return;
+    dot.classList.toggle("live", state === "live");
+    dot.classList.toggle("down", state === "down");
+    dot.title = state === "live" ? "Live" : "Reconnecting…";
+  }
+  document.addEventListener("htmx:wsOpen", () => liveDot("live"));
+  document.addEventListener("htmx:wsClose", () => liveDot("down"));
+
+  // Keep the transcript pinned to its end while the operator is there.
+  let pinned = true;
+  function transcript() { return document.getElementById("transcript"); }
+  function nearEnd(el) { return el.scrollHeight - el.scrollTop - el.clientHeight < 80; }
+  document.addEventListener("htmx:wsBeforeMessage", () => {
+    const el = transcript();
+    pinned = el ? nearEnd(el) : false;
+  });
+  document.addEventListener("htmx:wsAfterMessage", () => {
+    const el = transcript();
+    if (el && pinned) el.scrollTop = el.scrollHeight;
+    const rows = document.getElementById("timeline-rows");
+    while (rows && rows.children.length > TIMELINE_MAX_ROWS) rows.lastElementChild.remove();
+  });
+
+  // Tabs of the session page: the chosen one is kept in the URL (?tab=), so it can be bookmarked.
+  function showTab(name, remember) {
+    const panels = document.querySelector(".panels");
+    if (!panels) return;
+    panels.dataset.tab = name;
+    panels.querySelectorAll("[data-tab-button]").forEach((b) => {
+      b.setAttribute("aria-selected", b.dataset.tabButton === name ? "true" : "false");
+    });
+    if (name === "inspector") {
+      const inspector = document.querySelector("#inspector[data-follow][data-stale]");
+      if (inspector) { delete inspector.dataset.stale; htmx.trigger(inspector, "refresh"); }
+    }
+    if (remember === false) return;
+    const url = new URL(window.location.href);
+    url.searchParams.set("tab", name);
+    window.history.replaceState(window.history.state, "", url);
+  }
+
+  document.addEventListener("click", (event) => {
+    const tab = event.target.closest("[data-tab-button]");
+    if (tab) { showTab(tab.dataset.tabButton); return; }
+
+    const close = event.target.closest("[data-close-editor]");
+    if (close) {
+      const slot = close.closest("[id$='-editor']");
+      if (slot) slot.innerHTML = "";
+      return;
+    }
+
+    const archive = event.target.closest("[data-open-archive]");
+    if (archive) {
+      event.preventDefault();
+      showTab("archives");
+      const page = document.querySelector(".session-page");
+      const panel = document.getElementById("archive-panel");
+      if (panel && page) {
+        const base = window.location.pathname.replace(/\/$/, "") + "/archives/";
+        htmx.ajax("GET", base + "?epoch=" + archive.dataset.openArchive, { target: panel, swap: "outerHTML" });
+      }
+    }
+  });
+
+  // Ctrl+Enter (or Cmd+Enter) sends the message.
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      const form = event.target.closest("#message-form");
+      if (form) { event.preventDefault(); form.requestSubmit(); }
+    }
+  });
+
+  // The observation viewer shows the fields of the chosen mode only.
+  function syncObservationForm(root) {
+    (root || document).querySelectorAll(".obs-form").forEach((form) => {
+      const mode = form.querySelector("select[name=mode]").value;
+      form.querySelectorAll("label[data-modes]").forEach((label) => {
+        label.hidden = !label.dataset.modes.split(" ").includes(mode);
+      });
+    });
+  }
+  document.addEventListener("change", (event) => {
+    if (event.target.matches(".obs-form select[name=mode]")) syncObservationForm();
+  });
+
+  // The session list: a session that is not on the page yet (new, or from a later page) comes in
+  // at the top of the first page; a row that changed moves to the top (latest activity first).
+  function firstPage() {
+    return !new URL(window.location.href).searchParams.get("page") ||
+      new URL(window.location.href).searchParams.get("page") === "1";
+  }
+  document.addEventListener("htmx:oobErrorNoTarget", (event) => {
+    const row = event.detail.content;
+    const rows = document.getElementById("session-rows");
+    if (!rows || !row || !row.matches || !row.matches("tr.session-row") || row.hasAttribute("data-remove")) return;
+    if (!firstPage()) return;
+    const empty = rows.querySelector(".empty-row");
+    if (empty) empty.remove();
+    rows.prepend(row);
+    htmx.process(row);
+  });
+  // A model call was recorded: a prompt inspector that follows the latest request reloads (now if
+  // it is shown, else when its tab is opened).
+  function refreshInspector() {
+    const inspector = document.querySelector("#inspector[data-follow]");
+    if (!inspector) return;
+    if (inspector.offsetParent !== null) { delete inspector.dataset.stale; htmx.trigger(inspector, "refresh"); }
+    else inspector.dataset.stale = "1";
+  }
+
+  document.addEventListener("htmx:oobAfterSwap", (event) => {
+    const target = event.detail.target;
+    if (target && target.id === "inspector-signal") { refreshInspector(); return; }
+    const rows = document.getElementById("session-rows");
+    if (rows && target && target.matches && target.matches("tr.session-row") && firstPage()) {
+      const row = document.getElementById(target.id);
+      if (row && row.parentElement === rows && rows.firstElementChild !== row) rows.prepend(row);
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", () => {
+    const panels = document.querySelector(".panels");
+    if (panels) showTab(panels.dataset.tab || "context", false);
+    const el = transcript();
+    if (el) el.scrollTop = el.scrollHeight;
+    syncObservationForm();
+  });
+  document.addEventListener("htmx:afterSettle", (event) => syncObservationForm(event.target));
+  document.addEventListener("htmx:afterSwap", (event) => {
+    // After sending, the message box is ready for the next message.
+    if (event.target.id === "message-form") {
+      const box = event.target.querySelector("textarea");
+      if (box && !event.target.querySelector(".error-text")) box.focus();
+    }
+  });
+})();

@@ -1,0 +1,317 @@
+"""The dashboard in a real browser: Debian's chromium driven by Playwright against a real daphne.
+
+Plain sync tests (Playwright's sync API cannot run inside an event loop); the server has its own
+SQLite database, so no Django test database is involved. Screenshots of the main pages go to
+PALIMPSEST_SCREENSHOTS_DIR when it is set (`docs/screenshots/` for the README), else to a
+temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fake_anthropic import FakeAnthropicServer, text
+from tests.servers import Daphne, manage, server_env
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+OPERATOR, PASSWORD = "operator", "operator-password-1"
+VIEWPORT = {"width": 1440, "height": 900}
+TURN_TIMEOUT_MS = 20_000
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed")
+
+
+@pytest.fixture(autouse=True)
+def _turns_finish() -> None:
+    """Replaces the suite's async autouse fixture of that name: the turns run in the server's
+    process here, and an asyncio fixture cannot run while Playwright's sync API holds its loop."""
+
+
+@dataclass
+class Server:
+    url: str
+    fake: FakeAnthropicServer | None = None
+
+
+def _serve(tmp: Path, **env_overrides: str) -> Iterator[Server]:
+    env = server_env(
+        PALIMPSEST_SQLITE_PATH=str(tmp / "browser.sqlite3"),
+        PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS="0.05",
+        **env_overrides,
+    )
+    manage("migrate", "--noinput", env=env)
+    manage(
+        "createsuperuser",
+        "--noinput",
+        "--username",
+        OPERATOR,
+        "--email",
+        "operator@example.com",
+        env={**env, "DJANGO_SUPERUSER_PASSWORD": PASSWORD},
+    )
+    with Daphne(env, tmp / "daphne.log") as server:
+        yield Server(url=f"http://127.0.0.1:{server.port}")
+
+
+@pytest.fixture(scope="module")
+def scripted_server(tmp_path_factory: Any) -> Iterator[Server]:
+    """Daphne with the scripted model, streaming slowly enough to watch, and a shared folder."""
+    tmp = tmp_path_factory.mktemp("scripted")
+    shared = tmp / "shared"
+    shared.mkdir()
+    lines = [f"INFO 2026-04-26 10:{i // 60 % 60:02d}:{i % 60:02d} event number {i}\n" for i in range(3000)]
+    (shared / "big.log").write_text("".join(lines) + "ERROR 2026-04-26 23:59:59 LAST_CRITICAL_EVENT\n")
+    yield from _serve(tmp, PALIMPSEST_FS_ROOT=str(shared))
+
+
+@pytest.fixture(scope="module")
+def anthropic_server(tmp_path_factory: Any) -> Iterator[Server]:
+    """Daphne talking to the fake Messages API, so a test can read exactly what the model got."""
+    tmp = tmp_path_factory.mktemp("anthropic")
+    with FakeAnthropicServer(chunk_delay_seconds=0.02) as fake:
+        fake.default_reply = text("Noted: I will keep that in mind.")
+        for server in _serve(
+            tmp, PALIMPSEST_PROVIDER="anthropic", ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.url
+        ):
+            server.fake = fake
+            yield server
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory: Any) -> Path:
+    folder = os.environ.get("PALIMPSEST_SCREENSHOTS_DIR")
+    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def new_page(browser: Any) -> Iterator[Any]:
+    """`new_page()` → a page in a fresh browser context, closed (with its sockets) after the test."""
+    contexts: list[Any] = []
+
+    def make() -> Any:
+        context = browser.new_context(viewport=VIEWPORT)
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(TURN_TIMEOUT_MS)
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def logged_in(new_page: Any, server: Server) -> Any:
+    page = new_page()
+    page.goto(server.url + "/")
+    page.fill("#id_username", OPERATOR)
+    page.fill("#id_password", PASSWORD)
+    page.click("button:has-text('Log in')")
+    page.wait_for_url(server.url + "/")
+    return page
+
+
+def session_created(page: Any, server: Server, title: str, **fields: str) -> str:
+    """Create a session from the list page's form; returns its page's URL."""
+    page.goto(server.url + "/")
+    page.click("summary:has-text('New session')")
+    page.fill("#id_title", title)
+    for name, value in fields.items():
+        page.fill(f"#id_{name}", value)
+    page.click("button:has-text('Create session')")
+    page.wait_for_url(re.compile(r".*/sessions/[0-9a-f-]{36}/(\?.*)?$"))
+    page.wait_for_selector("#live-dot.live")
+    return page.url
+
+
+# The seq of the latest turn.completed in the timeline (the newest rows are never trimmed).
+LAST_TURN_COMPLETED = (
+    "Math.max(0, ...Array.from(document.querySelectorAll('#timeline-rows .tl-row'))"
+    ".filter((r) => r.querySelector('.type').textContent === 'turn.completed')"
+    ".map((r) => parseInt(r.querySelector('.seq').textContent.slice(1))))"
+)
+
+
+def said(page: Any, message: str) -> None:
+    """Send a message from the message box and wait until its turn has completed."""
+    before = page.evaluate(LAST_TURN_COMPLETED)
+    page.fill("#id_content", message)
+    page.click("#message-form button:has-text('Send')")
+    page.wait_for_function(f"{LAST_TURN_COMPLETED} > {before}")
+
+
+def tab(page: Any, name: str) -> None:
+    page.click(f"[data-tab-button={name}]")
+
+
+def test_log_in_create_a_session_and_watch_the_reply_stream_in(new_page, scripted_server, screenshots):
+    anonymous = new_page()
+    anonymous.goto(scripted_server.url + "/")
+    assert "/accounts/login/" in anonymous.url
+    anonymous.screenshot(path=screenshots / "login.png")
+
+    page = logged_in(new_page, scripted_server)
+    session_url = session_created(page, scripted_server, "Streaming demo")
+    session_id = re.search(r"/sessions/([0-9a-f-]{36})/", session_url).group(1)  # type: ignore[union-attr]
+    watcher = logged_in(new_page, scripted_server)  # the session list, open in another tab
+    watcher.wait_for_selector("#live-dot.live")
+
+    words = " ".join(f"word{i}" for i in range(1, 21))
+    page.fill("#id_content", f"echo {words}")
+    page.click("#message-form button:has-text('Send')")
+    # Part of the reply is on screen before the whole of it.
+    page.wait_for_function(
+        "() => { const t = document.getElementById('streaming-text').textContent;"
+        " return t.includes('word3') && !t.includes('word20'); }"
+    )
+    watcher.wait_for_selector(f"#session-row-{session_id} .badge.status-running")
+    page.wait_for_selector(f"#transcript article.msg.assistant:has-text('{words}')")
+    page.wait_for_selector("#session-status.status-idle")
+    assert page.locator("#streaming").is_hidden()
+    watcher.wait_for_selector(f"#session-row-{session_id} .badge.status-idle")
+    assert watcher.locator(f"#session-row-{session_id} td.num").first.inner_text() == "2"  # messages
+
+    said(page, "remember: the Q3 totals in **table 4** are wrong")
+    said(page, "plan: check totals; fix table 4; write the summary")
+    said(page, 'tool count_words {"text": "one two three"}')
+    page.screenshot(path=screenshots / "session.png")
+    tab(page, "timeline")
+    page.wait_for_selector("#timeline-rows .tl-row:has-text('turn.completed')")
+    page.screenshot(path=screenshots / "timeline.png")
+
+
+def test_context_gauge_and_prompt_inspector_show_the_last_request(new_page, scripted_server, screenshots):
+    page = logged_in(new_page, scripted_server)
+    session_created(page, scripted_server, "Inspector demo", system_prompt="You audit quarterly reports.")
+    said(page, "remember: deadline is Friday")
+    said(page, "ref: reports/q3.xlsx")
+    tab(page, "context")
+    history = int(page.locator("#gauge tr[data-part=history] td.num").first.inner_text())
+    assert history > 0
+    page.screenshot(path=screenshots / "context-gauge.png")
+    tab(page, "inspector")
+    page.wait_for_selector("#inspector .stats")
+    assert page.locator("#inspector .breakpoint").count() == 2
+    assert "You audit quarterly reports." in page.locator("#inspector").inner_text()
+    page.screenshot(path=screenshots / "prompt-inspector.png")
+    # The inspector follows the latest request live; what the model wrote stays text.
+    first = page.locator("#inspector .step-title").inner_text()
+    said(page, 'echo <img src=x onerror="window.pwned=1"><script>window.pwned=2</script> again')
+    page.wait_for_function(
+        "(first) => document.querySelector('#inspector .step-title').textContent.trim() !== first",
+        arg=first.strip(),
+    )
+    assert page.evaluate("window.pwned") is None
+    assert "<script>window.pwned=2</script>" in page.locator("#transcript .msg.user").last.inner_text()
+
+
+def test_edited_notepad_is_in_the_models_next_request(new_page, anthropic_server, screenshots):
+    assert anthropic_server.fake is not None
+    page = logged_in(new_page, anthropic_server)
+    session_created(page, anthropic_server, "Notepad demo")
+    tab(page, "notepad")
+    page.click("#notepad-panel button:has-text('Edit')")
+    page.fill("#notepad-editor textarea", "## Facts\n- the deadline is **Friday**\n")
+    page.click("#notepad-editor button:has-text('Save')")
+    page.wait_for_selector("#notepad-editor .saved:has-text('Saved as version 1')")
+    page.wait_for_selector("#notepad-view strong:has-text('Friday')")
+    said(page, "When is the deadline?")
+    page.wait_for_selector("#transcript article.msg.assistant:has-text('Noted')")
+    system = anthropic_server.fake.requests[-1].body["system"]
+    assert system[-1]["text"] == "## Session Notepad\n## Facts\n- the deadline is **Friday**\n"
+
+
+def test_notepad_conflict_is_shown_and_nothing_is_overwritten(new_page, scripted_server, screenshots):
+    page = logged_in(new_page, scripted_server)
+    session_created(page, scripted_server, "Conflict demo")
+    said(page, "remember: first finding")
+    tab(page, "notepad")
+    page.click("#notepad-panel button:has-text('Edit')")
+    page.fill("#notepad-editor textarea", "operator's rewrite of the notes\n")
+    said(page, "remember: the agent wrote this meanwhile")  # the agent changes it while we edit
+    page.wait_for_selector("#notepad-live-notice:has-text('now version 2 by agent')")
+    page.click("#notepad-editor button:has-text('Save')")
+    page.wait_for_selector("#notepad-editor .conflict")
+    assert "the agent wrote this meanwhile" in page.locator("#notepad-editor .conflict-current").inner_text()
+    assert page.locator("#notepad-editor textarea").input_value() == "operator's rewrite of the notes\n"
+    assert "the agent wrote this meanwhile" in page.locator("#notepad-view").inner_text()
+    page.screenshot(path=screenshots / "notepad-conflict.png")
+    page.click("#notepad-editor button:has-text('Replace with my text')")
+    page.wait_for_selector("#notepad-editor .saved:has-text('Saved as version 3')")
+    assert "operator's rewrite" in page.locator("#notepad-view").inner_text()
+
+
+def test_step_through_the_archives(new_page, scripted_server, screenshots):
+    page = logged_in(new_page, scripted_server)
+    session_created(page, scripted_server, "Archive demo", context_window="3000", compact_threshold="0.6")
+    said(page, "remember: keep this across compactions")
+    for index in range(12):
+        if page.locator("#transcript .marker.compaction").count() >= 2:
+            break
+        # A long message and a long tool input, with short replies: the context fills up fast.
+        filler = f"message {index} " + "filler words " * 30
+        said(page, f'tool count_words {{"text": "{filler}"}}')
+    assert page.locator("#transcript .marker.compaction").count() >= 2
+    tab(page, "archives")
+    page.wait_for_selector("#archive-panel .stepper")
+    latest = page.locator("#archive-panel .step-title").inner_text()
+    count = int(re.search(r"of (\d+)", latest).group(1))  # type: ignore[union-attr]
+    assert latest.startswith(f"Compaction {count} of {count}")
+    page.click("[data-archive-step=previous]")
+    page.wait_for_selector(f"#archive-panel .step-title:has-text('Compaction {count - 1} of {count}')")
+    assert "epoch=" in page.url and "tab=archives" in page.url
+    assert page.locator("#archive-panel .archived-messages .msg").count() > 0
+    assert "keep this across compactions" in page.locator("#archive-notepad").inner_text()
+    page.screenshot(path=screenshots / "archive-stepper.png")
+    page.click("[data-archive-step=next]")
+    page.wait_for_selector(f"#archive-panel .step-title:has-text('Compaction {count} of {count}')")
+    # A bookmarked step opens where it was.
+    page.goto(page.url.split("?")[0] + "?tab=archives&epoch=0")
+    page.wait_for_selector(f"#archive-panel .step-title:has-text('Compaction 1 of {count}')")
+
+
+def test_observation_browser_greps_an_offloaded_log(new_page, scripted_server, screenshots):
+    page = logged_in(new_page, scripted_server)
+    session_created(page, scripted_server, "Observation demo")
+    said(page, "read big.log")
+    tab(page, "observations")
+    page.wait_for_selector("#observation-list a.mono")
+    page.click("#observation-list a.mono")
+    page.wait_for_selector("#observation-viewer .obs-content")
+    page.select_option("#observation-viewer select[name=mode]", "grep")
+    page.fill("#observation-viewer input[name=pattern]", "ERROR")
+    page.fill("#observation-viewer input[name=context]", "2")
+    page.click("#observation-viewer button:has-text('Read')")
+    page.wait_for_selector("#observation-viewer .obs-content:has-text('3001:ERROR')")
+    assert "2999-INFO" in page.locator("#observation-viewer .obs-content").inner_text()
+    page.screenshot(path=screenshots / "observations.png")
+    page.goto(scripted_server.url + "/")  # every session of this module's tests
+    page.screenshot(path=screenshots / "sessions.png")

@@ -1,0 +1,296 @@
+"""The session page's panels: context gauge, observations, archive stepper, prompt inspector."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from django.utils.html import escape
+
+from memory_app import services as memory_services
+from memory_app.models import NotepadRevision
+from memory_app.observation_content import result_parts
+from memory_app.observation_services import observation_create
+from sessions_app import selectors as session_selectors
+from sessions_app.dashboard import selectors
+from sessions_app.models import AgentSession, Archive, ModelCall, Turn
+from tests.dashboard.conftest import chat, message_store, session_new
+
+LOG = "".join(f"INFO line {i}\n" for i in range(1, 501)) + "ERROR boom\n" + "INFO after\n"
+
+
+def observation_of(session, content: str = LOG):
+    turn = Turn.objects.create(session=session)
+    return observation_create(
+        session_id=session.pk,
+        turn_id=turn.pk,
+        step=1,
+        tool_name="fs_read",
+        tool_use_id="toolu_obs",
+        parts=result_parts({"path": "big.log", "content": content}),
+        ttl_seconds=3600,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Context gauge
+# ---------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_gauge_splits_the_estimate_into_its_sections():
+    session = session_new(system_prompt="You are careful. " * 20)
+    message_store(session, "user", [{"type": "text", "text": "hello " * 50}])
+    AgentSession.objects.filter(pk=session.pk).update(
+        last_prompt_tokens=None, last_estimated_tokens=None, token_ratio=1.0
+    )
+    gauge = selectors.context_gauge(session=AgentSession.objects.get(pk=session.pk))
+    parts = {p.key: p.tokens for p in gauge.parts}
+    assert list(parts) == ["system", "notepad", "scratchpad", "history", "tools"]
+    assert all(parts[k] > 0 for k in ("system", "notepad", "scratchpad", "history", "tools"))
+    assert abs(sum(parts.values()) - gauge.estimated_tokens) <= len(parts)
+
+
+@pytest.mark.django_db
+def test_gauge_threshold_is_window_times_compact_threshold():
+    session = session_new(context_window=10_000, compact_threshold=0.5)
+    gauge = selectors.context_gauge(session=session)
+    assert (gauge.window, gauge.threshold_tokens, gauge.threshold_percent) == (10_000, 5000, 50.0)
+
+
+@pytest.mark.django_db
+def test_notepad_part_grows_when_the_notepad_is_written():
+    session = session_new()
+    before = {p.key: p.tokens for p in selectors.context_gauge(session=session).parts}
+    memory_services.notepad_write(session_id=session.pk, content="finding " * 200, author="agent")
+    after = {p.key: p.tokens for p in selectors.context_gauge(session=session).parts}
+    assert after["notepad"] >= before["notepad"] + 150
+    assert after["history"] == before["history"]
+
+
+@pytest.mark.django_db
+def test_switched_off_memory_contributes_nothing():
+    session = session_new(settings={"notepad": {"enabled": False}, "scratchpad": {"enabled": False}})
+    parts = {p.key: p.tokens for p in selectors.context_gauge(session=session).parts}
+    assert parts["notepad"] == parts["scratchpad"] == 0
+
+
+@pytest.mark.django_db
+def test_gauge_is_calibrated_by_the_providers_last_count():
+    session = session_new()
+    local = selectors.context_gauge(session=session).estimated_tokens
+    AgentSession.objects.filter(pk=session.pk).update(
+        last_prompt_tokens=2 * local, last_estimated_tokens=local, token_ratio=2.0
+    )
+    gauge = selectors.context_gauge(session=AgentSession.objects.get(pk=session.pk))
+    assert gauge.estimated_tokens == 2 * local
+    assert abs(sum(p.tokens for p in gauge.parts) - 2 * local) <= len(gauge.parts)
+
+
+@pytest.mark.django_db
+def test_gauge_over_the_threshold_says_so(operator_client):
+    session = session_new(context_window=1000, compact_threshold=0.1)
+    html = operator_client.get(f"/sessions/{session.pk}/context/").content.decode()
+    assert "over the compaction threshold" in html and 'class="seg seg-tools"' in html
+
+
+# ---------------------------------------------------------------------------
+# Observations
+# ---------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_observation_list_shows_the_sessions_observations(operator_client):
+    session = session_new()
+    observation = observation_of(session)
+    html = operator_client.get(f"/sessions/{session.pk}/observations/").content.decode()
+    assert observation.pk in html and "fs_read" in html and ">502<" in html  # lines
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("query", "shown", "hidden"),
+    [
+        ("mode=head&n=24", "INFO line 1\nINFO line 2\n", "INFO line 3"),
+        ("mode=tail&n=11", "INFO after\n", "ERROR boom"),
+        ("mode=range&start=12&end=24", "INFO line 2\n", "INFO line 1\n"),
+        ("mode=lines&start_line=501&end_line=501", "ERROR boom", "INFO line 500"),
+        (
+            "mode=grep&pattern=ERR.R&context=1",
+            "500-INFO line 500\n501:ERROR boom\n502-INFO after",
+            "line 499",
+        ),
+    ],
+)
+def test_observation_viewer_reads_like_the_model(operator_client, query, shown, hidden):
+    session = session_new()
+    observation = observation_of(session)
+    html = operator_client.get(
+        f"/sessions/{session.pk}/observations/{observation.pk}/?{query}"
+    ).content.decode()
+    content = html.split('<pre class="obs-content">', 1)[1].split("</pre>", 1)[0]
+    assert escape(shown) in content and escape(hidden) not in content
+
+
+@pytest.mark.django_db
+def test_observation_viewer_shows_a_bad_read_as_an_error(operator_client):
+    session = session_new()
+    observation = observation_of(session)
+    html = operator_client.get(
+        f"/sessions/{session.pk}/observations/{observation.pk}/?mode=grep&pattern=(unclosed"
+    ).content.decode()
+    assert "pattern is not a valid regular expression" in html
+
+
+@pytest.mark.django_db
+def test_another_sessions_observation_is_404(operator_client):
+    mine, theirs = session_new(), session_new()
+    observation = observation_of(theirs)
+    assert operator_client.get(f"/sessions/{mine.pk}/observations/{observation.pk}/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_observation_content_is_escaped(operator_client):
+    session = session_new()
+    observation = observation_of(session, content="<script>alert(1)</script>\n" * 300)
+    html = operator_client.get(f"/sessions/{session.pk}/observations/{observation.pk}/").content.decode()
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+# ---------------------------------------------------------------------------
+# The archive stepper
+# ---------------------------------------------------------------------------
+def compacted_session():
+    """Three epochs: two archives, each with its messages, and the notepad changing between."""
+    session = session_new()
+    start = timezone.now() - timedelta(hours=1)
+    previous = None
+    for epoch in range(2):
+        message_store(session, "user", [{"type": "text", "text": f"question of epoch {epoch}"}], epoch=epoch)
+        NotepadRevision.objects.create(
+            session=session,
+            version=epoch + 1,
+            author="agent",
+            operation="write",
+            content=f"notes of epoch {epoch}",
+            created_at=start + timedelta(minutes=10 * epoch),
+        )
+        previous = Archive.objects.create(
+            session=session,
+            epoch=epoch,
+            summary=f"**Summary** of epoch {epoch}",
+            message_count=1,
+            tokens_before=1000,
+            tokens_after=100,
+            previous=previous,
+            created_at=start + timedelta(minutes=10 * epoch + 5),
+        )
+    AgentSession.objects.filter(pk=session.pk).update(epoch=2, notepad="notes of epoch 1", notepad_version=2)
+    return session
+
+
+@pytest.mark.django_db
+def test_stepper_opens_on_the_latest_compaction(operator_client):
+    session = compacted_session()
+    html = operator_client.get(f"/sessions/{session.pk}/archives/").content.decode()
+    assert "Compaction 2 of 2 · epoch 1" in html
+    assert "<strong>Summary</strong> of epoch 1" in html
+    assert "question of epoch 1" in html and "question of epoch 0" not in html
+
+
+@pytest.mark.django_db
+def test_stepper_goes_to_the_previous_compaction_and_back(operator_client):
+    session = compacted_session()
+    first = operator_client.get(f"/sessions/{session.pk}/archives/?epoch=0").content.decode()
+    assert "Compaction 1 of 2 · epoch 0" in first and "question of epoch 0" in first
+    assert f'hx-get="/sessions/{session.pk}/archives/?epoch=1"' in first  # next
+    assert 'data-archive-step="previous"\n      disabled' in first
+
+
+@pytest.mark.django_db
+def test_stepper_shows_the_notepad_as_it_was_when_the_archive_was_made(operator_client):
+    session = compacted_session()
+    memory_services.notepad_write(session_id=session.pk, content="notes of today", author="agent")
+    html = operator_client.get(f"/sessions/{session.pk}/archives/?epoch=0").content.decode()
+    notepad = html.split('id="archive-notepad"', 1)[1].split("</div>", 1)[0]
+    assert "notes of epoch 0" in notepad
+
+
+@pytest.mark.django_db
+def test_archived_messages_come_a_page_at_a_time(operator_client):
+    session = compacted_session()
+    for index in range(selectors.ARCHIVE_MESSAGES_PAGE_SIZE + 3):
+        message_store(session, "assistant", [{"type": "text", "text": f"archived reply {index}."}], epoch=0)
+    first = operator_client.get(f"/sessions/{session.pk}/archives/?epoch=0").content.decode()
+    assert "archived reply 48." in first and "archived reply 49." not in first
+    more = first.split('class="secondary load-more" hx-get="', 1)[1].split('"', 1)[0]
+    rest = operator_client.get(more.replace("&amp;", "&")).content.decode()
+    assert "archived reply 49." in rest and "archived reply 52." in rest and "load-more" not in rest
+
+
+@pytest.mark.django_db
+def test_unknown_epoch_is_404_and_no_compaction_says_so(operator_client):
+    session = session_new()
+    assert operator_client.get(f"/sessions/{session.pk}/archives/?epoch=4").status_code == 404
+    assert "No compaction yet" in operator_client.get(f"/sessions/{session.pk}/archives/").content.decode()
+
+
+# ---------------------------------------------------------------------------
+# The prompt inspector
+# ---------------------------------------------------------------------------
+@pytest.mark.django_db(transaction=True)
+def test_inspector_shows_the_exact_last_request_with_its_breakpoints(operator_client):
+    session = session_new(system_prompt="You are the <b>auditor</b>.")
+    chat(session.pk, "first")
+    chat(session.pk, "second")
+    call = ModelCall.objects.filter(session=session).latest("started_at")
+    inspected = selectors.request_inspect(call=call)
+    assert inspected.verified and inspected.body == session_selectors.model_call_request(call=call)
+    assert inspected.breakpoints == 2  # end of the stable system prompt, last stored message
+    assert inspected.stable_prefix_ratio == call.stable_prefix_bytes / call.request_bytes > 0.5
+    html = operator_client.get(f"/sessions/{session.pk}/inspector/").content.decode()
+    assert f"Request #{call.pk} · turn step 1" in html
+    assert html.count("⚑ cache breakpoint") == 2
+    assert "You are the &lt;b&gt;auditor&lt;/b&gt;." in html
+    assert f'<span class="value mono">{call.input_tokens}</span>' in html
+    assert f'id="stable-prefix">{100 * inspected.stable_prefix_ratio:.1f}%' in html
+    assert "✓ rebuilt exactly" in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inspector_steps_to_an_earlier_request(operator_client):
+    session = session_new()
+    chat(session.pk, "first")
+    chat(session.pk, "second")
+    first, second = ModelCall.objects.filter(session=session).order_by("started_at")
+    latest = operator_client.get(f"/sessions/{session.pk}/inspector/").content.decode()
+    assert f"Request #{second.pk} ·" in latest and "data-follow" in latest
+    assert f'hx-get="/sessions/{session.pk}/inspector/?call={first.pk}"' in latest
+    earlier = operator_client.get(f"/sessions/{session.pk}/inspector/?call={first.pk}").content.decode()
+    assert f"Request #{first.pk} ·" in earlier and "data-follow" not in earlier
+    assert f'hx-get="/sessions/{session.pk}/inspector/?call={second.pk}"' in earlier
+
+
+@pytest.mark.django_db(transaction=True)
+def test_request_json_is_the_exact_body_sent(operator_client):
+    session = session_new()
+    chat(session.pk, "hello")
+    call = ModelCall.objects.get(session=session)
+    body = json.loads(
+        operator_client.get(f"/sessions/{session.pk}/model-calls/{call.pk}/request.json").content
+    )
+    assert body == session_selectors.model_call_request(call=call)
+
+
+@pytest.mark.django_db
+def test_another_sessions_model_call_is_404(operator_client):
+    mine, theirs = session_new(), session_new()
+    call = ModelCall.objects.create(
+        session=theirs, provider="scripted", model="m", request={}, request_sha256=""
+    )
+    assert operator_client.get(f"/sessions/{mine.pk}/inspector/?call={call.pk}").status_code == 404
+    assert operator_client.get(f"/sessions/{mine.pk}/model-calls/{call.pk}/request.json").status_code == 404
+
+
+@pytest.mark.django_db
+def test_inspector_without_a_call_says_so(operator_client):
+    session = session_new()
+    assert "No model call yet" in operator_client.get(f"/sessions/{session.pk}/inspector/").content.decode()

@@ -1,0 +1,141 @@
+"""The session list and creating a session from the browser; who may see the dashboard at all."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from sessions_app import services
+from sessions_app.models import AgentSession, Archive, SessionStatus
+from tests.dashboard.conftest import message_store, session_new
+
+pytestmark = pytest.mark.django_db
+
+
+def test_anonymous_visitor_is_sent_to_the_login_page(client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"] == "/accounts/login/?next=/"
+
+
+def test_logged_in_user_who_is_not_staff_is_sent_to_the_login_page(client, django_user_model):
+    client.force_login(django_user_model.objects.create_user("visitor", password="x"))
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_htmx_request_without_login_redirects_the_whole_page(client):
+    response = client.get("/", headers={"HX-Request": "true", "HX-Current-URL": "http://testserver/?q=x"})
+    assert response.status_code == 200
+    assert response["HX-Redirect"].startswith("/accounts/login/?next=")
+
+
+def test_login_page_says_how_to_get_an_operator_account(client):
+    response = client.get("/accounts/login/")
+    assert response.status_code == 200
+    assert b"make run" in response.content
+
+
+def test_staff_user_logs_in_and_lands_on_the_session_list(client, operator):
+    response = client.post(
+        "/accounts/login/", {"username": "op", "password": "operator-password", "next": "/"}
+    )
+    assert response.status_code == 302 and response["Location"] == "/"
+    assert client.get("/").status_code == 200
+
+
+def test_list_shows_status_model_prompt_tokens_and_counts(operator_client):
+    session = session_new(title="Report writer", context_window=50_000)
+    AgentSession.objects.filter(pk=session.pk).update(status=SessionStatus.RUNNING, last_prompt_tokens=12_345)
+    for _ in range(3):
+        message_store(session, "user", [{"type": "text", "text": "hi"}])
+    Archive.objects.create(
+        session=session, epoch=0, summary="s", message_count=3, tokens_before=1, tokens_after=1
+    )
+    response = operator_client.get("/")
+    row = response.context["sessions"][0]
+    assert (row.title, row.message_count, row.compaction_count) == ("Report writer", 3, 1)
+    html = response.content.decode()
+    assert "Report writer" in html and "running" in html and "12.3k / 50k" in html
+
+
+def test_list_filters_by_status(operator_client):
+    session_new(title="calm")
+    busy = session_new(title="busy")
+    AgentSession.objects.filter(pk=busy.pk).update(status=SessionStatus.ERROR)
+    titles = [s.title for s in operator_client.get("/?status=error").context["sessions"]]
+    assert titles == ["busy"]
+
+
+def test_list_searches_titles_and_id_prefixes(operator_client):
+    wanted = session_new(title="invoice parser")
+    session_new(title="other")
+    by_title = operator_client.get("/?q=INVOICE").context["sessions"]
+    by_id = operator_client.get(f"/?q={str(wanted.pk)[:8]}").context["sessions"]
+    assert [s.pk for s in by_title] == [wanted.pk] == [s.pk for s in by_id]
+
+
+def test_htmx_filter_request_renders_only_the_table(operator_client):
+    session_new(title="one")
+    response = operator_client.get("/?q=one", headers={"HX-Request": "true", "HX-Target": "session-table"})
+    html = response.content.decode()
+    assert html.lstrip().startswith('<div id="session-table"') and "<html" not in html
+
+
+def test_list_websocket_url_carries_the_filters(operator_client):
+    html = operator_client.get("/?q=abc&status=idle").content.decode()
+    assert 'ws-connect="/ws/dashboard/?q=abc&amp;status=idle&amp;model="' in html
+
+
+def test_creating_a_session_from_the_browser_opens_its_page(operator_client):
+    response = operator_client.post(
+        "/sessions/new/",
+        {"title": "From the browser", "context_window": "5000", "compact_threshold": "0.5", "settings": ""},
+    )
+    session = AgentSession.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/sessions/{session.pk}/"
+    assert (session.owner, session.title, session.context_window, session.compact_threshold) == (
+        None,
+        "From the browser",
+        5000,
+        0.5,
+    )
+    assert session.model == services.default_model()
+
+
+def test_htmx_create_redirects_with_hx_redirect(operator_client):
+    response = operator_client.post("/sessions/new/", {"title": "x"}, headers={"HX-Request": "true"})
+    assert response["HX-Redirect"] == f"/sessions/{AgentSession.objects.get().pk}/"
+
+
+def test_create_with_settings_json_applies_them_with_defaults(operator_client):
+    operator_client.post("/sessions/new/", {"settings": '{"notepad": {"position": "message"}}'})
+    settings = AgentSession.objects.get().settings
+    assert settings["notepad"] == {"enabled": True, "position": "message"}
+    assert settings["scratchpad"]["notes_max_chars"] == 4000
+
+
+def test_create_with_invalid_settings_shows_the_error_and_creates_nothing(operator_client):
+    response = operator_client.post("/sessions/new/", {"settings": '{"notepad": {"position": "nowhere"}}'})
+    assert response.status_code == 422
+    assert "settings.notepad.position must be one of" in response.content.decode()
+    assert not AgentSession.objects.exists()
+
+
+def test_create_with_settings_that_are_not_json_shows_where(operator_client):
+    response = operator_client.post("/sessions/new/", {"settings": "{nope"})
+    assert response.status_code == 422 and "Not JSON" in response.content.decode()
+
+
+def test_posts_without_a_csrf_token_are_refused(operator):
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(operator)
+    assert strict.post("/sessions/new/", {"title": "x"}).status_code == 403
+    assert not AgentSession.objects.exists()
+
+
+def test_every_page_sends_the_csrf_token_with_htmx_requests(operator_client):
+    html = operator_client.get("/").content.decode()
+    token = operator_client.cookies["csrftoken"].value
+    assert 'hx-headers=\'{"X-CSRFToken": "' in html and token

@@ -1,0 +1,36 @@
+"""`make run` tells a newcomer how to log in: a local operator is made on first start."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from sessions_app.management.commands import palimpsest_welcome
+
+pytestmark = pytest.mark.django_db
+
+
+def welcome(monkeypatch, tmp_path) -> str:
+    monkeypatch.setattr(palimpsest_welcome, "PASSWORD_FILE", tmp_path / "operator-password")
+    out = io.StringIO()
+    call_command("palimpsest_welcome", "--port", "8123", stdout=out)
+    return out.getvalue()
+
+
+def test_first_start_makes_an_operator_who_can_open_the_dashboard(monkeypatch, tmp_path, client):
+    printed = welcome(monkeypatch, tmp_path)
+    password = re.search(r"Log in as 'admin' with password '([^']+)'", printed).group(1)  # type: ignore[union-attr]
+    assert "http://127.0.0.1:8123/" in printed
+    assert client.login(username="admin", password=password)
+    assert client.get("/").status_code == 200
+
+
+def test_a_later_start_makes_no_second_operator_and_says_the_same(monkeypatch, tmp_path):
+    first = welcome(monkeypatch, tmp_path)
+    second = welcome(monkeypatch, tmp_path)
+    assert get_user_model().objects.filter(is_superuser=True).count() == 1
+    assert first == second
