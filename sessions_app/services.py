@@ -557,7 +557,12 @@ class CompactionConflict(Exception):
 
 
 def session_status_set(*, session_id: uuid.UUID, status: str) -> None:
-    AgentSession.objects.filter(pk=session_id).update(status=status)
+    """Set the session's status and announce it (`session.status`, an addition to PROTOCOL.md:
+    turn events already tell running/idle/error; this tells what no other event does, e.g.
+    `compacting`)."""
+    with transaction.atomic():
+        AgentSession.objects.filter(pk=session_id).update(status=status)
+        event_emit(session_id=session_id, type="session.status", payload={"status": status})
 
 
 def compaction_warning_store(

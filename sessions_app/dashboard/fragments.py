@@ -34,7 +34,14 @@ GAUGE_EVENTS = frozenset(
     }
 )
 STATUS_EVENTS = frozenset(
-    {"turn.started", "turn.completed", "compaction.warning", "compaction.completed", "error"}
+    {
+        "turn.started",
+        "turn.completed",
+        "compaction.warning",
+        "compaction.completed",
+        "error",
+        "session.status",
+    }
 )
 # A stored model step ends the streamed text of that step.
 STREAM_END_EVENTS = frozenset({"assistant.message", "turn.completed", "error"})

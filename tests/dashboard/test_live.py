@@ -241,3 +241,13 @@ async def test_list_socket_hears_nothing_of_streamed_text(operator_async_client)
         session_id=session.pk, type="assistant.delta", payload={"text": "x"}
     )
     assert await communicator.receive_nothing(timeout=0.3)
+
+
+async def test_list_socket_shows_a_compacting_session_live(operator_async_client):
+    session = await new_session(title="squeezed")
+    communicator = await socket("/ws/dashboard/", operator_async_client)
+    await sync_to_async(services.session_status_set)(session_id=session.pk, status=SessionStatus.COMPACTING)
+    html = await communicator.receive_from()
+    assert (
+        f'<tr id="session-row-{session.pk}" class="session-row status-compacting" hx-swap-oob="true">' in html
+    )

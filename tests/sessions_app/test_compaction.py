@@ -47,11 +47,12 @@ async def test_warning_reaches_the_model_then_an_independent_summary_then_the_ne
     warning = next(f for f in frames if f["type"] == "compaction.warning")
     assert warning["estimated_tokens"] > warning["threshold_tokens"] == 3000
     completed = next(f for f in frames if f["type"] == "compaction.completed")
+    types = [f["type"] for f in frames]
     assert (
-        [f["type"] for f in frames].index("compaction.warning")
-        < [f["type"] for f in frames].index("assistant.message")
-        < [f["type"] for f in frames].index("compaction.completed")
+        types.index("compaction.warning") < types.index("assistant.message") < types.index("session.status")
     )
+    assert types.index("session.status") < types.index("compaction.completed")
+    assert next(f for f in frames if f["type"] == "session.status")["status"] == "compacting"
 
     calls = fake_anthropic.requests
     summary_index = next(i for i, r in enumerate(calls) if is_summary_call(r.body))
