@@ -40,3 +40,11 @@ def summarize(inp: ScriptedInput) -> ScriptedReply | None:
     if last_reply:
         text += f" Last assistant reply: {last_reply}"
     return ScriptedReply(text=text)
+
+
+@scripted_rule()
+def answer_the_compaction_warning(inp: ScriptedInput) -> ScriptedReply | None:
+    # Seed 000: "In many cases, the agent will respond with 'Notepad is up to date'".
+    if inp.user_text is not None and inp.user_text == PRE_COMPACTION_WARNING:
+        return ScriptedReply(text="Notepad is up to date.")
+    return None

@@ -421,3 +421,15 @@ async def test_no_compaction_when_the_history_cannot_make_room(connect, fake_ant
         assert not any(f["type"].startswith("compaction.") for f in frames)
     assert not any(is_summary_call(r.body) for r in fake_anthropic.requests)
     await client.close()
+
+
+async def test_the_scripted_model_answers_the_warning_as_the_seed_says(connect):
+    client = await connect()
+    await client.create(**SMALL)
+    for index in range(10):
+        frames = await chat(client, f"request {index}: {FILLER}")
+        if any(f["type"] == "compaction.warning" for f in frames):
+            break
+    replies = [f["content"][0]["text"] for f in frames if f["type"] == "assistant.message"]
+    assert replies[-1] == "Notepad is up to date."
+    await client.close()
