@@ -1,0 +1,60 @@
+"""The exact request of a default session, pinned byte for byte.
+
+The order of the features decides the order of the system prompt's sections and of the tools,
+and so the cached prefix: a reordering (or a changed seed text) must be a deliberate change of
+these golden files, never an accident. Regenerate with PALIMPSEST_PIN_WRITE=1 after such a change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from sessions_app.models import ModelCall
+
+pytestmark = pytest.mark.django_db(transaction=True)
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _pinned(name: str, request: dict[str, Any]) -> None:
+    body = {
+        key: request[key] for key in ("model", "max_tokens", "system", "tools", "messages") if key in request
+    }
+    text = json.dumps(body, ensure_ascii=False, indent=1) + "\n"
+    path = GOLDEN / f"{name}.json"
+    if os.environ.get("PALIMPSEST_PIN_WRITE"):
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+async def _first_request(client: Any, content: str) -> dict[str, Any]:
+    await client.send({"type": "user.message", "content": content})
+    await client.until("turn.completed")
+    call = await sync_to_async(lambda: ModelCall.objects.order_by("started_at").first())()
+    assert call is not None
+    return call.request
+
+
+async def test_default_session_request_is_pinned(connect):
+    client = await connect()
+    await client.create(system_prompt="You help.")
+    _pinned("default_session", await _first_request(client, "hello"))
+
+
+async def test_session_with_every_tool_and_message_position_is_pinned(connect, settings, tmp_path):
+    settings.PALIMPSEST_FS_ROOT = str(tmp_path)
+    client = await connect()
+    await client.create(
+        system_prompt="You help.",
+        settings={
+            "notepad": {"position": "message"},
+            "scratchpad": {"nudge_after_turns": 2},
+            "offload": {"scope": "session"},
+        },
+    )
+    _pinned("every_tool_message_position", await _first_request(client, "hello"))
