@@ -153,14 +153,9 @@ def main() -> None:
     args = parser.parse_args()
     django_setup(PALIMPSEST_PROVIDER="scripted")
 
-    from sessions_app.engine.tools import ToolSpec, registry
+    from django.conf import settings
 
-    async def noop(ctx: Any, tool_input: dict) -> dict:
-        return {"ok": True}
-
-    registry.register(
-        ToolSpec(name="bench_noop", description="No-op.", input_schema={"type": "object"}, handler=noop)
-    )
+    settings.PALIMPSEST_FEATURES = [*settings.PALIMPSEST_FEATURES, "bench.features.NOOP_FEATURE"]
 
     print(f"1. server overhead, zero-latency model, {args.steps} model steps a turn (median):")
     for history in (1_000, 10_000):

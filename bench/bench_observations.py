@@ -75,10 +75,10 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from memory_app.observation_content import ResultParts
-    from memory_app.observation_models import ObservationKind
-    from memory_app.observation_selectors import observation_grep, observation_read, observation_read_lines
-    from memory_app.observation_services import observation_create
+    from memory_app.observations.content import ResultParts
+    from memory_app.observations.models import ObservationKind
+    from memory_app.observations.selectors import observation_grep, observation_read, observation_read_lines
+    from memory_app.observations.services import observation_create
     from sessions_app.models import AgentSession, Turn
 
     session = AgentSession.objects.create(model="scripted", context_window=200_000)

@@ -182,3 +182,19 @@ PALIMPSEST_POLL_SECONDS = float(os.environ.get("PALIMPSEST_POLL_SECONDS", "1.0")
 PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = float(
     os.environ.get("PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS", "0")
 )
+
+# ---------------------------------------------------------------------------
+# Features and wiring (docs/architecture.md)
+# ---------------------------------------------------------------------------
+# The features the engine reads, in order (after its own core feature): this order is the order of
+# their sections in the system prompt and of their tools in every request, so it decides the cached
+# prefix. Each entry is a `Feature` object.
+PALIMPSEST_FEATURES = [
+    "sessions_app.builtin_tools.feature.COUNT_WORDS_FEATURE",
+    "memory_app.notepad.feature.FEATURE",
+    "memory_app.scratchpad.feature.FEATURE",
+    "sessions_app.builtin_tools.feature.FILES_FEATURE",
+    "memory_app.observations.feature.FEATURE",
+]
+# Where committed events go to reach watchers (the channel layer; tests may swap it).
+PALIMPSEST_ANNOUNCER = "sessions_app.channel_announcer.announce_via_channel_layer"

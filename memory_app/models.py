@@ -1,14 +1,11 @@
-"""The agent's working memory. Thin models: every change goes through `memory_app.services`."""
+"""The agent's working memory: each feature keeps its models in its own package; Django finds
+them here. Thin models: every change goes through the feature's `services`."""
 
 from __future__ import annotations
 
-from django.db import models
-from django.db.models import Q
-from django.utils import timezone
-
-from memory_app.observation_models import Observation, ObservationChunk, ObservationKind
-from memory_app.scratchpad_models import Scratchpad, ScratchpadRevision, ScratchpadSpace
-from sessions_app.models import AgentSession
+from memory_app.notepad.models import NotepadOperation, NotepadRevision
+from memory_app.observations.models import Observation, ObservationChunk, ObservationKind
+from memory_app.scratchpad.models import Scratchpad, ScratchpadRevision, ScratchpadSpace
 
 __all__ = [
     "NotepadOperation",
@@ -20,40 +17,3 @@ __all__ = [
     "ScratchpadRevision",
     "ScratchpadSpace",
 ]
-
-
-# ---------------------------------------------------------------------------
-# Session notepad (seed 000)
-# ---------------------------------------------------------------------------
-class NotepadOperation(models.TextChoices):
-    WRITE = "write", "Write (full replacement)"
-    FIND_REPLACE = "find_replace", "Find and replace"
-    APPEND = "append", "Append"
-    PREPEND = "prepend", "Prepend"
-    DELETE = "delete", "Delete"
-
-
-class NotepadRevision(models.Model):
-    """One change of a session's notepad: version `n` holds the content after the n-th change.
-
-    The notepad itself lives on the session (`AgentSession.notepad`, as the seed says); these rows
-    let the dashboard show it as it was at any moment and say who changed it.
-    """
-
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="notepad_revisions")
-    version = models.PositiveIntegerField()
-    # `agent` or `operator:<username>` (PROTOCOL.md, `notepad.updated`).
-    author = models.CharField(max_length=200)
-    operation = models.CharField(max_length=16, choices=NotepadOperation.choices)
-    content = models.TextField()
-    created_at = models.DateTimeField(default=timezone.now, db_index=True)
-
-    class Meta:
-        ordering = ["session", "version"]
-        constraints = [
-            models.UniqueConstraint(fields=["session", "version"], name="notepad_revision_unique_version"),
-            models.CheckConstraint(condition=Q(version__gte=1), name="notepad_revision_version_from_one"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.session_id} v{self.version} ({self.author})"

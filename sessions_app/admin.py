@@ -8,11 +8,11 @@ from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest
 
-from memory_app.admin import SessionNotepadAdminMixin, SessionNotepadForm
-from memory_app.scratchpad_admin import SessionScratchpadFields, scratchpad_save
+from memory_app.notepad.admin import SessionNotepadAdminMixin, SessionNotepadForm
+from memory_app.scratchpad.admin import SessionScratchpadFields, scratchpad_save
 from sessions_app import services
 from sessions_app.admin_base import ReadOnlyAdmin
-from sessions_app.engine.tools import registry
+from sessions_app.engine.features import features
 from sessions_app.models import (
     AgentSession,
     AgentToken,
@@ -67,7 +67,7 @@ class AgentSessionForm(SessionNotepadForm, SessionScratchpadFields):
     def clean_client_tools(self) -> list:
         try:
             return client_tools_clean(
-                self.cleaned_data.get("client_tools") or [], reserved_names=registry.names()
+                self.cleaned_data.get("client_tools") or [], reserved_names=features().tool_names()
             )
         except SpecError as exc:
             raise forms.ValidationError(exc.message) from exc

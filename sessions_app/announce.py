@@ -2,38 +2,44 @@
 
 Services call `announce_on_commit(frame)` inside their transaction; the frame is handed to the
 announcer only once the transaction commits, so nobody sees an event that was rolled back. The
-announcer is plugged in by the app config (the channel layer in the running service), which keeps
-services and the engine free of any Channels import.
+announcer is named by `settings.PALIMPSEST_ANNOUNCER` (the channel layer in the running service)
+and loaded on first use, which keeps services and the engine free of any Channels import.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from functools import partial
+from functools import cache, partial
+from typing import Any
 
+from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import transaction
+from django.utils.module_loading import import_string
 
 logger = logging.getLogger("palimpsest.announce")
 
 Announcer = Callable[[dict], None]
 
 
-def _no_announcer(frame: dict) -> None:  # pragma: no cover - replaced in AppConfig.ready
-    pass
+@cache
+def _announcer() -> Announcer:
+    announcer: Announcer = import_string(settings.PALIMPSEST_ANNOUNCER)
+    return announcer
 
 
-_announcer: Announcer = _no_announcer
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    if setting == "PALIMPSEST_ANNOUNCER":
+        _announcer.cache_clear()
 
 
-def set_announcer(announcer: Announcer) -> None:
-    global _announcer
-    _announcer = announcer
+setting_changed.connect(_reload)
 
 
 def _announce(frame: dict) -> None:
     try:
-        _announcer(frame)
+        _announcer()(frame)
     except Exception:
         # The event is committed and replayable with since_seq; a failed broadcast must not
         # fail the write that produced it.

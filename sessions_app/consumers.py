@@ -14,8 +14,8 @@ from django.conf import settings
 
 from sessions_app import selectors, services
 from sessions_app.engine import runner
+from sessions_app.engine.features import features
 from sessions_app.engine.providers import context_window_resolve
-from sessions_app.engine.tools import registry
 from sessions_app.event_stream import SessionEventStream
 from sessions_app.frames import FrameError, frame_parse, tool_result_content_check
 from sessions_app.models import AgentSession, AgentToken
@@ -91,7 +91,7 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
             compact_threshold=frame.get("compact_threshold"),
             tools=frame.get("tools"),
             settings=frame.get("settings"),
-            reserved_tool_names=registry.names(),
+            reserved_tool_names=features().tool_names(),
         )
         await self.stream_join(session.id, since_seq=0)
         state = selectors.session_public_state(session=session)

@@ -14,7 +14,6 @@ import hashlib
 import secrets
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -23,10 +22,11 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from memory_app.prompts import COMPACTION_SUMMARY_MESSAGE, PRE_COMPACTION_WARNING
 from sessions_app.announce import announce_on_commit
 from sessions_app.engine.model_table import context_window_for
+from sessions_app.engine.prompts import COMPACTION_SUMMARY_MESSAGE, PRE_COMPACTION_WARNING
 from sessions_app.engine.tokens import estimate_json_tokens
+from sessions_app.engine.types import ModelCallData, PlannedToolCall, ToolOutcome
 from sessions_app.models import (
     AgentSession,
     AgentToken,
@@ -338,27 +338,6 @@ def turn_error_emit(*, session_id: uuid.UUID, code: str, message: str) -> None:
 # ---------------------------------------------------------------------------
 # A model step
 # ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ModelCallData:
-    provider: str
-    model: str
-    step: int
-    purpose: str
-    request_record: dict
-    request_sha256: str
-    request_bytes: int
-    stable_prefix_bytes: int
-    estimated_prompt_tokens: int
-    started_at: Any
-    duration_ms: int
-    first_token_ms: int | None
-    response: dict | None
-    stop_reason: str
-    usage: dict[str, int]
-    error: str = ""
-    predicted_prompt_tokens: int = 0
-
-
 def model_call_record(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData) -> ModelCall:
     return ModelCall.objects.create(
         session_id=session_id,
@@ -384,14 +363,6 @@ def model_call_record(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data:
         duration_ms=data.duration_ms,
         first_token_ms=data.first_token_ms,
     )
-
-
-@dataclass(frozen=True)
-class PlannedToolCall:
-    tool_use_id: str
-    name: str
-    input: dict
-    executor: str
 
 
 def assistant_step_store(
@@ -471,17 +442,6 @@ def assistant_step_store(
                 },
             )
     return message
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    tool_use_id: str
-    name: str
-    # What the tool returned (stored on the ToolCall) and what the model is given.
-    raw: Any
-    content: str | list[dict]
-    is_error: bool
-    extra: dict | None = None  # additional fields of the tool.result event (e.g. observation_id)
 
 
 def tool_results_store(

@@ -19,44 +19,14 @@ MAX_CLIENT_TOOLS = 128
 MAX_TOOL_DESCRIPTION_CHARS = 10_000
 MIN_CONTEXT_WINDOW = 1_000
 MAX_CONTEXT_WINDOW = 10_000_000
-MAX_STEPS_PER_TURN_LIMIT = 1_000
 
-DEFAULT_SETTINGS: dict[str, Any] = {
-    "notepad": {"enabled": True, "position": "system"},
-    "scratchpad": {
-        "enabled": True,
-        "notes_max_chars": 4000,
-        "plan_max_chars": 2000,
-        "refs_max_items": 50,
-        "nudge_after_turns": 0,
-        "nudge_on_plan_detected": 0,
-        "nudge_after_compaction": 0,
-        "nudge_turns_since_last_use": 0,
-    },
-    "offload": {"threshold_bytes": 4096, "ttl_seconds": 3600, "scope": "turn"},
-    "max_steps_per_turn": 25,
-}
 
-# A rule per leaf: ("bool",) | ("int", min, max) | ("choice", {...})
-_RULES: dict[str, Any] = {
-    "notepad": {"enabled": ("bool",), "position": ("choice", {"system", "message"})},
-    "scratchpad": {
-        "enabled": ("bool",),
-        "notes_max_chars": ("int", 1, 1_000_000),
-        "plan_max_chars": ("int", 1, 1_000_000),
-        "refs_max_items": ("int", 1, 10_000),
-        "nudge_after_turns": ("int", 0, 1_000_000),
-        "nudge_on_plan_detected": ("int", 0, 1_000_000),
-        "nudge_after_compaction": ("int", 0, 1_000_000),
-        "nudge_turns_since_last_use": ("int", 0, 1_000_000),
-    },
-    "offload": {
-        "threshold_bytes": ("int", 64, 1 << 30),
-        "ttl_seconds": ("int", 1, 365 * 24 * 3600),
-        "scope": ("choice", {"turn", "session"}),
-    },
-    "max_steps_per_turn": ("int", 1, MAX_STEPS_PER_TURN_LIMIT),
-}
+def default_settings() -> dict[str, Any]:
+    """The full default settings: the merge of every feature's defaults (the engine's own
+    included), in feature order. One source: no read site repeats a default."""
+    from sessions_app.engine.features import features
+
+    return features().default_settings
 
 
 class SpecError(ValueError):
@@ -109,7 +79,10 @@ def settings_clean(given: Any, *, base: dict | None = None) -> dict:
 
     With `base`, the given keys change an existing full settings object (an operator's edit).
     """
-    return _merge("", _RULES, base if base is not None else DEFAULT_SETTINGS, {} if given is None else given)
+    from sessions_app.engine.features import features
+
+    rules = features().settings_rules
+    return _merge("", rules, base if base is not None else default_settings(), {} if given is None else given)
 
 
 def client_tools_clean(tools: Any, *, reserved_names: Iterable[str]) -> list[dict]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from django import forms
 
-from memory_app.scratchpad_models import ScratchpadSpace
+from memory_app.scratchpad.models import ScratchpadSpace
 from sessions_app.validation import (
     MAX_CONTEXT_WINDOW,
     MAX_MODEL_CHARS,

@@ -16,8 +16,8 @@ from django.template.loader import render_to_string
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from memory_app import selectors as memory_selectors
-from memory_app.models import NotepadRevision
+from memory_app.notepad import selectors as memory_selectors
+from memory_app.notepad.models import NotepadRevision
 from sessions_app.dashboard import selectors, transcript
 from sessions_app.models import AgentSession
 

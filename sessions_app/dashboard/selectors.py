@@ -16,17 +16,17 @@ from django.conf import settings
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
-from memory_app import selectors as memory_selectors
-from memory_app.observation_models import Observation
-from memory_app.scratchpad_models import ScratchpadRevision, ScratchpadSpace
-from memory_app.scratchpad_selectors import scratchpad_get
-from memory_app.scratchpad_services import ScratchpadLimits
+from memory_app.notepad import selectors as memory_selectors
+from memory_app.observations.models import Observation
+from memory_app.scratchpad.models import ScratchpadRevision, ScratchpadSpace
+from memory_app.scratchpad.selectors import scratchpad_get
+from memory_app.scratchpad.services import ScratchpadLimits
 from sessions_app import selectors
 from sessions_app.dashboard import transcript
 from sessions_app.engine import compaction
 from sessions_app.engine.context import build_request
+from sessions_app.engine.features import features
 from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tools import registry
 from sessions_app.models import (
     AgentSession,
     Archive,
@@ -236,7 +236,7 @@ def context_gauge(*, session: AgentSession) -> ContextGauge:
     built = build_request(
         session=snapshot,
         history=[],
-        server_tools=registry.for_session(snapshot),
+        server_tools=features().tools_for_session(snapshot),
         max_tokens=settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
     )
     history = Message.objects.filter(session_id=session.pk, epoch=session.epoch).aggregate(

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_app.prompts import PRE_COMPACTION_WARNING
+from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
 from sessions_app.models import Message
 
 USER = "user"

@@ -20,17 +20,17 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
-from memory_app import scratchpad_services
-from memory_app import selectors as memory_selectors
-from memory_app import services as memory_services
-from memory_app.models import NotepadRevision
-from memory_app.observation_selectors import (
+from memory_app.notepad import selectors as memory_selectors
+from memory_app.notepad import services as memory_services
+from memory_app.notepad.models import NotepadRevision
+from memory_app.observations.selectors import (
     ObservationReadError,
     observation_grep,
     observation_read,
     observation_read_lines,
 )
-from memory_app.scratchpad_models import ScratchpadSpace
+from memory_app.scratchpad import services as scratchpad_services
+from memory_app.scratchpad.models import ScratchpadSpace
 from sessions_app import selectors as session_selectors
 from sessions_app import services
 from sessions_app.dashboard import selectors
@@ -43,7 +43,7 @@ from sessions_app.dashboard.forms import (
     SessionCreateForm,
 )
 from sessions_app.engine import runner
-from sessions_app.engine.tools import registry
+from sessions_app.engine.features import features
 from sessions_app.models import AgentSession, SessionStatus
 from sessions_app.validation import SpecError
 
@@ -114,7 +114,7 @@ def session_create(request: HtmxHttpRequest) -> HttpResponse:
     if form.is_valid():
         try:
             session = services.session_create(
-                owner=None, reserved_tool_names=registry.names(), **form.session_fields()
+                owner=None, reserved_tool_names=features().tool_names(), **form.session_fields()
             )
         except SpecError as exc:
             form.add_error(None, exc.message)

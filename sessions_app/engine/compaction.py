@@ -20,12 +20,12 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from memory_app.prompts import (
+from sessions_app.engine.context import BuiltRequest, StoredMessage
+from sessions_app.engine.prompts import (
     COMPACTION_COMBINE_INSTRUCTION,
     COMPACTION_SUMMARY_INSTRUCTION,
     COMPACTION_SUMMARY_SYSTEM_PROMPT,
 )
-from sessions_app.engine.context import BuiltRequest, StoredMessage
 from sessions_app.engine.providers.base import ModelResponse, Provider, ProviderError
 from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.engine.tokens import estimate_text_tokens

@@ -157,10 +157,6 @@ class ContextSection(Protocol):
         ...
 
 
-# Context sections, in prompt order; feature modules append themselves at import.
-SECTIONS: list[ContextSection] = []
-
-
 @dataclass
 class BuiltRequest:
     body: dict[str, Any]
@@ -204,7 +200,10 @@ def build_request(
     max_tokens: int,
     sections: Sequence[ContextSection] | None = None,
 ) -> BuiltRequest:
-    sections = SECTIONS if sections is None else sections
+    if sections is None:
+        from sessions_app.engine.features import features
+
+        sections = features().sections
     prepared = history if isinstance(history, PreparedHistory) else PreparedHistory(history)
     static_parts = [session.system_prompt] if session.system_prompt else []
     dynamic_parts: list[str] = []

@@ -37,10 +37,17 @@ class SessionSnapshot:
             token_ratio=session.token_ratio,
         )
 
-    def setting(self, *path: str, default: Any = None) -> Any:
-        value: Any = self.settings
-        for key in path:
-            if not isinstance(value, dict) or key not in value:
-                return default
-            value = value[key]
-        return value
+    def setting(self, *path: str) -> Any:
+        """The session's setting at `path` (e.g. "notepad", "enabled"); where the stored settings
+        lack it (a session created before the setting existed), the features' default."""
+        from sessions_app.engine.features import features
+
+        for tree in (self.settings, features().default_settings):
+            value: Any = tree
+            for key in path:
+                if not isinstance(value, dict) or key not in value:
+                    break
+                value = value[key]
+            else:
+                return value
+        raise KeyError(f"no setting {'.'.join(path)}")

@@ -1,7 +1,8 @@
 """Hooks around a turn's tool calls, for features that transform them without the engine knowing
 the feature (observation offload and `{{stepN.field}}` references, in memory_app).
 
-A feature appends an object to `TOOL_HOOKS` at import. The turn loop calls, in this order:
+A feature lists its hooks in its `Feature` (`Feature.hooks`); the turn loop calls those of every
+feature, in feature order:
 - `turn_started` once, when the turn begins (e.g. garbage-collect expired rows);
 - `inputs_resolve` with the inputs of one model step's tool calls, before they are stored,
   announced (`tool.call`) or run: a hook returns each input, rewritten or not, or an error that
@@ -13,11 +14,12 @@ Every method runs in Django's DB thread (the ORM may be used synchronously).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.services import ToolOutcome
+from sessions_app.engine.types import ToolOutcome
 
 
 @dataclass(frozen=True)
@@ -41,19 +43,15 @@ class ToolCallHook(Protocol):
     ) -> list[ToolOutcome]: ...
 
 
-# Feature modules append themselves at import (memory_app's ready()).
-TOOL_HOOKS: list[ToolCallHook] = []
-
-
-def turn_started(*, session: SessionSnapshot, turn_id: uuid.UUID) -> None:
-    for hook in TOOL_HOOKS:
+def turn_started(*, hooks: Sequence[ToolCallHook], session: SessionSnapshot, turn_id: uuid.UUID) -> None:
+    for hook in hooks:
         hook.turn_started(session=session, turn_id=turn_id)
 
 
 def inputs_resolve(
-    *, session: SessionSnapshot, turn_id: uuid.UUID, inputs: list[ToolInput]
+    *, hooks: Sequence[ToolCallHook], session: SessionSnapshot, turn_id: uuid.UUID, inputs: list[ToolInput]
 ) -> list[ToolInput]:
-    for hook in TOOL_HOOKS:
+    for hook in hooks:
         pending = [i for i in inputs if i.error is None]
         if not pending:
             break
@@ -65,8 +63,12 @@ def inputs_resolve(
 
 
 def outcomes_process(
-    *, session: SessionSnapshot, turn_id: uuid.UUID, outcomes: list[ToolOutcome]
+    *,
+    hooks: Sequence[ToolCallHook],
+    session: SessionSnapshot,
+    turn_id: uuid.UUID,
+    outcomes: list[ToolOutcome],
 ) -> list[ToolOutcome]:
-    for hook in TOOL_HOOKS:
+    for hook in hooks:
         outcomes = hook.outcomes_process(session=session, turn_id=turn_id, outcomes=outcomes)
     return outcomes

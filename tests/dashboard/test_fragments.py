@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_app import services as memory_services
+from memory_app.notepad import services as memory_services
 from sessions_app import selectors as session_selectors
 from sessions_app.dashboard.fragments import session_fragments
 from tests.dashboard.conftest import session_new

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 
-from memory_app import services as memory_services
+from memory_app.notepad import services as memory_services
 from sessions_app import services
 from sessions_app.engine import runner
 from sessions_app.models import AgentSession, Message, SessionStatus, Turn

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from memory_app import scratchpad_services
-from memory_app import selectors as memory_selectors
-from memory_app import services as memory_services
-from memory_app.models import NotepadRevision
-from memory_app.scratchpad_models import ScratchpadRevision
-from memory_app.scratchpad_selectors import scratchpad_get
+from memory_app.notepad import selectors as memory_selectors
+from memory_app.notepad import services as memory_services
+from memory_app.notepad.models import NotepadRevision
+from memory_app.scratchpad import services as scratchpad_services
+from memory_app.scratchpad.models import ScratchpadRevision
+from memory_app.scratchpad.selectors import scratchpad_get
 from sessions_app.models import SessionEvent
 from tests.dashboard.conftest import session_new
 

@@ -9,10 +9,10 @@ import pytest
 from django.utils import timezone
 from django.utils.html import escape
 
-from memory_app import services as memory_services
-from memory_app.models import NotepadRevision
-from memory_app.observation_content import result_parts
-from memory_app.observation_services import observation_create
+from memory_app.notepad import services as memory_services
+from memory_app.notepad.models import NotepadRevision
+from memory_app.observations.content import result_parts
+from memory_app.observations.services import observation_create
 from sessions_app import selectors as session_selectors
 from sessions_app.dashboard import selectors
 from sessions_app.models import AgentSession, Archive, ModelCall, Turn

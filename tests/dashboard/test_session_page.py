@@ -8,10 +8,10 @@ import uuid
 import pytest
 from django.db.models import F
 
-from memory_app import services as memory_services
-from memory_app.prompts import PRE_COMPACTION_WARNING
+from memory_app.notepad import services as memory_services
 from sessions_app import services
 from sessions_app.dashboard.selectors import TRANSCRIPT_PAGE_SIZE
+from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
 from sessions_app.models import AgentSession, Archive, Message, SessionEvent, ToolCall, Turn
 from tests.dashboard.conftest import message_store, session_new
 

@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from sessions_app.validation import DEFAULT_SETTINGS
+from sessions_app.validation import default_settings
 
 
 @pytest.fixture
 def without_scratchpad(monkeypatch: Any) -> None:
-    monkeypatch.setitem(DEFAULT_SETTINGS["scratchpad"], "enabled", False)
+    monkeypatch.setitem(default_settings()["scratchpad"], "enabled", False)
 
 
 @pytest.fixture
 def without_notepad(monkeypatch: Any) -> None:
-    monkeypatch.setitem(DEFAULT_SETTINGS["notepad"], "enabled", False)
+    monkeypatch.setitem(default_settings()["notepad"], "enabled", False)

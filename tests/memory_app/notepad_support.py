@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from memory_app import services as memory_services
-from memory_app.models import NotepadRevision
+from memory_app.notepad import services as memory_services
+from memory_app.notepad.models import NotepadRevision
 from sessions_app import services
 from sessions_app.engine.db import db
 from sessions_app.models import AgentSession, SessionEvent

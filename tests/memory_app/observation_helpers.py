@@ -9,7 +9,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from memory_app.observation_models import Observation
+from memory_app.observations.models import Observation
 
 NOTE = "Large observation saved in scratchpad. To read it in full or partially, use the scratchpad_read tool."
 

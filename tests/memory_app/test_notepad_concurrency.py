@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from memory_app import selectors, services
-from memory_app.services import NotepadConflict
+from memory_app.notepad import selectors, services
+from memory_app.notepad.services import NotepadConflict
 from tests.memory_app.notepad_support import notepad_events, revisions, session_make
 
 EDITS_PER_WRITER = 15

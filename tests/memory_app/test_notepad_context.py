@@ -11,8 +11,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from memory_app import services
-from memory_app.prompts import NOTEPAD_EMPTY_HINT, NOTEPAD_GUIDANCE
+from memory_app.notepad import services
+from memory_app.notepad.prompts import NOTEPAD_EMPTY_HINT, NOTEPAD_GUIDANCE
 from sessions_app.engine.context import CACHE_CONTROL
 from sessions_app.models import Message
 from tests.fake_anthropic import FakeAnthropicServer, Reply, text, tool_use

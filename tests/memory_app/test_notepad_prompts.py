@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from memory_app.prompts import NOTEPAD_HEADING, PRE_COMPACTION_WARNING
+from memory_app.notepad.prompts import NOTEPAD_HEADING
+from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
 
 
 def test_heading_is_the_seeds() -> None:

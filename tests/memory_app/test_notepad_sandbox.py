@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from memory_app import services
-from memory_app.notepad import SessionNotepad, notepad_of
-from memory_app.tools import count_words
-from sessions_app.engine.tools import ToolContext, ToolError, ToolSpec, registry
+from memory_app.notepad import services
+from memory_app.notepad.sandbox_api import SessionNotepad, notepad_of
+from sessions_app.builtin_tools import count_words
+from sessions_app.engine.tools import ToolContext, ToolError
+from tests import features as test_features
 from tests.fake_anthropic import FakeAnthropicServer, text, tool_use
 from tests.memory_app.notepad_support import notepad_events, revisions, session_make, system_texts, turn
 
@@ -21,21 +22,12 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 
 @pytest.fixture
-def probe() -> Iterator[list[ToolContext]]:
-    """A server tool `probe_sandbox` that records the context it was handed."""
-    seen: list[ToolContext] = []
-
-    async def handler(ctx: ToolContext, tool_input: dict) -> str:
-        seen.append(ctx)
-        return "probed"
-
-    registry.register(
-        ToolSpec(
-            name="probe_sandbox", description="test probe", input_schema={"type": "object"}, handler=handler
-        )
-    )
-    yield seen
-    registry.unregister("probe_sandbox")
+def probe(settings: Any) -> Iterator[list[ToolContext]]:
+    """A server tool `probe_sandbox` (a test feature) that records the context it was handed."""
+    settings.PALIMPSEST_FEATURES = [*settings.PALIMPSEST_FEATURES, "tests.features.PROBE_FEATURE"]
+    test_features.PROBED.clear()
+    yield test_features.PROBED
+    test_features.PROBED.clear()
 
 
 # -- handed to every server tool ---------------------------------------------------------------

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from memory_app.scripted import NOTEPAD_OFF_REPLY
-from sessions_app.engine.providers.scripted import HELP_LINES
+from memory_app.notepad.scripted import NOTEPAD_OFF_REPLY
+from sessions_app.engine.features import features
 from tests.memory_app.notepad_support import notepad_preset, turn
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("without_scratchpad")]
@@ -95,7 +95,7 @@ async def test_notepad_commands_say_the_notepad_is_off_when_it_is(connect: Any) 
 
 
 async def test_help_lists_the_notepad_commands() -> None:
-    assert [line.split(":")[0] for line in HELP_LINES if "notepad" in line] == [
+    assert [line.split(":")[0] for line in features().help_lines() if "notepad" in line] == [
         "remember",
         "forget",
         "notepad",

@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_app import selectors, services
-from memory_app.models import NotepadRevision
-from memory_app.selectors import NotepadState
+from memory_app.notepad import selectors, services
+from memory_app.notepad.models import NotepadRevision
+from memory_app.notepad.selectors import NotepadState
 from sessions_app.models import AgentSession
 from tests.memory_app.notepad_support import session_make
 

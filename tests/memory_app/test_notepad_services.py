@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from django.db import transaction
 
-from memory_app import services
-from memory_app.services import NotepadConflict, NotepadEditError
+from memory_app.notepad import services
+from memory_app.notepad.services import NotepadConflict, NotepadEditError
 from sessions_app import announce
 from tests.memory_app.notepad_support import notepad_events, notepad_row, revisions, session_make
 
@@ -222,7 +222,7 @@ def test_notepad_updated_is_announced_only_when_the_transaction_commits(
     monkeypatch: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     announced: list[dict] = []
-    monkeypatch.setattr(announce, "_announcer", announced.append)
+    monkeypatch.setattr(announce, "_announcer", lambda: announced.append)
     session = session_make()
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         write(session, "notes")
@@ -238,7 +238,7 @@ def test_change_rolled_back_with_its_transaction_leaves_no_trace(
     monkeypatch: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     announced: list[dict] = []
-    monkeypatch.setattr(announce, "_announcer", announced.append)
+    monkeypatch.setattr(announce, "_announcer", lambda: announced.append)
     session = session_make()
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError), transaction.atomic():
         write(session, "notes")
@@ -250,7 +250,7 @@ def test_change_rolled_back_with_its_transaction_leaves_no_trace(
 
 def test_refused_edit_announces_nothing(monkeypatch: Any, django_capture_on_commit_callbacks: Any) -> None:
     announced: list[dict] = []
-    monkeypatch.setattr(announce, "_announcer", announced.append)
+    monkeypatch.setattr(announce, "_announcer", lambda: announced.append)
     session = session_make()
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(NotepadEditError):
         update(session, "delete", content="absent")

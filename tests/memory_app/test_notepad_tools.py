@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memory_app.prompts import NOTEPAD_EMPTY_HINT, NOTEPAD_GUIDANCE
+from memory_app.notepad.prompts import NOTEPAD_EMPTY_HINT, NOTEPAD_GUIDANCE
 from sessions_app.engine.context import CACHE_CONTROL
 from tests.fake_anthropic import FakeAnthropicServer, Reply, text, tool_use
 from tests.memory_app.notepad_support import notepad_preset, system_texts, tool_result_sent, turn

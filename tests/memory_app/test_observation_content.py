@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from memory_app.observation_content import (
+from memory_app.observations.content import (
     FieldMissing,
     ResultParts,
     iter_lines,

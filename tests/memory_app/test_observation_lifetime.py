@@ -12,7 +12,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from memory_app.observation_models import Observation, ObservationChunk
+from memory_app.observations.models import Observation, ObservationChunk
 from tests.fake_anthropic import FakeAnthropicServer, text, tool_use
 from tests.memory_app.observation_helpers import big_log, observations, tool_names, turn, use_fs_root
 

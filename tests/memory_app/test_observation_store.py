@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from memory_app.observation_content import ResultParts, result_parts
-from memory_app.observation_models import Observation, ObservationChunk, ObservationKind
-from memory_app.observation_selectors import (
+from memory_app.observations.content import ResultParts, result_parts
+from memory_app.observations.models import Observation, ObservationChunk, ObservationKind
+from memory_app.observations.selectors import (
     GREP_LINE_MAX_CHARS,
     ObservationReadError,
     observation_get_for_read,
@@ -26,7 +26,7 @@ from memory_app.observation_selectors import (
     observation_slice,
     observations_in_scope_exist,
 )
-from memory_app.observation_services import observation_create, observations_gc
+from memory_app.observations.services import observation_create, observations_gc
 from sessions_app.models import AgentSession, Turn
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from django.db import connection, connections, transaction
 
-from memory_app.scratchpad_selectors import scratchpad_get, scratchpad_revisions
-from memory_app.scratchpad_services import (
+from memory_app.scratchpad.selectors import scratchpad_get, scratchpad_revisions
+from memory_app.scratchpad.services import (
     AGENT_AUTHOR,
     ScratchpadConflict,
     ScratchpadLimits,

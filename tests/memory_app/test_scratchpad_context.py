@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from memory_app import scratchpad_prompts as prompts
-from memory_app.scratchpad_sections import scratchpad_block_render
-from memory_app.scratchpad_selectors import ScratchpadView
-from memory_app.scratchpad_services import ScratchpadLimits, operator_author, scratchpad_space_set
+from memory_app.scratchpad import prompts
+from memory_app.scratchpad.context import scratchpad_block_render
+from memory_app.scratchpad.selectors import ScratchpadView
+from memory_app.scratchpad.services import ScratchpadLimits, operator_author, scratchpad_space_set
 from sessions_app.models import Message, ModelCall
 from tests.fake_anthropic import text, tool_use
 from tests.memory_app.scratchpad_support import (

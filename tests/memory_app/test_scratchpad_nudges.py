@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from memory_app import scratchpad_prompts as prompts
-from memory_app.scratchpad_selectors import plan_detected
+from memory_app.scratchpad import prompts
+from memory_app.scratchpad.selectors import plan_detected
 from sessions_app.models import AgentSession
 from tests.conftest import Client
 from tests.fake_anthropic import FakeAnthropicServer, text, tool_use

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from memory_app.scratchpad_models import ScratchpadRevision
-from memory_app.scratchpad_selectors import scratchpad_get, scratchpad_revisions
-from memory_app.scratchpad_services import (
+from memory_app.scratchpad.models import ScratchpadRevision
+from memory_app.scratchpad.selectors import scratchpad_get, scratchpad_revisions
+from memory_app.scratchpad.services import (
     AGENT_AUTHOR,
     ScratchpadActionError,
     ScratchpadConflict,
@@ -36,7 +36,7 @@ def session() -> AgentSession:
 @pytest.fixture
 def announced(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     frames: list[dict] = []
-    monkeypatch.setattr(announce, "_announcer", frames.append)
+    monkeypatch.setattr(announce, "_announcer", lambda: frames.append)
     return frames
 
 

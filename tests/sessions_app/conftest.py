@@ -1,32 +1,18 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from sessions_app.engine.tools import ToolError, ToolSpec, registry
+from sessions_app.engine.tools import ToolSpec
+from tests.features import ECHO_TOOL
 
 
 @pytest.fixture
-def echo_tool() -> Iterator[ToolSpec]:
-    """A server tool for exercising the registry path: echoes `text`, fails on `fail`."""
-
-    async def handler(ctx, tool_input):
-        if tool_input.get("fail"):
-            raise ToolError("test_echo cannot do that: fail was set")
-        if tool_input.get("crash"):
-            raise RuntimeError("boom")
-        return {"echo": tool_input.get("text"), "step": ctx.step}
-
-    spec = ToolSpec(
-        name="test_echo",
-        description="Echo the text back.",
-        input_schema={"type": "object", "properties": {"text": {"type": "string"}}},
-        handler=handler,
-    )
-    registry.register(spec)
-    yield spec
-    registry.unregister(spec.name)
+def echo_tool(settings: Any) -> ToolSpec:
+    """A server tool for exercising the tool path (a test feature): echoes `text`, fails on `fail`."""
+    settings.PALIMPSEST_FEATURES = [*settings.PALIMPSEST_FEATURES, "tests.features.ECHO_FEATURE"]
+    return ECHO_TOOL
 
 
 CLIENT_TOOL = {

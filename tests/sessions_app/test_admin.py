@@ -11,9 +11,9 @@ from django.contrib import admin
 from django.test import Client
 from django.urls import reverse
 
-from memory_app import scratchpad_services
-from memory_app.scratchpad_models import ScratchpadRevision
-from memory_app.scratchpad_selectors import scratchpad_get
+from memory_app.scratchpad import services as scratchpad_services
+from memory_app.scratchpad.models import ScratchpadRevision
+from memory_app.scratchpad.selectors import scratchpad_get
 from sessions_app import services
 from sessions_app.models import AgentSession, SessionEvent
 

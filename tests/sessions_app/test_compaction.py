@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import sync_to_async
 
-from memory_app.prompts import COMPACTION_SUMMARY_SYSTEM_PROMPT, PRE_COMPACTION_WARNING
+from sessions_app.engine.archive import archive_page
+from sessions_app.engine.prompts import COMPACTION_SUMMARY_SYSTEM_PROMPT, PRE_COMPACTION_WARNING
 from sessions_app.engine.tools import ToolError
 from sessions_app.models import AgentSession, Archive, Message, ModelCall
-from sessions_app.tools.archive import archive_page
 from tests.conftest import alist
 from tests.fake_anthropic import FakeAnthropicServer, error, text, tool_use
 from tests.sessions_app.conftest import CLIENT_TOOL, NO_MEMORY

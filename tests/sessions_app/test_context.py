@@ -14,7 +14,7 @@ from sessions_app.engine.context import (
     canonical_json,
 )
 from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.validation import DEFAULT_SETTINGS
+from sessions_app.validation import default_settings
 
 CC = CACHE_CONTROL
 
@@ -26,7 +26,7 @@ def snapshot(**overrides) -> SessionSnapshot:
         "system_prompt": "",
         "context_window": 200_000,
         "compact_threshold": 0.8,
-        "settings": DEFAULT_SETTINGS,
+        "settings": default_settings(),
         "client_tools": [],
     }
     values.update(overrides)
@@ -181,7 +181,8 @@ def test_estimate_adds_up_its_parts():
 
 
 def test_common_prefix_length_of_two_requests():
-    from sessions_app.engine.runner import PREFIX_COMPARE_BLOCK, _common_prefix_length
+    from sessions_app.engine.prefix import PREFIX_COMPARE_BLOCK
+    from sessions_app.engine.prefix import common_prefix_length as _common_prefix_length
 
     big = b"x" * (3 * PREFIX_COMPARE_BLOCK + 17)
     assert _common_prefix_length(b"", b"abc") == 0

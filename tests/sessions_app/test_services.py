@@ -17,7 +17,7 @@ from sessions_app.models import AgentSession, AgentToken, Message, SessionEvent,
 @pytest.fixture
 def announced(monkeypatch):
     frames: list[dict] = []
-    monkeypatch.setattr(announce, "_announcer", frames.append)
+    monkeypatch.setattr(announce, "_announcer", lambda: frames.append)
     return frames
 
 
@@ -96,7 +96,7 @@ def test_failing_announcer_does_not_fail_the_write(session, monkeypatch, django_
     def broken(frame):
         raise ConnectionError("layer down")
 
-    monkeypatch.setattr(announce, "_announcer", broken)
+    monkeypatch.setattr(announce, "_announcer", lambda: broken)
     with django_capture_on_commit_callbacks(execute=True):
         services.event_emit(session_id=session.id, type="still", payload={})
     assert SessionEvent.objects.filter(type="still").exists()

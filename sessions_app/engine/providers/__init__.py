@@ -49,9 +49,13 @@ def provider_for_model(model: str) -> Provider:
     """The scripted model for `model == "scripted"` or when PALIMPSEST_PROVIDER is `scripted`;
     else Anthropic (with ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL as given)."""
     if _uses_scripted(model):
+        from sessions_app.engine.features import features
         from sessions_app.engine.providers.scripted import ScriptedProvider
 
-        return ScriptedProvider(chunk_delay_seconds=settings.PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS)
+        return ScriptedProvider(
+            rules=features().scripted_rules,
+            chunk_delay_seconds=settings.PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS,
+        )
     from sessions_app.engine.providers.anthropic import AnthropicProvider
 
     return AnthropicProvider(api_key=settings.ANTHROPIC_API_KEY, base_url=settings.ANTHROPIC_BASE_URL)

@@ -1,8 +1,9 @@
 """The scripted model: deterministic, offline, and talkable-to without an API key.
 
 It reads the request the way a model would (the latest user text, or the tool results it is
-given) and answers by rules, first match wins. Feature modules add rules with `scripted_rule`.
-The built-in rules (the README lists them for newcomers):
+given) and answers by rules, first match wins: the rules it is given (the features' rules, in
+feature order; `features.FeatureSet.scripted_rules`), then its built-in ones (the README lists
+them for newcomers):
 - `help` lists what it understands;
 - `echo TEXT` answers TEXT;
 - `tool NAME {json}` calls tool NAME with that JSON input (a client or a server tool);
@@ -16,7 +17,7 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,24 +43,22 @@ class ScriptedReply:
 
 
 ScriptedRule = Callable[[ScriptedInput], ScriptedReply | None]
-HELP_LINES: list[str] = [
+HELP_LINES: tuple[str, ...] = (
     "help: this list",
     "echo TEXT: I answer TEXT",
     'tool NAME {"json": "input"}: I call the tool NAME with that input',
-]
-_feature_rules: list[ScriptedRule] = []
+)
 
 
 def scripted_rule(help_line: str | None = None) -> Callable[[ScriptedRule], ScriptedRule]:
-    """Register a rule (tried before the built-in ones) and its line in `help`."""
+    """Mark a function as a scripted rule, with its line in `help`. It registers nothing: a
+    feature lists its rules in its `Feature.scripted_rules`."""
 
-    def register(rule: ScriptedRule) -> ScriptedRule:
-        _feature_rules.append(rule)
-        if help_line:
-            HELP_LINES.append(help_line)
+    def mark(rule: ScriptedRule) -> ScriptedRule:
+        rule.help_line = help_line  # type: ignore[attr-defined]
         return rule
 
-    return register
+    return mark
 
 
 def text_of(content: Any) -> str:
@@ -104,9 +103,10 @@ def parse_input(body: dict[str, Any]) -> ScriptedInput:
     )
 
 
-def _rule_help(inp: ScriptedInput) -> ScriptedReply | None:
+def _help(inp: ScriptedInput, rules: Sequence[ScriptedRule]) -> ScriptedReply | None:
     if inp.user_text is not None and inp.user_text.strip().lower() == "help":
-        return ScriptedReply(text="I am the scripted model. I understand:\n- " + "\n- ".join(HELP_LINES))
+        lines = [*HELP_LINES, *(line for r in rules if (line := getattr(r, "help_line", None)))]
+        return ScriptedReply(text="I am the scripted model. I understand:\n- " + "\n- ".join(lines))
     return None
 
 
@@ -156,10 +156,14 @@ def _rule_default(inp: ScriptedInput) -> ScriptedReply:
     return ScriptedReply(text=f"You said: {inp.user_text or ''}")
 
 
-def scripted_answer(body: dict[str, Any]) -> ScriptedReply:
+def scripted_answer(body: dict[str, Any], rules: Sequence[ScriptedRule] = ()) -> ScriptedReply:
     inp = parse_input(body)
-    for rule in [*_feature_rules, _rule_help, _rule_echo, _rule_tool, _rule_results]:
+    for rule in rules:
         reply = rule(inp)
+        if reply is not None:
+            return reply
+    for builtin in (lambda i: _help(i, rules), _rule_echo, _rule_tool, _rule_results):
+        reply = builtin(inp)
         if reply is not None:
             return reply
     return _rule_default(inp)
@@ -172,11 +176,12 @@ def _chunks(text: str) -> list[str]:
 class ScriptedProvider:
     name = "scripted"
 
-    def __init__(self, *, chunk_delay_seconds: float = 0.0) -> None:
+    def __init__(self, *, rules: Sequence[ScriptedRule] = (), chunk_delay_seconds: float = 0.0) -> None:
+        self.rules = tuple(rules)
         self.chunk_delay_seconds = chunk_delay_seconds
 
     async def complete(self, body: dict[str, Any], *, on_text: TextCallback | None = None) -> ModelResponse:
-        reply = scripted_answer(body)
+        reply = scripted_answer(body, self.rules)
         content: list[dict] = []
         if reply.text:
             content.append({"type": "text", "text": reply.text})

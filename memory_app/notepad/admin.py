@@ -1,0 +1,134 @@
+"""The session notepad in the Django admin.
+
+The session notepad is edited on the session's admin page (`SessionNotepadAdminMixin`, used by
+`sessions_app.admin.AgentSessionAdmin`) through the same service as the agent, with optimistic
+concurrency; its revisions are read-only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest, QueryDict
+
+from memory_app.notepad import selectors, services
+from memory_app.notepad.models import NotepadRevision
+from sessions_app.models import AgentSession
+
+
+# ---------------------------------------------------------------------------
+# Session notepad (seed 000)
+# ---------------------------------------------------------------------------
+class SessionNotepadForm(forms.ModelForm):
+    """The session form plus its notepad and the notepad version the operator started from.
+
+    The admin runs a change form's POST in one transaction (`ModelAdmin.changeform_view`): the
+    row lock taken while validating is held until `save_model` writes through the service, so
+    the check and the write cannot be separated by another edit.
+    """
+
+    notepad_content = forms.CharField(
+        label="Notepad",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 16, "cols": 100}),
+        help_text="The agent's session notepad, shown to the model in full on every call.",
+    )
+    notepad_base_version = forms.IntegerField(min_value=0, required=False, widget=forms.HiddenInput)
+
+    class Meta:
+        model = AgentSession
+        fields = "__all__"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.notepad_edited = False
+        if not self.instance._state.adding:
+            state = selectors.notepad_get(session_id=self.instance.pk)
+            self.fields["notepad_content"].initial = state.content
+            self.fields["notepad_base_version"].initial = state.version
+
+    def clean_notepad_content(self) -> str:
+        # Browsers submit a textarea's line breaks as CRLF; the notepad keeps the agent's "\n".
+        return (self.cleaned_data.get("notepad_content") or "").replace("\r\n", "\n")
+
+    def clean(self) -> dict[str, Any] | None:
+        cleaned = super().clean()
+        if cleaned is not None and "notepad_content" in cleaned:
+            self._clean_notepad(cleaned["notepad_content"], cleaned.get("notepad_base_version") or 0)
+        return cleaned
+
+    def _clean_notepad(self, content: str, base: int) -> None:
+        if len(content) > services.NOTEPAD_MAX_CHARS:
+            self.add_error(
+                "notepad_content", f"The notepad is limited to {services.NOTEPAD_MAX_CHARS:,} characters."
+            )
+            return
+        if self.instance._state.adding:
+            return
+        current = selectors.notepad_get(session_id=self.instance.pk, for_update=True)
+        try:
+            seen: str | None = selectors.notepad_at_version(session_id=self.instance.pk, version=base).content
+        except NotepadRevision.DoesNotExist:
+            seen = None
+        # Only an edit of the text counts: saving other fields while the agent writes its
+        # notepad must neither conflict nor put the old text back.
+        self.notepad_edited = content != seen
+        if self.notepad_edited and base != current.version:
+            self._refuse_stale(current)
+
+    def _refuse_stale(self, current: selectors.NotepadState) -> None:
+        # The operator's text stays in the field; the hidden version moves to the current one, so
+        # submitting again (after merging) deliberately replaces the current notepad.
+        data = self.data.copy() if isinstance(self.data, QueryDict) else dict(self.data)
+        data[self.add_prefix("notepad_base_version")] = str(current.version)
+        self.data = data
+        self.add_error(
+            "notepad_content",
+            forms.ValidationError(
+                "The notepad changed while you edited it (it is now version %(version)s), so your "
+                "text was not saved. Its current content:\n%(content)s\nMerge your changes into "
+                "the field and save again.",
+                code="notepad_conflict",
+                params={"version": current.version, "content": current.content or "(empty)"},
+            ),
+        )
+
+
+class SessionNotepadAdminMixin(admin.ModelAdmin):
+    """For the session's ModelAdmin: edit the notepad through `memory_app.services`."""
+
+    form = SessionNotepadForm
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        edited = form.notepad_edited if change else bool(form.cleaned_data.get("notepad_content"))
+        if not edited:
+            return
+        services.notepad_write(
+            session_id=obj.pk,
+            content=form.cleaned_data["notepad_content"],
+            author=services.notepad_operator_author(username=request.user.get_username()),
+            # Checked (under lock) in the form's clean: a conflict cannot happen here.
+            expected_version=form.cleaned_data.get("notepad_base_version") or 0,
+        )
+
+
+@admin.register(NotepadRevision)
+class NotepadRevisionAdmin(admin.ModelAdmin):
+    list_display = ["session", "version", "author", "operation", "created_at"]
+    list_filter = ["operation"]
+    search_fields = ["session__id", "author"]
+    list_select_related = ["session"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # The history must stay whole for the dashboard's "as it was" view.
+        return False

@@ -1,0 +1,24 @@
+"""The session notepad (seed 000) as the engine sees it: one `Feature`."""
+
+from __future__ import annotations
+
+from memory_app.notepad.context import NOTEPAD_POSITION_MESSAGE, NOTEPAD_POSITION_SYSTEM, NOTEPAD_SECTION
+from memory_app.notepad.sandbox_api import SANDBOX_NAME, sandbox_notepad
+from memory_app.notepad.scripted import rule_forget, rule_notepad, rule_remember
+from memory_app.notepad.tools import READ_NOTEPAD, UPDATE_NOTEPAD, WRITE_NOTEPAD
+from sessions_app.engine.features import Feature
+
+FEATURE = Feature(
+    name="notepad",
+    settings={"notepad": {"enabled": True, "position": NOTEPAD_POSITION_SYSTEM}},
+    settings_rules={
+        "notepad": {
+            "enabled": ("bool",),
+            "position": ("choice", {NOTEPAD_POSITION_SYSTEM, NOTEPAD_POSITION_MESSAGE}),
+        }
+    },
+    tools=[READ_NOTEPAD, WRITE_NOTEPAD, UPDATE_NOTEPAD],
+    sections=[NOTEPAD_SECTION],
+    sandbox={SANDBOX_NAME: sandbox_notepad},
+    scripted_rules=[rule_remember, rule_forget, rule_notepad],
+)

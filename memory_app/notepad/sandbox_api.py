@@ -1,0 +1,66 @@
+"""The session notepad's sandbox API (seed 000, "Sandbox API"): `session.notepad.read()`,
+`write(content)`, `append(text)`, handed to every server tool as `ctx.sandbox["notepad"]`."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from memory_app.notepad import selectors, services
+from memory_app.notepad.context import notepad_enabled
+from sessions_app.engine.db import db
+from sessions_app.engine.snapshot import SessionSnapshot
+from sessions_app.engine.tools import ToolContext, ToolError
+
+SANDBOX_NAME = "notepad"
+
+
+@dataclass(frozen=True)
+class SessionNotepad:
+    """`session.notepad` of the seed's sandbox API, for server tools: `ctx.sandbox["notepad"]`.
+
+    Writes are the agent's (author `agent`) and go through the same service as the notepad tools:
+    serialized with every other edit, one revision and one `notepad.updated` event each. An edit
+    that cannot apply (e.g. past the size limit) raises `ToolError`, which a tool may catch or let
+    through to the model.
+    """
+
+    session_id: uuid.UUID
+
+    async def read(self) -> str:
+        state = await db(selectors.notepad_get)(session_id=self.session_id)
+        return state.content
+
+    async def write(self, content: str) -> None:
+        if not isinstance(content, str):
+            raise TypeError("notepad.write(content): content must be a string")
+        try:
+            await db(services.notepad_write)(
+                session_id=self.session_id, content=content, author=services.NOTEPAD_AGENT_AUTHOR
+            )
+        except services.NotepadEditError as exc:
+            raise ToolError(str(exc)) from exc
+
+    async def append(self, text: str) -> None:
+        if not isinstance(text, str):
+            raise TypeError("notepad.append(text): text must be a string")
+        try:
+            await db(services.notepad_update)(
+                session_id=self.session_id,
+                operation="append",
+                content=text,
+                author=services.NOTEPAD_AGENT_AUTHOR,
+            )
+        except services.NotepadEditError as exc:
+            raise ToolError(str(exc)) from exc
+
+
+def sandbox_notepad(session: SessionSnapshot) -> SessionNotepad | None:
+    """The notepad feature's sandbox factory: no notepad where it is switched off."""
+    return SessionNotepad(session_id=session.id) if notepad_enabled(session) else None
+
+
+def notepad_of(ctx: ToolContext) -> SessionNotepad | None:
+    """The session notepad a server tool was handed (None when the session has it switched off)."""
+    api = ctx.sandbox.get(SANDBOX_NAME)
+    return api if isinstance(api, SessionNotepad) else None

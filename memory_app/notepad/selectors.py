@@ -1,0 +1,60 @@
+"""Every query about the agent's working memory that the engine, tools, admin or dashboard need.
+
+The session is named by id: callers (the engine acting for its own session, the admin and
+dashboard for staff) have already established access to it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from memory_app.notepad.models import NotepadRevision
+from sessions_app.models import AgentSession
+
+
+# ---------------------------------------------------------------------------
+# Session notepad (seed 000)
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NotepadState:
+    content: str  # "" while nothing has been written (the column is null until then)
+    version: int  # 0 before the first change; the n-th change makes version n
+
+
+def notepad_get(*, session_id: uuid.UUID, for_update: bool = False) -> NotepadState:
+    """The session's notepad now. `for_update` locks the session row until the surrounding
+    transaction ends (for a check that must still hold when the caller then writes)."""
+    rows = AgentSession.objects.filter(pk=session_id)
+    if for_update:
+        rows = rows.select_for_update()
+    row = rows.values("notepad", "notepad_version").get()
+    return NotepadState(content=row["notepad"] or "", version=row["notepad_version"])
+
+
+def notepad_at_version(*, session_id: uuid.UUID, version: int) -> NotepadState:
+    """The notepad as version `version` left it (version 0: empty). Raises
+    `NotepadRevision.DoesNotExist` for a version that was never written."""
+    if version == 0:
+        return NotepadState(content="", version=0)
+    revision = NotepadRevision.objects.only("content").get(session_id=session_id, version=version)
+    return NotepadState(content=revision.content, version=version)
+
+
+def notepad_as_of(*, session_id: uuid.UUID, moment: datetime) -> NotepadState:
+    """The notepad as it was at `moment` (empty, version 0, before its first change)."""
+    revision = (
+        NotepadRevision.objects.filter(session_id=session_id, created_at__lte=moment)
+        .order_by("-version")
+        .only("content", "version")
+        .first()
+    )
+    if revision is None:
+        return NotepadState(content="", version=0)
+    return NotepadState(content=revision.content, version=revision.version)
+
+
+def notepad_revisions(*, session_id: uuid.UUID) -> list[NotepadRevision]:
+    """Every change of the session's notepad, oldest first."""
+    return list(NotepadRevision.objects.filter(session_id=session_id).order_by("version"))

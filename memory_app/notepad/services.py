@@ -1,0 +1,204 @@
+"""Every change of the agent's working memory.
+
+Rules that hold for every service here (as in `sessions_app.services`): a change, its history row
+and the `SessionEvent` announcing it are written in one transaction; the event reaches watchers
+only after commit.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from memory_app.notepad.models import NotepadOperation, NotepadRevision
+from sessions_app.models import AgentSession
+from sessions_app.services import event_emit
+
+# ---------------------------------------------------------------------------
+# Session notepad (seed 000)
+# ---------------------------------------------------------------------------
+NOTEPAD_AGENT_AUTHOR = "agent"
+# The notepad is sent in full with every model call; this bounds what a runaway loop (e.g. a tool
+# appending progress notes) can put there. The seed sets no size: this is ours.
+NOTEPAD_MAX_CHARS = 100_000
+NOTEPAD_EDIT_OPERATIONS = (
+    NotepadOperation.FIND_REPLACE,
+    NotepadOperation.APPEND,
+    NotepadOperation.PREPEND,
+    NotepadOperation.DELETE,
+)
+
+
+def notepad_operator_author(*, username: str) -> str:
+    return f"operator:{username}"
+
+
+class NotepadEditError(ValueError):
+    """An edit that cannot apply (text not found, a field missing, too long): nothing changed.
+
+    The message is written for whoever made the edit, the model included, to act on.
+    """
+
+
+class NotepadConflict(Exception):
+    """The notepad changed since the version the edit started from; nothing was overwritten.
+
+    Carries the current content and version so the editor can merge and try again.
+    """
+
+    def __init__(self, *, content: str, version: int) -> None:
+        super().__init__(f"the notepad is at version {version}")
+        self.content = content
+        self.version = version
+
+
+@dataclass(frozen=True)
+class NotepadEdit:
+    """A targeted edit (`update_notepad`'s operations); `notepad_edit_apply` says what each needs."""
+
+    operation: str
+    content: str | None = None
+    find: str | None = None
+    replace: str | None = None
+    replace_all: bool = False
+
+
+def _needs(value: str | None, *, field: str, operation: str, meaning: str) -> str:
+    if value is None:
+        raise NotepadEditError(f'operation "{operation}" needs "{field}": {meaning}.')
+    if value == "":
+        raise NotepadEditError(f'operation "{operation}": "{field}" must not be empty.')
+    return value
+
+
+def notepad_edit_apply(*, text: str, edit: NotepadEdit) -> str:
+    """The notepad after `edit`; raises `NotepadEditError` if the edit cannot apply.
+
+    - find_replace: `find` (non-empty, must occur) becomes `replace` ("" removes it), at its first
+      occurrence, or at every occurrence with `replace_all`;
+    - append / prepend: `content` (non-empty) is added exactly as given, no separator (DESIGN.md);
+    - delete: every occurrence of `content` (non-empty, must occur) is removed, so that afterwards
+      the text is gone from the notepad (find_replace with replace "" removes one occurrence).
+    """
+    operation = edit.operation
+    if operation == NotepadOperation.FIND_REPLACE:
+        find = _needs(edit.find, field="find", operation=operation, meaning="the exact text to find")
+        if edit.replace is None:
+            raise NotepadEditError(
+                'operation "find_replace" needs "replace": the replacement text ("" removes the found text).'
+            )
+        if find not in text:
+            raise NotepadEditError(
+                'The "find" text does not occur in the notepad, so nothing was changed. It must match '
+                "exactly (whitespace and case included); the notepad's current text is in your context, "
+                "or call read_notepad."
+            )
+        return text.replace(find, edit.replace) if edit.replace_all else text.replace(find, edit.replace, 1)
+    if operation == NotepadOperation.APPEND:
+        return text + _needs(edit.content, field="content", operation=operation, meaning="the text to add")
+    if operation == NotepadOperation.PREPEND:
+        return _needs(edit.content, field="content", operation=operation, meaning="the text to add") + text
+    if operation == NotepadOperation.DELETE:
+        doomed = _needs(
+            edit.content, field="content", operation=operation, meaning="the exact text to remove"
+        )
+        if doomed not in text:
+            raise NotepadEditError(
+                'The "content" to delete does not occur in the notepad, so nothing was changed. It must '
+                "match exactly (whitespace and case included); the notepad's current text is in your "
+                "context, or call read_notepad."
+            )
+        return text.replace(doomed, "")
+    choices = ", ".join(NOTEPAD_EDIT_OPERATIONS)
+    raise NotepadEditError(f'Unknown operation "{operation}". Use one of: {choices}.')
+
+
+def _notepad_change(
+    *,
+    session_id: uuid.UUID,
+    author: str,
+    operation: str,
+    expected_version: int | None,
+    change: Callable[[str], str],
+) -> NotepadRevision:
+    with transaction.atomic():
+        # The row lock serializes every notepad change of the session (agent and operators alike):
+        # each change applies to the content the previous one left, so none is lost. (SQLite has
+        # no row locks; its IMMEDIATE transactions serialize writers the same way.)
+        session = (
+            AgentSession.objects.select_for_update()
+            .only("id", "notepad", "notepad_version")
+            .get(pk=session_id)
+        )
+        current = session.notepad or ""
+        if expected_version is not None and expected_version != session.notepad_version:
+            raise NotepadConflict(content=current, version=session.notepad_version)
+        content = change(current)
+        if len(content) > NOTEPAD_MAX_CHARS:
+            raise NotepadEditError(
+                f"The notepad would be {len(content):,} characters, over its limit of "
+                f"{NOTEPAD_MAX_CHARS:,}, so nothing was changed. Condense it (write_notepad with a "
+                "shorter version) or delete notes that are no longer needed."
+            )
+        version = session.notepad_version + 1
+        AgentSession.objects.filter(pk=session_id).update(notepad=content, notepad_version=version)
+        revision = NotepadRevision.objects.create(
+            session_id=session_id, version=version, author=author, operation=operation, content=content
+        )
+        event_emit(
+            session_id=session_id,
+            type="notepad.updated",
+            payload={"content": content, "version": version, "author": author},
+        )
+    return revision
+
+
+def notepad_write(
+    *, session_id: uuid.UUID, content: str, author: str, expected_version: int | None = None
+) -> NotepadRevision:
+    """Replace the whole notepad (`write_notepad`; "" clears it). Returns the new revision.
+
+    With `expected_version` (an operator's edit names the version it started from) a notepad that
+    has moved on raises `NotepadConflict` with the current content; without it (the agent) the
+    write applies to whatever is there. Raises `NotepadEditError` past `NOTEPAD_MAX_CHARS`.
+    Every successful call is one new version, one revision and one `notepad.updated` event.
+    """
+    return _notepad_change(
+        session_id=session_id,
+        author=author,
+        operation=NotepadOperation.WRITE,
+        expected_version=expected_version,
+        change=lambda current: content,
+    )
+
+
+def notepad_update(
+    *,
+    session_id: uuid.UUID,
+    operation: str,
+    author: str,
+    content: str | None = None,
+    find: str | None = None,
+    replace: str | None = None,
+    replace_all: bool = False,
+    expected_version: int | None = None,
+) -> NotepadRevision:
+    """Apply one targeted edit (`update_notepad`) to the current notepad; see `notepad_edit_apply`.
+
+    The edit is applied under the session's row lock to the content as it is then, so concurrent
+    edits queue and none is lost. Raises `NotepadEditError` (nothing changed) and, with a stale
+    `expected_version`, `NotepadConflict`. Returns the new revision.
+    """
+    edit = NotepadEdit(
+        operation=operation, content=content, find=find, replace=replace, replace_all=replace_all
+    )
+    return _notepad_change(
+        session_id=session_id,
+        author=author,
+        operation=operation,
+        expected_version=expected_version,
+        change=lambda current: notepad_edit_apply(text=current, edit=edit),
+    )

@@ -1,0 +1,141 @@
+"""The session notepad's tools (seed 000): `read_notepad`, `write_notepad`, `update_notepad`.
+
+Schemas are the seed's `parameters`, unchanged; returns are the seed's (`{content}`, `{ok: true}`).
+Every misuse is a `ToolError` the model can act on, and leaves the notepad unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory_app.notepad import selectors, services
+from memory_app.notepad.context import notepad_enabled
+from memory_app.notepad.prompts import (
+    READ_NOTEPAD_DESCRIPTION,
+    UPDATE_NOTEPAD_DESCRIPTION,
+    WRITE_NOTEPAD_DESCRIPTION,
+)
+from sessions_app.engine.db import db
+from sessions_app.engine.features import ToolContext, ToolError, ToolSpec
+
+READ_NOTEPAD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {},
+    "required": [],
+}
+
+WRITE_NOTEPAD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "content": {"type": "string", "description": "The new notepad content (replaces everything)"}
+    },
+    "required": ["content"],
+}
+
+UPDATE_NOTEPAD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "operation": {
+            "type": "string",
+            "enum": ["find_replace", "append", "prepend", "delete"],
+            "description": "The type of edit to perform",
+        },
+        "content": {
+            "type": "string",
+            "description": "For append/prepend: text to add. For delete: text to remove.",
+        },
+        "find": {"type": "string", "description": "For find_replace: exact substring to find"},
+        "replace": {"type": "string", "description": "For find_replace: replacement text"},
+        "replace_all": {
+            "type": "boolean",
+            "description": "For find_replace: replace all occurrences. Default: false.",
+        },
+    },
+    "required": ["operation"],
+}
+
+OK: dict[str, Any] = {"ok": True}
+
+
+def _string(tool_input: dict, name: str) -> str | None:
+    # A null is taken as "not given": models sometimes send every field, unused ones as null.
+    value = tool_input.get(name)
+    if value is not None and not isinstance(value, str):
+        raise ToolError(f'"{name}" must be a string, not {type(value).__name__}. Nothing was changed.')
+    return value
+
+
+async def read_notepad(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
+    state = await db(selectors.notepad_get)(session_id=ctx.session.id)
+    return {"content": state.content}
+
+
+async def write_notepad(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
+    content = _string(tool_input, "content")
+    if content is None:
+        raise ToolError(
+            'write_notepad needs "content": the new notepad text, which replaces everything '
+            '(use "" to clear the notepad).'
+        )
+    try:
+        await db(services.notepad_write)(
+            session_id=ctx.session.id, content=content, author=services.NOTEPAD_AGENT_AUTHOR
+        )
+    except services.NotepadEditError as exc:
+        raise ToolError(str(exc)) from exc
+    return OK
+
+
+async def update_notepad(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
+    operation = _string(tool_input, "operation")
+    if operation is None:
+        choices = ", ".join(services.NOTEPAD_EDIT_OPERATIONS)
+        raise ToolError(f'update_notepad needs "operation": one of {choices}.')
+    content = _string(tool_input, "content")
+    find = _string(tool_input, "find")
+    replace = _string(tool_input, "replace")
+    replace_all = tool_input.get("replace_all")
+    if replace_all is not None and not isinstance(replace_all, bool):
+        raise ToolError(
+            f'"replace_all" must be true or false, not {type(replace_all).__name__}. Nothing was changed.'
+        )
+    try:
+        await db(services.notepad_update)(
+            session_id=ctx.session.id,
+            operation=operation,
+            content=content,
+            find=find,
+            replace=replace,
+            replace_all=bool(replace_all),
+            author=services.NOTEPAD_AGENT_AUTHOR,
+        )
+    except services.NotepadEditError as exc:
+        raise ToolError(str(exc)) from exc
+    return OK
+
+
+READ_NOTEPAD = ToolSpec(
+    name="read_notepad",
+    description=READ_NOTEPAD_DESCRIPTION,
+    input_schema=READ_NOTEPAD_SCHEMA,
+    handler=read_notepad,
+    enabled=notepad_enabled,
+)
+
+
+WRITE_NOTEPAD = ToolSpec(
+    name="write_notepad",
+    description=WRITE_NOTEPAD_DESCRIPTION,
+    input_schema=WRITE_NOTEPAD_SCHEMA,
+    handler=write_notepad,
+    enabled=notepad_enabled,
+)
+
+
+UPDATE_NOTEPAD = ToolSpec(
+    name="update_notepad",
+    description=UPDATE_NOTEPAD_DESCRIPTION,
+    input_schema=UPDATE_NOTEPAD_SCHEMA,
+    handler=update_notepad,
+    enabled=notepad_enabled,
+)

@@ -1,0 +1,75 @@
+"""Every text the model reads about offloaded observations (seed 004), in one place.
+
+The seed's own words are kept verbatim (`OFFLOAD_NOTE`, the binary summary, the omission
+placeholder, the schema's property descriptions); the rest completes what the seed elides.
+"""
+
+from __future__ import annotations
+
+# Seed 004, the synthetic observation's `_note`, verbatim.
+OFFLOAD_NOTE = (
+    "Large observation saved in scratchpad. To read it in full or partially, use the scratchpad_read tool."
+)
+
+# Seed 004: "the first 500 characters + a placeholder with the exact number of characters
+# omitted + the last 500", shown in its example as "...\n[... 88500 characters omitted ...]\n...".
+SUMMARY_OMITTED = "\n[... {omitted} characters omitted ...]\n"
+
+# Seed 004: "[BINARY: 45123 bytes, sha256=abc123def456...]" (the full hex digest here).
+SUMMARY_BINARY = "[BINARY: {size} bytes, sha256={sha256}]"
+
+# The seed's description starts "Reads from the scratchpad an observation previously saved..."
+# and elides the rest; it goes on here with the modes, the two the seed names as its next step
+# (lines, grep), and how to pass a full result to another tool.
+SCRATCHPAD_READ_DESCRIPTION = (
+    "Reads from the scratchpad an observation previously saved because it was too large to show "
+    "in full: a tool result over the size limit is replaced by a synthetic observation with a "
+    "`scratchpad_id`, a summary (its start and end) and its metadata. Modes: `head` (default) and "
+    "`tail` read the first or last `n` characters (default 2000); `range` reads characters `start` "
+    "to `end` (exclusive); `lines` reads lines `start_line` to `end_line` (1-based, inclusive); "
+    "`grep` lists the lines matching the regular expression `pattern`, numbered, with `context` "
+    "lines around each (like grep -n -C), at most `max_matches` matches; `full` reads everything "
+    "and is only for small observations. A binary observation reads as base64: `n`, `start` and "
+    "`end` then count bytes. To pass a tool's full result to another tool instead of its summary, "
+    "write {{stepN.field}} in that tool's input: N numbers the tool calls of this turn from 1, in "
+    "the order you made them, and field is `content` or a metadata field (e.g. "
+    "{{step1.content}})."
+)
+
+# Seed 004's schema ("parameters" there; `input_schema` in the Anthropic API), with the seed's
+# descriptions verbatim, plus the `lines` and `grep` modes.
+SCRATCHPAD_READ_SCHEMA: dict = {
+    "type": "object",
+    "required": ["scratchpad_id"],
+    "properties": {
+        "scratchpad_id": {
+            "type": "string",
+            "description": "Id obtained from the 'scratchpad_id' field of a previous observation.",
+        },
+        "mode": {
+            "type": "string",
+            "enum": ["full", "head", "tail", "range", "lines", "grep"],
+            "default": "head",
+        },
+        "n": {
+            "type": "integer",
+            "description": "For mode head/tail: number of characters to read. Default 2000.",
+        },
+        "start": {"type": "integer", "description": "For mode range: start index."},
+        "end": {"type": "integer", "description": "For mode range: end index (exclusive)."},
+        "start_line": {"type": "integer", "description": "For mode lines: first line, counted from 1."},
+        "end_line": {
+            "type": "integer",
+            "description": "For mode lines: last line (inclusive). Default: start_line + 99.",
+        },
+        "pattern": {"type": "string", "description": "For mode grep: the regular expression to search for."},
+        "context": {
+            "type": "integer",
+            "description": "For mode grep: lines shown before and after each match. Default 0.",
+        },
+        "max_matches": {
+            "type": "integer",
+            "description": "For mode grep: stop after this many matching lines. Default 50.",
+        },
+    },
+}

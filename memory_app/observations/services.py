@@ -1,0 +1,187 @@
+"""Every write of offloaded observations: store one, offload a step's large results, collect
+expired ones.
+
+The offload rule (seed 004), applied by `tool_outcomes_offload` to every tool result, server
+or client: when `len(json.dumps(result))` exceeds the session's `offload.threshold_bytes`, the
+result is stored whole as an `Observation` and the model is given the synthetic observation
+instead. Exceptions: `scratchpad_read`'s own results (already bounded slices; offloading them
+would only make a new observation of a slice) and results without content (a tool error raised
+by a server tool, a cancelled call).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from memory_app.observations.content import (
+    SCRATCHPAD_READ,
+    ResultParts,
+    line_count,
+    result_json_size,
+    result_parts,
+    summary_binary,
+    summary_text,
+    synthetic_observation,
+    text_chunks,
+)
+from memory_app.observations.models import Observation, ObservationChunk, ObservationKind
+from sessions_app.engine.snapshot import SessionSnapshot
+from sessions_app.engine.types import ToolOutcome
+from sessions_app.models import ToolCall
+
+CHUNK_CHARS = 65_536  # characters per chunk of a text observation
+CHUNK_BYTES = 65_536  # bytes per chunk of a binary observation
+CHUNK_WRITE_BATCH = 32  # chunks per INSERT: memory stays ~2 MB whatever the observation's size
+OBSERVATION_ID_BYTES = 8  # 16 hexadecimal characters
+# Tools whose results are never offloaded (see the module's docstring).
+NOT_OFFLOADED = {SCRATCHPAD_READ}
+
+
+def _binary_chunks(data: bytes, size: int) -> Iterator[ObservationChunk]:
+    for index, start in enumerate(range(0, len(data), size)):
+        yield ObservationChunk(
+            index=index, data=data[start : start + size], start_char=start, start_byte=start
+        )
+
+
+def observation_create(
+    *,
+    session_id: uuid.UUID,
+    turn_id: uuid.UUID,
+    step: int,
+    tool_name: str,
+    tool_use_id: str,
+    parts: ResultParts,
+    ttl_seconds: int,
+    chunk_size: int | None = None,
+    now: datetime | None = None,
+) -> Observation:
+    """Store a result's content in chunks with its summary; it expires `ttl_seconds` from now.
+
+    The content is written in batches of CHUNK_WRITE_BATCH chunks and hashed as it goes, so
+    storing costs no second copy of the value.
+    """
+    now = now or timezone.now()
+    binary = parts.is_binary
+    size = chunk_size or (CHUNK_BYTES if binary else CHUNK_CHARS)
+    with transaction.atomic():
+        observation = Observation.objects.create(
+            id=secrets.token_hex(OBSERVATION_ID_BYTES),
+            session_id=session_id,
+            turn_id=turn_id,
+            step=step,
+            tool_name=tool_name,
+            tool_use_id=tool_use_id,
+            kind=ObservationKind.BINARY if binary else ObservationKind.TEXT,
+            content_is_json=parts.content_is_json,
+            size_bytes=0,
+            char_count=len(parts.data) if binary else len(parts.text),
+            line_count=0 if binary else line_count(parts.text),
+            sha256="",
+            chunk_size=size,
+            summary="",
+            metadata=parts.metadata,
+            created_at=now,
+            expires_at=now + timedelta(seconds=ttl_seconds),
+        )
+        digest = hashlib.sha256()
+        size_bytes = 0
+        batch: list[ObservationChunk] = []
+        chunks: Iterator[ObservationChunk]
+        if binary:
+            chunks = _binary_chunks(parts.data, size)
+        else:
+            chunks = (
+                ObservationChunk(
+                    index=c.index,
+                    text=c.text,
+                    start_char=c.start_char,
+                    start_byte=c.start_byte,
+                    start_line=c.start_line,
+                    end_line=c.end_line,
+                )
+                for c in text_chunks(parts.text, size)
+            )
+        for chunk in chunks:
+            encoded = bytes(chunk.data or b"") if binary else chunk.text.encode("utf-8")
+            digest.update(encoded)
+            size_bytes += len(encoded)
+            chunk.observation = observation
+            batch.append(chunk)
+            if len(batch) >= CHUNK_WRITE_BATCH:
+                ObservationChunk.objects.bulk_create(batch)
+                batch = []
+        if batch:
+            ObservationChunk.objects.bulk_create(batch)
+        observation.size_bytes = size_bytes
+        observation.sha256 = digest.hexdigest()
+        observation.summary = (
+            summary_binary(size=size_bytes, sha256=observation.sha256) if binary else summary_text(parts.text)
+        )
+        observation.save(update_fields=["size_bytes", "sha256", "summary"])
+    return observation
+
+
+def observations_gc(*, now: datetime | None = None) -> int:
+    """Delete every expired observation (of any session) and its chunks; returns how many."""
+    deleted, by_model = Observation.objects.filter(expires_at__lte=now or timezone.now()).delete()
+    return by_model.get(Observation._meta.label, 0)
+
+
+def _step_numbers(turn_id: uuid.UUID) -> dict[str, int]:
+    """tool_use_id → the call's number in its turn: 1 for the turn's first tool call, in the
+    order the model made them (the numbering of `{{stepN.field}}`)."""
+    ids = ToolCall.objects.filter(turn_id=turn_id).order_by("pk").values_list("tool_use_id", flat=True)
+    return {tool_use_id: number for number, tool_use_id in enumerate(ids, start=1)}
+
+
+def tool_outcomes_offload(
+    *, session: SessionSnapshot, turn_id: uuid.UUID, outcomes: list[ToolOutcome]
+) -> list[ToolOutcome]:
+    """The outcomes as the model gets them: each large one stored and replaced by its synthetic
+    observation (`raw` and `content` both), with `observation_id` for the `tool.result` event."""
+    threshold = session.setting("offload", "threshold_bytes")
+    ttl = session.setting("offload", "ttl_seconds")
+    large = [
+        o
+        for o in outcomes
+        if o.name not in NOT_OFFLOADED and o.raw is not None and result_json_size(o.raw) > threshold
+    ]
+    if not large:
+        return outcomes
+    steps = _step_numbers(turn_id)
+    replaced: dict[str, ToolOutcome] = {}
+    for outcome in large:
+        observation = observation_create(
+            session_id=session.id,
+            turn_id=turn_id,
+            step=steps.get(outcome.tool_use_id, 0),
+            tool_name=outcome.name,
+            tool_use_id=outcome.tool_use_id,
+            parts=result_parts(outcome.raw),
+            ttl_seconds=ttl,
+        )
+        synthetic = synthetic_observation(
+            observation_id=observation.id,
+            size_bytes=observation.size_bytes,
+            kind=observation.kind,
+            summary=observation.summary,
+            metadata=observation.metadata,
+            ok=not outcome.is_error,
+        )
+        replaced[outcome.tool_use_id] = replace(
+            outcome,
+            raw=synthetic,
+            content=json.dumps(synthetic, ensure_ascii=False),
+            extra={**(outcome.extra or {}), "observation_id": observation.id},
+        )
+    return [replaced.get(o.tool_use_id, o) for o in outcomes]

@@ -1,0 +1,109 @@
+"""`session_archive_read` (seed 002): read the most recent archive when the summary lacks detail.
+
+Only the most recent archive is readable, as the seed rules: older context should live in the
+summary, the notepad or the scratchpad.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sessions_app import selectors
+from sessions_app.engine.compaction import transcript_lines
+from sessions_app.engine.context import StoredMessage
+from sessions_app.engine.db import db
+from sessions_app.engine.tools import ToolContext, ToolError, ToolSpec
+
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 100
+MAX_QUERY_CHARS = 500
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "offset": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Index of the first archived message to return (after filtering). Default 0.",
+        },
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_LIMIT,
+            "description": f"How many messages to return. Default {DEFAULT_LIMIT}, at most {MAX_LIMIT}.",
+        },
+        "query": {
+            "type": "string",
+            "description": "Only messages containing this text (case-insensitive).",
+        },
+    },
+    "required": [],
+}
+DESCRIPTION = (
+    "Read the messages of the most recent archive: the conversation that the last compaction "
+    "summarized. Use it when the summary lacks a detail you need. Paginated with offset/limit; "
+    "query filters by text."
+)
+
+
+def _int_arg(tool_input: dict, name: str, default: int, low: int, high: int | None) -> int:
+    value = tool_input.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ToolError(f"{name} must be an integer.")
+    if value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f"{low} or more"
+        raise ToolError(f"{name} must be {bound}; got {value}.")
+    return value
+
+
+def archive_page(*, session_id: uuid.UUID, offset: int, limit: int, query: str | None) -> dict[str, Any]:
+    archive = selectors.archive_latest(session_id=session_id)
+    if archive is None:
+        raise ToolError("There is no archive yet: nothing has been compacted in this session.")
+    rendered: list[dict[str, Any]] = []
+    tool_names: dict[str, str] = {}  # tool_use ids seen so far, to name the results that follow
+    for message in selectors.archive_messages(archive=archive):
+        stored = StoredMessage(message.position, message.role, message.content, 0)
+        text = "\n".join(transcript_lines([stored], tool_names=tool_names))
+        rendered.append({"position": message.position, "role": message.role, "text": text})
+    if query:
+        needle = query.casefold()
+        rendered = [m for m in rendered if needle in m["text"].casefold()]
+    total = len(rendered)
+    if offset > 0 and offset >= total:
+        last = max(total - 1, 0)
+        raise ToolError(
+            f"offset {offset} is past the end: {total} matching archived messages (offsets 0 to {last})."
+        )
+    page = rendered[offset : offset + limit]
+    end = offset + len(page)
+    return {
+        "archive_id": str(archive.id),
+        "epoch": archive.epoch,
+        "total": total,
+        "offset": offset,
+        "messages": page,
+        "next_offset": end if end < total else None,
+    }
+
+
+async def session_archive_read(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
+    offset = _int_arg(tool_input, "offset", 0, 0, None)
+    limit = _int_arg(tool_input, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    query = tool_input.get("query")
+    if query is not None and (not isinstance(query, str) or len(query) > MAX_QUERY_CHARS):
+        raise ToolError(f"query must be a string of at most {MAX_QUERY_CHARS} characters.")
+    return await db(archive_page)(session_id=ctx.session.id, offset=offset, limit=limit, query=query or None)
+
+
+SESSION_ARCHIVE_READ = ToolSpec(
+    name="session_archive_read",
+    description=DESCRIPTION,
+    input_schema=SCHEMA,
+    handler=session_archive_read,
+    # Offered once there is an archive to read.
+    enabled=lambda session: session.epoch > 0,
+)

@@ -1,0 +1,46 @@
+"""The texts of compaction (seeds 000 and 002), verbatim, in one place: the pre-compaction
+warning, the summary call's prompts, and the first message of a new epoch.
+
+Do not reword a seed's text here without changing the seed (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+# ---------------------------------------------------------------------------
+# Compaction (seeds 000 and 002)
+# ---------------------------------------------------------------------------
+
+# Seed 000, "Pre-compaction warning", step 2: injected as a user-role notice one step before compacting.
+PRE_COMPACTION_WARNING = """[System] Context is approaching the token limit and will be compacted after your next response.
+Review your session notepad and update it with any working state, findings, or progress you
+need to preserve. Conversation details may be summarized during compaction, but the notepad
+is kept in full."""
+
+# Seed 002, "Summary Generation": the independent summary call's own system prompt, built from the
+# seed's keep/discard table with the user's latest intent and next steps first.
+COMPACTION_SUMMARY_SYSTEM_PROMPT = """Summarize this conversation so that an assistant can continue it without the original messages.
+
+Start with the most critical items:
+1. The user's current intent and what to do next (the next steps).
+2. Ongoing tasks and their status.
+
+Then keep:
+- Key decisions and conclusions reached.
+- User preferences and relevant context (names, values, paths, identifiers that matter).
+
+Discard: greetings and small talk, inner reasoning steps, redundant tool call details, and intermediate tool results.
+
+Write plain, dense prose or short lists. Do not address the user; do not add anything that is not in the conversation."""
+
+COMPACTION_SUMMARY_INSTRUCTION = "Write the summary of the conversation above now."
+COMPACTION_COMBINE_INSTRUCTION = (
+    "These are summaries of consecutive parts of one conversation, oldest first. "
+    "Combine them into one summary, following the same rules."
+)
+
+# The first message of a new epoch (seed 002: the new session starts with the summary and a
+# reference to the archive).
+COMPACTION_SUMMARY_MESSAGE = (
+    "[Summary of the conversation so far. Earlier messages were compacted into this summary; "
+    "session_archive_read reads them.]\n\n{summary}"
+)

@@ -1,0 +1,200 @@
+"""A model step's tool calls: planned from the answer, rewritten by the features' hooks, run (server
+tools here, one after another; client tools by waiting for the client's `tool.result`), and their
+outcomes processed by the hooks again before they are stored and shown to the model."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from django.conf import settings
+
+from sessions_app import selectors
+from sessions_app.engine import tool_hooks
+from sessions_app.engine.db import db, db_heavy
+from sessions_app.engine.features import FeatureSet
+from sessions_app.engine.snapshot import SessionSnapshot
+from sessions_app.engine.tools import ToolContext, ToolError
+from sessions_app.engine.types import ToolOutcome
+from sessions_app.models import ToolExecutor
+
+logger = logging.getLogger("palimpsest.engine")
+
+T = TypeVar("T")
+CANCELLED_TOOL_RESULT = "Cancelled: the turn was cancelled before this tool finished."
+
+
+class TurnCancelled(Exception):
+    pass
+
+
+@dataclass
+class PendingCall:
+    tool_use_id: str
+    name: str
+    input: dict
+    executor: str
+    # Set by a tool hook (e.g. an unresolvable {{stepN.field}}): the call's tool_result, not run.
+    error: str | None = None
+
+
+class TurnControl(Protocol):
+    """What tool dispatch needs of the running turn."""
+
+    session_id: uuid.UUID
+    turn_id: uuid.UUID
+    steps: int
+    wake: asyncio.Event
+
+    async def cancellable(self, awaitable: Awaitable[T]) -> T: ...
+
+    async def check_stop(self) -> None: ...
+
+
+def tool_output_normalize(value: Any) -> str | list[dict]:
+    """What the model is given for a tool's return value: a string, content blocks, or JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(b, dict) and "type" in b for b in value):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def tool_calls_plan(snapshot: SessionSnapshot, content: list[dict]) -> list[PendingCall]:
+    client_names = {t["name"] for t in snapshot.client_tools}
+    calls = []
+    for block in content:
+        if block.get("type") != "tool_use":
+            continue
+        executor = ToolExecutor.CLIENT if block["name"] in client_names else ToolExecutor.SERVER
+        calls.append(PendingCall(block["id"], block["name"], block.get("input") or {}, executor))
+    return calls
+
+
+class ToolDispatch:
+    def __init__(self, *, turn: TurnControl, features: FeatureSet) -> None:
+        self.turn = turn
+        self.features = features
+
+    def _outcome_error(self, call: PendingCall, message: str) -> ToolOutcome:
+        return ToolOutcome(call.tool_use_id, call.name, None, message, True)
+
+    def inputs_resolve(self, snapshot: SessionSnapshot, calls: list[PendingCall]) -> list[PendingCall]:
+        """Inputs as the hooks rewrite them; a call a hook refuses is answered by the server.
+        Runs in a DB thread."""
+        if not self.features.hooks or not calls:
+            return calls
+        resolved = tool_hooks.inputs_resolve(
+            hooks=self.features.hooks,
+            session=snapshot,
+            turn_id=self.turn.turn_id,
+            inputs=[tool_hooks.ToolInput(c.tool_use_id, c.name, c.input) for c in calls],
+        )
+        return [
+            PendingCall(
+                c.tool_use_id,
+                c.name,
+                r.input,
+                ToolExecutor.SERVER if r.error is not None else c.executor,
+                r.error,
+            )
+            for c, r in zip(calls, resolved, strict=True)
+        ]
+
+    async def run(self, snapshot: SessionSnapshot, calls: list[PendingCall]) -> list[ToolOutcome]:
+        outcomes: dict[str, ToolOutcome] = {}
+        try:
+            # Server tools run one after another, in the model's order: later calls may depend on
+            # what earlier ones changed (e.g. two notepad edits).
+            for call in calls:
+                if call.error is not None:
+                    outcomes[call.tool_use_id] = self._outcome_error(call, call.error)
+                elif call.executor == ToolExecutor.SERVER:
+                    outcomes[call.tool_use_id] = await self.turn.cancellable(
+                        self._run_server_tool(snapshot, call)
+                    )
+            client_calls = [c for c in calls if c.executor == ToolExecutor.CLIENT]
+            if client_calls:
+                outcomes.update(await self._wait_client_results(client_calls))
+        except TurnCancelled:
+            for call in calls:
+                outcomes.setdefault(call.tool_use_id, self._outcome_error(call, CANCELLED_TOOL_RESULT))
+        ordered = [outcomes[c.tool_use_id] for c in calls]
+        if not self.features.hooks:
+            return ordered
+        return await db_heavy(tool_hooks.outcomes_process)(
+            hooks=self.features.hooks, session=snapshot, turn_id=self.turn.turn_id, outcomes=ordered
+        )
+
+    async def _run_server_tool(self, snapshot: SessionSnapshot, call: PendingCall) -> ToolOutcome:
+        spec = self.features.tool(call.name)
+        if spec is None or not spec.enabled(snapshot):
+            return self._outcome_error(
+                call, f"Unknown tool {call.name!r}. Use one of the tools you were given."
+            )
+        context = ToolContext(
+            session=snapshot,
+            turn_id=self.turn.turn_id,
+            step=self.turn.steps,
+            tool_use_id=call.tool_use_id,
+            sandbox=self.features.sandbox_for(snapshot),
+        )
+        try:
+            raw = await spec.handler(context, call.input)
+        except ToolError as exc:
+            return self._outcome_error(call, str(exc))
+        except Exception:
+            logger.exception("server tool %s failed", call.name)
+            return self._outcome_error(
+                call, f"The tool {call.name} failed inside the server; nothing was changed by this call."
+            )
+        return ToolOutcome(call.tool_use_id, call.name, raw, tool_output_normalize(raw), False)
+
+    async def _wait_client_results(self, calls: list[PendingCall]) -> dict[str, ToolOutcome]:
+        ids = [c.tool_use_id for c in calls]
+        by_id = {c.tool_use_id: c for c in calls}
+        deadline = time.monotonic() + settings.PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS
+        outcomes: dict[str, ToolOutcome] = {}
+
+        def unanswered(message: str) -> dict[str, ToolOutcome]:
+            for tool_use_id in ids:
+                if tool_use_id not in outcomes:
+                    outcomes[tool_use_id] = self._outcome_error(by_id[tool_use_id], message)
+            return outcomes
+
+        while True:
+            answered = await db(selectors.tool_calls_answered)(
+                session_id=self.turn.session_id, tool_use_ids=ids
+            )
+            for tool_use_id, row in answered.items():
+                content = tool_output_normalize(row.result)
+                outcomes[tool_use_id] = ToolOutcome(tool_use_id, row.name, row.result, content, row.is_error)
+            if len(outcomes) == len(ids):
+                return outcomes
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timeout = settings.PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS
+                for tool_use_id in ids:
+                    if tool_use_id not in outcomes:
+                        call = by_id[tool_use_id]
+                        outcomes[tool_use_id] = self._outcome_error(
+                            call,
+                            f"The client did not return a result for {call.name} within {timeout} seconds.",
+                        )
+                return outcomes
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self.turn.wake.wait(), min(remaining, settings.PALIMPSEST_POLL_SECONDS)
+                )
+            self.turn.wake.clear()
+            try:
+                await self.turn.check_stop()
+            except TurnCancelled:
+                return unanswered(CANCELLED_TOOL_RESULT)

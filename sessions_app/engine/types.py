@@ -1,0 +1,49 @@
+"""The engine's own data types, shared by the turn loop, the services that store a turn's work, and
+the features that transform it (through `features.Feature` hooks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    tool_use_id: str
+    name: str
+    # What the tool returned (stored on the ToolCall) and what the model is given.
+    raw: Any
+    content: str | list[dict]
+    is_error: bool
+    extra: dict | None = None  # additional fields of the tool.result event (e.g. observation_id)
+
+
+@dataclass(frozen=True)
+class PlannedToolCall:
+    tool_use_id: str
+    name: str
+    input: dict
+    executor: str
+
+
+@dataclass(frozen=True)
+class ModelCallData:
+    """One model call as recorded (the request's record and hash, timings, usage, response)."""
+
+    provider: str
+    model: str
+    step: int
+    purpose: str
+    request_record: dict
+    request_sha256: str
+    request_bytes: int
+    stable_prefix_bytes: int
+    estimated_prompt_tokens: int
+    started_at: Any
+    duration_ms: int
+    first_token_ms: int | None
+    response: dict | None
+    stop_reason: str
+    usage: dict[str, int]
+    error: str = ""
+    predicted_prompt_tokens: int = 0

@@ -1,0 +1,41 @@
+"""Features used only by tests, added to `settings.PALIMPSEST_FEATURES` by fixtures (the same way
+a real feature is wired: by naming it in the list)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessions_app.engine.features import Feature, ToolContext, ToolError, ToolSpec
+
+# Contexts handed to `probe_sandbox` (tests read them, then clear the list).
+PROBED: list[ToolContext] = []
+
+
+async def _echo(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
+    if tool_input.get("fail"):
+        raise ToolError("test_echo cannot do that: fail was set")
+    if tool_input.get("crash"):
+        raise RuntimeError("boom")
+    return {"echo": tool_input.get("text"), "step": ctx.step}
+
+
+async def _probe(ctx: ToolContext, tool_input: dict) -> str:
+    PROBED.append(ctx)
+    return "probed"
+
+
+ECHO_TOOL = ToolSpec(
+    name="test_echo",
+    description="Echo the text back.",
+    input_schema={"type": "object", "properties": {"text": {"type": "string"}}},
+    handler=_echo,
+)
+ECHO_FEATURE = Feature(name="test_echo", tools=[ECHO_TOOL])
+PROBE_FEATURE = Feature(
+    name="test_probe",
+    tools=[
+        ToolSpec(
+            name="probe_sandbox", description="test probe", input_schema={"type": "object"}, handler=_probe
+        )
+    ],
+)
