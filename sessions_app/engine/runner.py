@@ -117,7 +117,6 @@ class TurnRunner:
         self.wake = _wakeups.setdefault(session_id, asyncio.Event())
         self.features = features()
         self.tools = ToolDispatch(turn=self, features=self.features)
-        self._call_data: ModelCallData | None = None
 
     # -- lifecycle ---------------------------------------------------------
     async def run(self) -> str:
@@ -254,7 +253,7 @@ class TurnRunner:
                 snapshot, built = await db(self._build)()
                 compact_after = True
             try:
-                response = await self._call_model(provider, snapshot, built)
+                response, call_data = await self._call_model(provider, snapshot, built)
             except ProviderError as exc:
                 # The estimate was wrong and the API says so: compact at once, retry that call once.
                 if exc.kind != "prompt_too_long" or retried_too_long or len(self.history) < 2:
@@ -263,7 +262,7 @@ class TurnRunner:
                 await self._compact(provider, snapshot, tokens_before=estimate)
                 compact_after = False
                 snapshot, built = await db(self._build)()
-                response = await self._call_model(provider, snapshot, built)
+                response, call_data = await self._call_model(provider, snapshot, built)
             calls = tool_calls_plan(snapshot, response.content)
             calls = await db_heavy(self.tools.inputs_resolve)(snapshot, calls)
             # An empty text block (or an empty answer) would make every later request invalid.
@@ -273,7 +272,7 @@ class TurnRunner:
                 turn_id=self.turn_id,
                 epoch=self.epoch,
                 content=content,
-                call=self._call_data,
+                call=call_data,
                 tool_calls=[PlannedToolCall(c.tool_use_id, c.name, c.input, c.executor) for c in calls],
             )
             if message is not None:
@@ -353,7 +352,8 @@ class TurnRunner:
     # -- the model call ----------------------------------------------------
     async def _call_model(
         self, provider: Provider, snapshot: SessionSnapshot, built: BuiltRequest
-    ) -> ModelResponse:
+    ) -> tuple[ModelResponse, ModelCallData]:
+        """The model's answer to `built`, and the record of the call to store with it."""
         deltas = _DeltaBuffer(self.session_id)
         call = records.TurnCall(
             provider=provider.name,
@@ -372,5 +372,4 @@ class TurnRunner:
             )
             raise
         await deltas.flush()
-        self._call_data = call.answered(response)
-        return response
+        return response, call.answered(response)

@@ -1,0 +1,80 @@
+"""Every state change of sessions, turns, messages, tool calls and events, one module per entity.
+
+Rules that hold for every service here:
+- A change and the `SessionEvent`s announcing it are written in one transaction; events reach
+  watchers only after commit (`announce_on_commit`).
+- `seq` is allocated by incrementing `AgentSession.last_seq` inside that transaction, which takes
+  the session's row lock until commit: concurrent writers queue, so `seq` is gapless.
+- Message positions are allocated the same way from `AgentSession.next_position`.
+
+Callers use `from sessions_app import services` and `services.turn_begin(...)`: the names below
+are the package's public surface.
+"""
+
+from __future__ import annotations
+
+from sessions_app.engine.types import ModelCallData, PlannedToolCall, ToolOutcome
+from sessions_app.services.compaction import CompactionConflict, compaction_store, compaction_warning_store
+from sessions_app.services.events import event_emit
+from sessions_app.services.sessions import default_model, session_create, session_status_set
+from sessions_app.services.steps import (
+    assistant_step_store,
+    model_call_record,
+    tool_call_submit_result,
+    tool_results_store,
+)
+from sessions_app.services.tokens import (
+    TOKEN_PREFIX,
+    agent_token_authenticate,
+    agent_token_create,
+    agent_token_hash,
+    agent_token_revoke,
+)
+from sessions_app.services.turns import (
+    INTERRUPTED_TOOL_RESULT,
+    NoTurnInProgress,
+    ToolResultAlreadyGiven,
+    TurnInProgress,
+    TurnLeaseLost,
+    UnknownToolUse,
+    turn_begin,
+    turn_cancel_request,
+    turn_error_emit,
+    turn_finish,
+    turn_heartbeat,
+    turn_is_cancelled,
+)
+
+__all__ = [
+    "INTERRUPTED_TOOL_RESULT",
+    "TOKEN_PREFIX",
+    "CompactionConflict",
+    "ModelCallData",
+    "NoTurnInProgress",
+    "PlannedToolCall",
+    "ToolOutcome",
+    "ToolResultAlreadyGiven",
+    "TurnInProgress",
+    "TurnLeaseLost",
+    "UnknownToolUse",
+    "agent_token_authenticate",
+    "agent_token_create",
+    "agent_token_hash",
+    "agent_token_revoke",
+    "assistant_step_store",
+    "compaction_store",
+    "compaction_warning_store",
+    "default_model",
+    "event_emit",
+    "model_call_record",
+    "session_create",
+    "session_status_set",
+    "tool_call_submit_result",
+    "tool_results_store",
+    "turn_begin",
+    "turn_cancel_request",
+    "turn_error_emit",
+    "turn_finish",
+    "turn_heartbeat",
+    "turn_is_cancelled",
+]

@@ -1,0 +1,43 @@
+"""Messages of a session's history: each with the session's next position and its token estimate."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db.models import F
+from django.utils import timezone
+
+from sessions_app.engine.tokens import estimate_json_tokens
+from sessions_app.models import AgentSession, Message, MessageRole
+
+
+def message_write(
+    session_id: uuid.UUID,
+    epoch: int,
+    role: str,
+    content: list[dict],
+    turn_id: uuid.UUID | None,
+    metadata: dict | None = None,
+) -> Message:
+    AgentSession.objects.filter(pk=session_id).update(
+        next_position=F("next_position") + 1, last_activity_at=timezone.now()
+    )
+    position = AgentSession.objects.filter(pk=session_id).values_list("next_position", flat=True).get() - 1
+    return Message.objects.create(
+        session_id=session_id,
+        position=position,
+        epoch=epoch,
+        role=role,
+        content=content,
+        token_estimate=estimate_json_tokens(content),
+        turn_id=turn_id,
+        metadata=metadata or {},
+    )
+
+
+def dangling_tool_uses(session: AgentSession) -> list[str]:
+    """Ids of tool_use blocks in the epoch's last message that never got a result."""
+    last = Message.objects.filter(session=session, epoch=session.epoch).order_by("-position").first()
+    if last is None or last.role != MessageRole.ASSISTANT:
+        return []
+    return [b["id"] for b in last.content if isinstance(b, dict) and b.get("type") == "tool_use"]

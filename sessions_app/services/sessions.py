@@ -1,0 +1,65 @@
+"""Creating sessions (validated as PROTOCOL.md says) and setting their status."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.db import transaction
+
+from sessions_app.engine.model_table import context_window_for
+from sessions_app.models import AgentSession, AgentToken
+from sessions_app.services.events import event_emit
+from sessions_app.validation import client_tools_clean, session_fields_clean, settings_clean
+
+
+def session_create(
+    *,
+    owner: AgentToken | None,
+    title: Any = None,
+    model: Any = None,
+    system_prompt: Any = None,
+    context_window: Any = None,
+    compact_threshold: Any = None,
+    tools: Any = None,
+    settings: Any = None,
+    reserved_tool_names: Iterable[str] = (),
+) -> AgentSession:
+    """Validate and create a session. Raises `validation.SpecError` naming the bad field."""
+    fields = session_fields_clean(
+        title=title,
+        model=model,
+        system_prompt=system_prompt,
+        context_window=context_window,
+        compact_threshold=compact_threshold,
+    )
+    clean_settings = settings_clean(settings)
+    clean_tools = client_tools_clean(tools if tools is not None else [], reserved_names=reserved_tool_names)
+    model_name = fields.get("model") or default_model()
+    return AgentSession.objects.create(
+        owner=owner,
+        title=fields.get("title", ""),
+        model=model_name,
+        system_prompt=fields.get("system_prompt", ""),
+        context_window=fields.get("context_window") or context_window_for(model_name),
+        compact_threshold=fields.get("compact_threshold", 0.8),
+        settings=clean_settings,
+        client_tools=clean_tools,
+    )
+
+
+def default_model() -> str:
+    if django_settings.PALIMPSEST_PROVIDER == "scripted":
+        return "scripted"
+    return django_settings.PALIMPSEST_DEFAULT_MODEL
+
+
+def session_status_set(*, session_id: uuid.UUID, status: str) -> None:
+    """Set the session's status and announce it (`session.status`, an addition to PROTOCOL.md:
+    turn events already tell running/idle/error; this tells what no other event does, e.g.
+    `compacting`)."""
+    with transaction.atomic():
+        AgentSession.objects.filter(pk=session_id).update(status=status)
+        event_emit(session_id=session_id, type="session.status", payload={"status": status})

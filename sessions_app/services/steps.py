@@ -1,0 +1,199 @@
+"""A model step: the call's record, the model's answer and its usage, the tool calls it asks for,
+their results (the server's, or a client's answer)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from sessions_app.engine.types import ModelCallData, PlannedToolCall, ToolOutcome
+from sessions_app.models import (
+    AgentSession,
+    Message,
+    MessageRole,
+    ModelCall,
+    ToolCall,
+    ToolCallStatus,
+    ToolExecutor,
+)
+from sessions_app.services.events import event_emit
+from sessions_app.services.messages import message_write
+from sessions_app.services.turns import ToolResultAlreadyGiven, UnknownToolUse, turn_lock
+
+# The observed provider/local token ratio is smoothed and kept within sane bounds.
+TOKEN_RATIO_WEIGHT = 0.5
+TOKEN_RATIO_BOUNDS = (0.25, 4.0)
+
+
+def model_call_record(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData) -> ModelCall:
+    return ModelCall.objects.create(
+        session_id=session_id,
+        turn_id=turn_id,
+        step=data.step,
+        purpose=data.purpose,
+        provider=data.provider,
+        model=data.model,
+        request=data.request_record,
+        request_sha256=data.request_sha256,
+        request_bytes=data.request_bytes,
+        stable_prefix_bytes=data.stable_prefix_bytes,
+        estimated_prompt_tokens=data.estimated_prompt_tokens,
+        predicted_prompt_tokens=data.predicted_prompt_tokens,
+        response=data.response,
+        stop_reason=data.stop_reason,
+        input_tokens=data.usage.get("input_tokens", 0),
+        output_tokens=data.usage.get("output_tokens", 0),
+        cache_creation_input_tokens=data.usage.get("cache_creation_input_tokens", 0),
+        cache_read_input_tokens=data.usage.get("cache_read_input_tokens", 0),
+        error=data.error,
+        started_at=data.started_at,
+        duration_ms=data.duration_ms,
+        first_token_ms=data.first_token_ms,
+    )
+
+
+def assistant_step_store(
+    *,
+    session_id: uuid.UUID,
+    turn_id: uuid.UUID,
+    epoch: int,
+    content: list[dict],
+    call: ModelCallData,
+    tool_calls: list[PlannedToolCall],
+) -> Message | None:
+    """Store the model's answer, its usage and the tool calls it asks for, and announce them.
+
+    Returns the stored assistant message, or None when the answer had no content (the call and
+    its usage are still recorded): an empty assistant message would make every later request
+    invalid. Raises `TurnLeaseLost` (writing nothing) if the turn lost its lease.
+    """
+    usage = call.usage
+    prompt_tokens = (
+        usage.get("input_tokens", 0)
+        + usage.get("cache_creation_input_tokens", 0)
+        + usage.get("cache_read_input_tokens", 0)
+    )
+    with transaction.atomic():
+        session = turn_lock(session_id, turn_id)
+        model_call_record(session_id=session_id, turn_id=turn_id, data=call)
+        message = None
+        if content:
+            message = message_write(
+                session_id=session_id,
+                epoch=epoch,
+                role=MessageRole.ASSISTANT,
+                content=content,
+                turn_id=turn_id,
+            )
+        ratio = session.token_ratio
+        if call.estimated_prompt_tokens > 0 and prompt_tokens > 0:
+            observed = prompt_tokens / call.estimated_prompt_tokens
+            ratio = (1 - TOKEN_RATIO_WEIGHT) * ratio + TOKEN_RATIO_WEIGHT * observed
+            ratio = min(max(ratio, TOKEN_RATIO_BOUNDS[0]), TOKEN_RATIO_BOUNDS[1])
+        AgentSession.objects.filter(pk=session_id).update(
+            last_prompt_tokens=prompt_tokens,
+            last_estimated_tokens=call.estimated_prompt_tokens,
+            token_ratio=ratio,
+        )
+        if message is not None:
+            event_emit(session_id=session_id, type="assistant.message", payload={"content": content})
+        event_emit(
+            session_id=session_id,
+            type="usage",
+            payload={
+                "input_tokens": usage.get("input_tokens", 0),
+                "output_tokens": usage.get("output_tokens", 0),
+                "cache_creation_input_tokens": usage.get("cache_creation_input_tokens", 0),
+                "cache_read_input_tokens": usage.get("cache_read_input_tokens", 0),
+                "estimated_next_prompt_tokens": prompt_tokens
+                + round(ratio * (message.token_estimate if message is not None else 0)),
+            },
+        )
+        for planned in tool_calls:
+            ToolCall.objects.create(
+                session_id=session_id,
+                turn_id=turn_id,
+                tool_use_id=planned.tool_use_id,
+                name=planned.name,
+                input=planned.input,
+                executor=planned.executor,
+            )
+            event_emit(
+                session_id=session_id,
+                type="tool.call",
+                payload={
+                    "tool_use_id": planned.tool_use_id,
+                    "name": planned.name,
+                    "input": planned.input,
+                    "executor": planned.executor,
+                },
+            )
+    return message
+
+
+def tool_results_store(
+    *, session_id: uuid.UUID, turn_id: uuid.UUID, epoch: int, outcomes: list[ToolOutcome]
+) -> Message:
+    """Store the results of one step's tool calls as one user message and announce each result.
+
+    Raises `TurnLeaseLost` (writing nothing) if the turn lost its lease.
+    """
+    with transaction.atomic():
+        turn_lock(session_id, turn_id)
+        blocks: list[dict] = []
+        now = timezone.now()
+        for outcome in outcomes:
+            ToolCall.objects.filter(session_id=session_id, tool_use_id=outcome.tool_use_id).update(
+                status=ToolCallStatus.DONE,
+                result=outcome.raw,
+                is_error=outcome.is_error,
+                completed_at=now,
+            )
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": outcome.tool_use_id,
+                "content": outcome.content,
+            }
+            if outcome.is_error:
+                block["is_error"] = True
+            blocks.append(block)
+            payload: dict[str, Any] = {
+                "tool_use_id": outcome.tool_use_id,
+                "name": outcome.name,
+                "is_error": outcome.is_error,
+                "content": outcome.content,
+            }
+            payload.update(outcome.extra or {})
+            event_emit(session_id=session_id, type="tool.result", payload=payload)
+        message = message_write(
+            session_id=session_id, epoch=epoch, role=MessageRole.USER, content=blocks, turn_id=turn_id
+        )
+    return message
+
+
+def tool_call_submit_result(
+    *, session_id: uuid.UUID, tool_use_id: str, content: Any, is_error: bool
+) -> ToolCall:
+    """Record a client's answer to one of its tool calls; the waiting turn picks it up.
+
+    Raises `UnknownToolUse` if no client tool call with that id exists in the session's running
+    turn, `ToolResultAlreadyGiven` if it was answered already. Nothing is changed on error.
+    """
+    with transaction.atomic():
+        session = AgentSession.objects.select_for_update().get(pk=session_id)
+        call = ToolCall.objects.filter(
+            session_id=session_id, tool_use_id=tool_use_id, executor=ToolExecutor.CLIENT
+        ).first()
+        if call is None or call.turn_id != session.current_turn_id:
+            raise UnknownToolUse
+        if call.status != ToolCallStatus.PENDING:
+            raise ToolResultAlreadyGiven
+        call.status = ToolCallStatus.DONE
+        call.result = content
+        call.is_error = is_error
+        call.completed_at = timezone.now()
+        call.save(update_fields=["status", "result", "is_error", "completed_at"])
+    return call
