@@ -32,11 +32,12 @@ from sessions_app.engine.context import ContextSection
 from sessions_app.engine.providers.scripted import ScriptedInput, ScriptedReply, ScriptedRule, scripted_rule
 from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.engine.tool_hooks import ToolCallHook, ToolInput
-from sessions_app.engine.tools import Handler, ToolContext, ToolError, ToolSpec
+from sessions_app.engine.tools import EndTurn, Handler, ToolContext, ToolError, ToolSpec
 from sessions_app.engine.types import ModelCallData, PlannedToolCall, ToolOutcome
 
 __all__ = [
     "ContextSection",
+    "EndTurn",
     "Feature",
     "FeatureSet",
     "Handler",

@@ -54,6 +54,7 @@ LeaseLost = services.TurnLeaseLost
 # ---------------------------------------------------------------------------
 _wakeups: dict[uuid.UUID, asyncio.Event] = {}
 _running: set[asyncio.Task] = set()
+_turn_tasks: dict[uuid.UUID, asyncio.Task] = {}
 
 
 def turn_notify(session_id: uuid.UUID) -> None:
@@ -77,8 +78,19 @@ async def turn_start(
     runner = TurnRunner(session_id=session_id, turn_id=turn.id, provider=provider)
     task = asyncio.create_task(runner.run(), name=f"turn-{turn.id}")
     _running.add(task)
+    _turn_tasks[turn.id] = task
     task.add_done_callback(_running.discard)
+    task.add_done_callback(lambda _: _turn_tasks.pop(turn.id, None))
     return turn.id
+
+
+async def turn_wait(turn_id: uuid.UUID) -> str | None:
+    """The stop reason of a turn started in this process, once it ends (None if it is not one of
+    this process's running turns). Cancelling the waiter does not cancel the turn."""
+    task = _turn_tasks.get(turn_id)
+    if task is None:
+        return None
+    return await asyncio.shield(task)
 
 
 class _DeltaBuffer:
@@ -279,7 +291,7 @@ class TurnRunner:
                 self.history.append(
                     StoredMessage(message.position, "assistant", content, message.token_estimate)
                 )
-            cancelled = False
+            cancelled = ends_turn = False
             if calls:
                 outcomes = await self.tools.run(snapshot, calls)
                 stored = await db(services.tool_results_store)(
@@ -289,11 +301,12 @@ class TurnRunner:
                     StoredMessage(stored.position, "user", stored.content, stored.token_estimate)
                 )
                 cancelled = any(o.content == CANCELLED_TOOL_RESULT for o in outcomes)
+                ends_turn = any(o.ends_turn for o in outcomes)
             if compact_after and not cancelled:
                 await self._compact(provider, snapshot, tokens_before=estimate)
             if cancelled:
                 raise TurnCancelled
-            if not calls:
+            if not calls or ends_turn:
                 return "end_turn"
 
     async def _compact(self, provider: Provider, snapshot: SessionSnapshot, *, tokens_before: int) -> None:

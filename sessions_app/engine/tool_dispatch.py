@@ -21,7 +21,7 @@ from sessions_app.engine import tool_hooks
 from sessions_app.engine.db import db, db_heavy
 from sessions_app.engine.features import FeatureSet
 from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tools import ToolContext, ToolError
+from sessions_app.engine.tools import EndTurn, ToolContext, ToolError
 from sessions_app.engine.types import ToolOutcome
 from sessions_app.models import ToolExecutor
 
@@ -154,6 +154,15 @@ class ToolDispatch:
             logger.exception("server tool %s failed", call.name)
             return self._outcome_error(
                 call, f"The tool {call.name} failed inside the server; nothing was changed by this call."
+            )
+        if isinstance(raw, EndTurn):
+            return ToolOutcome(
+                call.tool_use_id,
+                call.name,
+                raw.result,
+                tool_output_normalize(raw.result),
+                False,
+                ends_turn=True,
             )
         return ToolOutcome(call.tool_use_id, call.name, raw, tool_output_normalize(raw), False)
 

@@ -33,6 +33,14 @@ Handler = Callable[[ToolContext, dict], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
+class EndTurn:
+    """What a handler returns to end the turn after this step: `result` is the tool's result, and
+    the turn completes with `end_turn` without calling the model again (e.g. `report_result`)."""
+
+    result: Any
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     name: str
     description: str

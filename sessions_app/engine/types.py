@@ -16,6 +16,7 @@ class ToolOutcome:
     content: str | list[dict]
     is_error: bool
     extra: dict | None = None  # additional fields of the tool.result event (e.g. observation_id)
+    ends_turn: bool = False  # the tool asked to end the turn after this step (`tools.EndTurn`)
 
 
 @dataclass(frozen=True)
