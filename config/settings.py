@@ -182,6 +182,8 @@ PALIMPSEST_POLL_SECONDS = float(os.environ.get("PALIMPSEST_POLL_SECONDS", "1.0")
 PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = float(
     os.environ.get("PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS", "0")
 )
+# First wait before a failed compaction summary call is tried again (doubling each time).
+PALIMPSEST_COMPACTION_RETRY_SECONDS = float(os.environ.get("PALIMPSEST_COMPACTION_RETRY_SECONDS", "1.0"))
 
 # ---------------------------------------------------------------------------
 # Features and wiring (docs/architecture.md)

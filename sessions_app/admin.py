@@ -17,6 +17,7 @@ from sessions_app.models import (
     AgentSession,
     AgentToken,
     Archive,
+    MaskedResult,
     Message,
     ModelCall,
     SessionEvent,
@@ -201,10 +202,29 @@ class ModelCallAdmin(ReadOnlyAdmin):
 
 @admin.register(Archive)
 class ArchiveAdmin(ReadOnlyAdmin):
-    list_display = ["session", "epoch", "message_count", "tokens_before", "tokens_after", "created_at"]
+    list_display = [
+        "session",
+        "epoch",
+        "trigger",
+        "message_count",
+        "kept_messages",
+        "tokens_before",
+        "tokens_after",
+        "duration_ms",
+        "created_at",
+    ]
     search_fields = ["session__id", "summary"]
     list_select_related = ["session"]
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # An archive is the only way back to what compaction summarized.
         return False
+
+
+@admin.register(MaskedResult)
+class MaskedResultAdmin(ReadOnlyAdmin):
+    """Tool results that requests show as a placeholder (compaction's cheap tier)."""
+
+    list_display = ["session", "epoch", "tool_use_id", "observation_id", "size_chars", "created_at"]
+    search_fields = ["session__id", "tool_use_id", "observation_id"]
+    list_select_related = ["session"]

@@ -84,6 +84,9 @@ class AgentSession(TimestampedModel):
     # `memory_app.services` (row lock, version check, revision, event), hence not editable here.
     notepad = models.TextField(null=True, blank=True, editable=False)
     notepad_version = models.PositiveIntegerField(default=0, editable=False)
+    # Summary calls that failed in a row: at COMPACTION_BREAKER_FAILURES the engine stops trying
+    # them until a new turn or an operator's compaction resets it (DESIGN.md).
+    compaction_failures = models.PositiveSmallIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["-last_activity_at"]
@@ -188,10 +191,37 @@ class Archive(models.Model):
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="next_archive"
     )
     created_at = models.DateTimeField(default=timezone.now)
+    # The compaction's receipt: what triggered it (`threshold`, `prompt_too_long`, `operator`), how
+    # long it took, how many of the running turn's messages the new epoch kept verbatim, and the
+    # tool results masked on the way.
+    trigger = models.CharField(max_length=32, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+    kept_messages = models.PositiveIntegerField(default=0)
+    masked = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["session", "epoch"]
         constraints = [models.UniqueConstraint(fields=["session", "epoch"], name="archive_unique_epoch")]
+
+
+class MaskedResult(models.Model):
+    """A tool result that requests show as a short placeholder (compaction's cheap tier): the
+    stored message keeps the result; the whole result is also an observation the model can read
+    back with `scratchpad_read` (`observation_id`, empty when no feature could store it)."""
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="masked_results")
+    epoch = models.PositiveIntegerField()
+    tool_use_id = models.CharField(max_length=128)
+    observation_id = models.CharField(max_length=16, blank=True)
+    size_chars = models.PositiveBigIntegerField()
+    placeholder = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["session", "epoch", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "epoch", "tool_use_id"], name="masked_result_unique")
+        ]
 
 
 class ToolExecutor(models.TextChoices):

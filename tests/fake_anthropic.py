@@ -83,6 +83,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: dict[str, Any]
     usage: dict[str, Any] | None = None
+    prompt_tokens: int | None = None  # counted when the server has a window
 
 
 @lru_cache(maxsize=1)
@@ -118,6 +119,46 @@ def prompt_blocks(body: dict[str, Any]) -> list[Any]:
         content = message.get("content")
         blocks.extend(content if isinstance(content, list) else [content])
     return blocks
+
+
+def strict_problems(body: dict[str, Any]) -> list[str]:
+    """What the real API would refuse in a request's messages: roles that do not alternate (or a
+    first message that is not the user's), a tool_use not answered by a tool_result at the start
+    of the next (user) message, a tool_result that answers no tool_use of the previous message."""
+    problems: list[str] = []
+    messages = body.get("messages") or []
+    if messages and messages[0].get("role") != "user":
+        problems.append("the first message must be the user's")
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        if index and message.get("role") == messages[index - 1].get("role"):
+            problems.append(f"messages {index - 1} and {index} have the same role")
+        previous = messages[index - 1].get("content") if index else []
+        asked = {
+            b.get("id")
+            for b in (previous if isinstance(previous, list) else [])
+            if b.get("type") == "tool_use"
+        }
+        answered = [
+            b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"
+        ]
+        if message.get("role") == "user":
+            if set(answered) != asked and messages[index - 1].get("role") == "assistant":
+                problems.append(
+                    f"message {index} does not answer exactly the tool_use ids of message {index - 1}"
+                )
+            leading = 0
+            while leading < len(blocks) and blocks[leading].get("type") == "tool_result":
+                leading += 1
+            if leading != len(answered):
+                problems.append(f"message {index}: tool_result blocks must come first")
+        elif answered:
+            problems.append(f"message {index}: an assistant message holds tool_result blocks")
+    if messages and messages[-1].get("role") == "assistant":
+        if any(b.get("type") == "tool_use" for b in messages[-1].get("content") or []):
+            problems.append("the last message asks for tools nobody answered")
+    return problems
 
 
 def _is_breakpoint(block: Any) -> bool:
@@ -209,7 +250,13 @@ class FakeAnthropicServer:
         latency_seconds: float = 0.0,
         chunk_delay_seconds: float = 0.0,
         models: dict[str, int] | None = None,
+        strict: bool = False,
+        window: int | None = None,
     ) -> None:
+        # strict: refuse (400) a request the real API would refuse for its tool pairs or roles.
+        # window: refuse (400, "prompt is too long") a request whose prompt plus max_tokens exceeds it.
+        self.strict = strict
+        self.window = window
         self.token_ratio = token_ratio
         self.latency_seconds = latency_seconds
         self.chunk_delay_seconds = chunk_delay_seconds
@@ -342,6 +389,16 @@ class FakeAnthropicServer:
             return handler.send_error_reply(ErrorReply(400, "invalid_request_error", missing))
         if path.endswith("count_tokens"):
             return handler.send_json(200, {"input_tokens": self.count_prompt_tokens(body)})
+        if self.strict and (problems := strict_problems(body)):
+            return handler.send_error_reply(ErrorReply(400, "invalid_request_error", "; ".join(problems)))
+        if self.window is not None:
+            prompt = self.count_prompt_tokens(body)
+            record.prompt_tokens = prompt
+            if prompt + int(body["max_tokens"]) > self.window:
+                message = (
+                    f"prompt is too long: {prompt} tokens + max_tokens {body['max_tokens']} > {self.window}"
+                )
+                return handler.send_error_reply(ErrorReply(400, "invalid_request_error", message))
 
         with self._lock:
             spec: ReplySpec = self._queue.popleft() if self._queue else self.default_reply

@@ -5,6 +5,7 @@ from __future__ import annotations
 from memory_app.observations.hooks import OBSERVATION_HOOK
 from memory_app.observations.scripted import rule_read_grep
 from memory_app.observations.selectors import SCOPE_SESSION, SCOPE_TURN
+from memory_app.observations.services import MASKED_RESULT_STORE
 from memory_app.observations.tools import SCRATCHPAD_READ_TOOL
 from sessions_app.engine.features import Feature
 
@@ -25,5 +26,6 @@ FEATURE = Feature(
     settings_rules=SETTINGS_RULES,
     tools=[SCRATCHPAD_READ_TOOL],
     hooks=[OBSERVATION_HOOK],
+    result_store=MASKED_RESULT_STORE,
     scripted_rules=[rule_read_grep],
 )

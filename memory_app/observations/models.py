@@ -45,6 +45,9 @@ class Observation(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
+    # A tool result masked by compaction: readable from any turn of its session, and kept as long
+    # as the session (its placeholder may stay in the history for good).
+    session_scope = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at"]

@@ -23,6 +23,7 @@ from typing import Any
 
 import regex
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from memory_app.observations.content import (
@@ -73,7 +74,8 @@ def observations_in_scope(
     """The live observations the model may read: its session's, and with scope `turn` only the
     current turn's (seed 004's isolation)."""
     qs = Observation.objects.filter(session_id=session_id, expires_at__gt=now or timezone.now())
-    return qs.filter(turn_id=turn_id) if scope == SCOPE_TURN else qs
+    # A result masked by compaction is readable from any turn (its placeholder may be in any).
+    return qs.filter(Q(turn_id=turn_id) | Q(session_scope=True)) if scope == SCOPE_TURN else qs
 
 
 def observations_in_scope_exist(*, session_id: uuid.UUID, turn_id: uuid.UUID, scope: str) -> bool:
@@ -96,7 +98,7 @@ def observation_get_for_read(
     observation = Observation.objects.filter(pk=observation_id, session_id=session_id).first()
     if observation is None:
         raise unknown
-    if scope == SCOPE_TURN and observation.turn_id != turn_id:
+    if scope == SCOPE_TURN and observation.turn_id != turn_id and not observation.session_scope:
         raise ObservationReadError(
             f"The observation {observation_id} belongs to an earlier turn: observations can be read "
             "only in the turn that produced them. Call the tool that produced it again."

@@ -25,6 +25,7 @@ from django.utils import timezone
 from memory_app.observations.content import (
     SCRATCHPAD_READ,
     ResultParts,
+    is_synthetic_observation,
     line_count,
     result_json_size,
     result_parts,
@@ -185,3 +186,53 @@ def tool_outcomes_offload(
             extra={**(outcome.extra or {}), "observation_id": observation.id},
         )
     return [replaced.get(o.tool_use_id, o) for o in outcomes]
+
+
+# Far enough to be "never" for a masked result: it lives as long as its session.
+MASKED_LIFETIME = timedelta(days=365 * 1000)
+
+
+class MaskedResultStore:
+    """The store compaction masks tool results into (`Feature.result_store`): each result is kept
+    whole as an observation of the session, readable from any turn with `scratchpad_read`, and
+    never expires while the session exists. A result that already is a synthetic observation is
+    not stored twice: its observation is kept for good instead."""
+
+    def store(
+        self,
+        *,
+        session: SessionSnapshot,
+        turn_id: uuid.UUID,
+        tool_use_id: str,
+        tool_name: str,
+        content: str | list[dict],
+    ) -> str:
+        now = timezone.now()
+        if isinstance(content, str):
+            try:
+                value = json.loads(content)
+            except ValueError:
+                value = None
+            if is_synthetic_observation(value):
+                kept = Observation.objects.filter(pk=value["scratchpad_id"], session_id=session.id).update(
+                    session_scope=True, expires_at=now + MASKED_LIFETIME
+                )
+                if kept:
+                    return str(value["scratchpad_id"])
+        step = _step_numbers(turn_id).get(tool_use_id, 0)
+        with transaction.atomic():
+            observation = observation_create(
+                session_id=session.id,
+                turn_id=turn_id,
+                step=step,
+                tool_name=tool_name,
+                tool_use_id=tool_use_id,
+                parts=result_parts(content),
+                ttl_seconds=int(MASKED_LIFETIME.total_seconds()),
+                now=now,
+            )
+            Observation.objects.filter(pk=observation.pk).update(session_scope=True)
+        return observation.id
+
+
+MASKED_RESULT_STORE = MaskedResultStore()

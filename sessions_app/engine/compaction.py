@@ -15,14 +15,20 @@ summaries are then combined.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from sessions_app.engine.context import BuiltRequest, StoredMessage
+from django.conf import settings
+
+from sessions_app.engine.context import StoredMessage
 from sessions_app.engine.prompts import (
     COMPACTION_COMBINE_INSTRUCTION,
+    COMPACTION_LENGTH_LIMIT,
+    COMPACTION_MERGE_INSTRUCTION,
+    COMPACTION_PREVIOUS_SUMMARY_HEADING,
     COMPACTION_SUMMARY_INSTRUCTION,
     COMPACTION_SUMMARY_SYSTEM_PROMPT,
 )
@@ -30,14 +36,25 @@ from sessions_app.engine.providers.base import ModelResponse, Provider, Provider
 from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.engine.tokens import estimate_text_tokens
 
-SUMMARY_MAX_TOKENS = 4096
+# A summary call is tried this many times (waiting PALIMPSEST_COMPACTION_RETRY_SECONDS, doubling)
+# beyond the SDK's own retries, then the compaction has failed.
+SUMMARY_ATTEMPTS = 3
+SUMMARY_MIN_OUTPUT_TOKENS = 256
+SUMMARY_WORDS_PER_TOKEN = 0.75
+# The summary request's own text around the transcript (system prompt, instruction), in tokens.
+SUMMARY_REQUEST_OVERHEAD_TOKENS = 300
 # Share of the context window one summary call may fill with transcript (room is kept for the
 # summary itself); never less than half the window, so small windows still summarize.
 SUMMARY_INPUT_SHARE = 0.9
 # Longest rendering of one message in the transcript (tool results are the usual giants).
 TRANSCRIPT_ITEM_MAX_CHARS = 4000
-# Compacting a history of only the summary and a message or two cannot make room.
-MIN_MESSAGES_TO_COMPACT = 4
+# Room kept between a request's estimate plus its max_tokens and the window: the estimate is
+# calibrated, not exact.
+WINDOW_HEADROOM_SHARE = 0.03
+# The least output a turn's call is allowed (its max_tokens is lowered to fit the window).
+MIN_OUTPUT_TOKENS = 256
+# Older history worth a summary call: below this, summarizing cannot make room.
+MIN_SUMMARIZABLE_TOKENS = 200
 
 # record(body, response, purpose, duration_ms): store the summary call like any model call.
 RecordCall = Callable[[dict, ModelResponse, str, int], Awaitable[None]]
@@ -47,13 +64,13 @@ def threshold_tokens(session: SessionSnapshot) -> int:
     return int(session.context_window * session.compact_threshold)
 
 
-def should_compact(session: SessionSnapshot, built: BuiltRequest, estimate: int, *, messages: int) -> bool:
-    """Over the threshold, and compacting can help: there is a history to summarize, and it is
-    larger than the excess (when the system prompt, tools and memory alone fill the window, a
-    summary cannot make room, and compacting again and again would only lose the history)."""
-    excess = estimate - threshold_tokens(session)
-    history = round((session.token_ratio or 1.0) * built.breakdown.get("history", 0))
-    return excess > 0 and messages >= MIN_MESSAGES_TO_COMPACT and history > excess
+def window_headroom(session: SessionSnapshot) -> int:
+    return int(session.context_window * WINDOW_HEADROOM_SHARE)
+
+
+def output_room(session: SessionSnapshot, estimate: int) -> int:
+    """The max_tokens a call with this prompt estimate may ask for inside the window."""
+    return session.context_window - estimate - window_headroom(session)
 
 
 def estimate_prompt_tokens(session: SessionSnapshot, local_estimate: int) -> int:
@@ -123,12 +140,18 @@ def _chunks(lines: list[str], budget_tokens: int, ratio: float) -> list[list[str
     return chunks
 
 
-def summary_request(session: SessionSnapshot, text: str, instruction: str) -> dict[str, Any]:
+def summary_request(
+    session: SessionSnapshot, text: str, instruction: str, *, max_tokens: int
+) -> dict[str, Any]:
+    words = max(50, int(session.setting("compaction", "summary_max_tokens") * SUMMARY_WORDS_PER_TOKEN))
+    limit = COMPACTION_LENGTH_LIMIT.format(words=words)
     return {
         "model": session.model,
-        "max_tokens": SUMMARY_MAX_TOKENS,
+        "max_tokens": max_tokens,
         "system": COMPACTION_SUMMARY_SYSTEM_PROMPT,
-        "messages": [{"role": "user", "content": [{"type": "text", "text": f"{text}\n\n{instruction}"}]}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": f"{text}\n\n{instruction} {limit}"}]}
+        ],
     }
 
 
@@ -136,33 +159,74 @@ def _text(response: ModelResponse) -> str:
     return "".join(b.get("text", "") for b in response.content if b.get("type") == "text").strip()
 
 
+class CompactionFailed(Exception):
+    """The summary call kept failing (after its retries): nothing was compacted."""
+
+
+def _max_tokens(session: SessionSnapshot, input_tokens: int) -> int:
+    """The summary's own bound, lowered so that the call stays inside the window."""
+    room = session.context_window - input_tokens - window_headroom(session)
+    return max(SUMMARY_MIN_OUTPUT_TOKENS, min(session.setting("compaction", "summary_max_tokens"), room))
+
+
 async def summarize(
-    *, provider: Provider, session: SessionSnapshot, history: Sequence[StoredMessage], record: RecordCall
+    *,
+    provider: Provider,
+    session: SessionSnapshot,
+    previous_summary: str | None,
+    history: Sequence[StoredMessage],
+    record: RecordCall,
 ) -> str:
-    """The summary of `history`, by one call or, for a history too large for one, by chunks."""
+    """One summary of `previous_summary` (the epoch's, if any) and `history` (the newer messages),
+    merged, never nested: by one call or, for a history too large for one, by chunks whose
+    summaries are then combined. Each call is retried with backoff (`CompactionFailed` when it
+    keeps failing or answers no text)."""
+    summary_tokens = session.setting("compaction", "summary_max_tokens")
     budget = max(
-        int(session.context_window * SUMMARY_INPUT_SHARE) - SUMMARY_MAX_TOKENS, session.context_window // 2
+        int(session.context_window * SUMMARY_INPUT_SHARE) - summary_tokens, session.context_window // 2
     )
-    chunks = _chunks(transcript_lines(history), budget, session.token_ratio or 1.0)
+    ratio = session.token_ratio or 1.0
+    lines = transcript_lines(history)
+    head = f"{COMPACTION_PREVIOUS_SUMMARY_HEADING}\n{previous_summary}\n\n" if previous_summary else ""
+    chunks = _chunks(lines, budget - round(ratio * estimate_text_tokens(head)), ratio)
+    instruction = COMPACTION_MERGE_INSTRUCTION if previous_summary else COMPACTION_SUMMARY_INSTRUCTION
     summaries = []
     for index, chunk in enumerate(chunks):
         heading = f"Conversation (part {index + 1} of {len(chunks)}):" if len(chunks) > 1 else "Conversation:"
-        body = summary_request(session, heading + "\n" + "\n".join(chunk), COMPACTION_SUMMARY_INSTRUCTION)
-        summaries.append(_text(await _call(provider, body, record)))
+        text = (head if index == 0 else "") + heading + "\n" + "\n".join(chunk)
+        body = _request(session, text, instruction if index == 0 else COMPACTION_SUMMARY_INSTRUCTION)
+        summaries.append(await _call(provider, body, record))
     if len(summaries) == 1:
-        summary = summaries[0]
-    else:
-        parts = "\n\n".join(f"Summary of part {i + 1}:\n{s}" for i, s in enumerate(summaries))
-        combine = summary_request(session, parts, COMPACTION_COMBINE_INSTRUCTION)
-        summary = _text(await _call(provider, combine, record))
-    if not summary:
+        return summaries[0]
+    parts = "\n\n".join(f"Summary of part {i + 1}:\n{s}" for i, s in enumerate(summaries))
+    return await _call(provider, _request(session, parts, COMPACTION_COMBINE_INSTRUCTION), record)
+
+
+def _request(session: SessionSnapshot, text: str, instruction: str) -> dict[str, Any]:
+    tokens = (
+        round((session.token_ratio or 1.0) * estimate_text_tokens(text)) + SUMMARY_REQUEST_OVERHEAD_TOKENS
+    )
+    return summary_request(session, text, instruction, max_tokens=_max_tokens(session, tokens))
+
+
+async def _call(provider: Provider, body: dict[str, Any], record: RecordCall) -> str:
+    """The summary text of one call, retried with backoff on an API error or an empty answer."""
+    delay = settings.PALIMPSEST_COMPACTION_RETRY_SECONDS
+    problem = ""
+    for attempt in range(SUMMARY_ATTEMPTS):
+        if attempt:
+            await asyncio.sleep(delay)
+            delay *= 2
+        started = time.monotonic()
+        try:
+            response = await provider.complete(body)
+        except ProviderError as exc:
+            problem = f"the summary call failed: {exc}"
+            continue
+        await record(body, response, "summary", int((time.monotonic() - started) * 1000))
+        text = _text(response)
+        if text:
+            return text
         # Archiving the epoch behind an empty summary would lose the context: keep it as it is.
-        raise ProviderError("the summary call returned no text; the history was not compacted")
-    return summary
-
-
-async def _call(provider: Provider, body: dict[str, Any], record: RecordCall) -> ModelResponse:
-    started = time.monotonic()
-    response = await provider.complete(body)
-    await record(body, response, "summary", int((time.monotonic() - started) * 1000))
-    return response
+        problem = "the summary call returned no text"
+    raise CompactionFailed(f"{problem} ({SUMMARY_ATTEMPTS} attempts); the history was not compacted")

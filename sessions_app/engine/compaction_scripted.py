@@ -8,8 +8,11 @@ partial summaries joins them in order.
 
 from __future__ import annotations
 
+import re
+
 from sessions_app.engine.prompts import (
     COMPACTION_COMBINE_INSTRUCTION,
+    COMPACTION_PREVIOUS_SUMMARY_HEADING,
     COMPACTION_SUMMARY_SYSTEM_PROMPT,
     PRE_COMPACTION_WARNING,
 )
@@ -23,24 +26,61 @@ def _short(text: str) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…"
 
 
+_REQUESTS = "User requests: "
+_LAST_REPLY = " Last assistant reply: "
+_LIMIT_RE = re.compile(r"Keep the summary under (\d+) words\.")
+
+
+def _parse(summary: str) -> tuple[list[str], str]:
+    """The requests and last reply of one of this rule's own summaries."""
+    head, _, last = summary.partition(_LAST_REPLY)
+    head = head.strip()
+    if not head.startswith(_REQUESTS):
+        return ([_short(summary)] if summary.strip() else []), ""
+    body = head[len(_REQUESTS) :].rstrip(".")
+    requests = [r for r in body.split("; ") if r and r != "none"]
+    return requests, last.strip()
+
+
+def _render(requests: list[str], last_reply: str, words: int | None) -> str:
+    def text(items: list[str], dropped: int) -> str:
+        listed = "; ".join(items) if items else "none"
+        out = _REQUESTS + (f"({dropped} earlier requests left out) " if dropped else "") + listed + "."
+        return out + (_LAST_REPLY + last_reply if last_reply else "")
+
+    dropped = 0
+    # Bounded: the oldest requests go first when the summary would pass its word limit.
+    while words is not None and len(requests) > 1 and len(text(requests, dropped).split()) > words:
+        requests, dropped = requests[1:], dropped + 1
+    return text(requests, dropped)
+
+
 @scripted_rule()
 def summarize(inp: ScriptedInput) -> ScriptedReply | None:
     if inp.system_text != COMPACTION_SUMMARY_SYSTEM_PROMPT or inp.user_text is None:
         return None
-    if inp.user_text.endswith(COMPACTION_COMBINE_INSTRUCTION):
-        parts = [p.split("\n", 1)[1] for p in inp.user_text.split("\n\n") if p.startswith("Summary of part ")]
-        return ScriptedReply(text=" | ".join(parts))
-    requests = []
+    limit = _LIMIT_RE.search(inp.user_text)
+    words = int(limit.group(1)) if limit else None
+    requests: list[str] = []
     last_reply = ""
-    for line in inp.user_text.splitlines():
+    if COMPACTION_COMBINE_INSTRUCTION in inp.user_text:
+        for part in inp.user_text.split("\n\n"):
+            if part.startswith("Summary of part "):
+                found, reply = _parse(part.split("\n", 1)[1])
+                requests += found
+                last_reply = reply or last_reply
+        return ScriptedReply(text=_render(requests, last_reply, words))
+    text = inp.user_text
+    if text.startswith(COMPACTION_PREVIOUS_SUMMARY_HEADING):
+        # Merge, never nest: the earlier summary's requests come first, in one list.
+        previous, _, text = text[len(COMPACTION_PREVIOUS_SUMMARY_HEADING) :].partition("\n\nConversation")
+        requests, last_reply = _parse(previous.strip())
+    for line in text.splitlines():
         if line.startswith("[user] ") and not line[7:].startswith(PRE_COMPACTION_WARNING[:20]):
             requests.append(_short(line[7:]))
         elif line.startswith("[assistant] "):
             last_reply = _short(line[12:])
-    text = "User requests: " + ("; ".join(requests) if requests else "none") + "."
-    if last_reply:
-        text += f" Last assistant reply: {last_reply}"
-    return ScriptedReply(text=text)
+    return ScriptedReply(text=_render(requests, last_reply, words))
 
 
 @scripted_rule()

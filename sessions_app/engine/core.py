@@ -11,8 +11,16 @@ MAX_STEPS_PER_TURN_LIMIT = 1_000
 
 CORE_FEATURE = Feature(
     name="core",
-    settings={"max_steps_per_turn": 25},
-    settings_rules={"max_steps_per_turn": ("int", 1, MAX_STEPS_PER_TURN_LIMIT)},
+    settings={
+        "max_steps_per_turn": 25,
+        # PROTOCOL.md v1.1: tool results older than the last `mask_keep_recent` are masked first;
+        # a summary is at most `summary_max_tokens` long.
+        "compaction": {"mask_keep_recent": 3, "summary_max_tokens": 2000},
+    },
+    settings_rules={
+        "max_steps_per_turn": ("int", 1, MAX_STEPS_PER_TURN_LIMIT),
+        "compaction": {"mask_keep_recent": ("int", 0, 1000), "summary_max_tokens": ("int", 100, 32_000)},
+    },
     tools=[SESSION_ARCHIVE_READ],
     scripted_rules=[summarize, answer_the_compaction_warning],
 )

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings as django_settings
 from django.core.signals import setting_changed
@@ -42,6 +42,7 @@ __all__ = [
     "FeatureSet",
     "Handler",
     "ModelCallData",
+    "ResultStore",
     "PlannedToolCall",
     "SandboxFactory",
     "ScriptedInput",
@@ -61,6 +62,22 @@ __all__ = [
 # Builds a feature's sandbox API for one session (e.g. the notepad's read/write/append), or None
 # where the session has the feature switched off.
 SandboxFactory = Callable[[SessionSnapshot], Any]
+
+
+class ResultStore(Protocol):
+    """Where compaction's cheap tier keeps a masked tool result whole (seed 004's observation
+    store): returns the id the model reads it back with. Runs in a DB thread."""
+
+    def store(
+        self,
+        *,
+        session: SessionSnapshot,
+        turn_id: uuid.UUID,
+        tool_use_id: str,
+        tool_name: str,
+        content: str | list[dict],
+    ) -> str: ...
+
 
 # A validation rule per settings leaf: ("bool",) | ("int", min, max) | ("choice", {...}); a nested
 # dict of rules for a group.
@@ -85,6 +102,8 @@ class Feature:
     # Tried in order, before the scripted model's built-in rules; a rule's `help_line` (set by
     # `scripted_rule`) is listed by the scripted model's `help`.
     scripted_rules: Sequence[ScriptedRule] = ()
+    # Keeps tool results that compaction masks (at most one feature offers it).
+    result_store: ResultStore | None = None
 
 
 class FeatureSet:
@@ -103,6 +122,10 @@ class FeatureSet:
         self.scripted_rules: tuple[ScriptedRule, ...] = tuple(
             r for f in self.features for r in f.scripted_rules
         )
+        stores = [f.result_store for f in self.features if f.result_store is not None]
+        if len(stores) > 1:
+            raise ValueError("two features offer a result store")
+        self.result_store: ResultStore | None = stores[0] if stores else None
         self.sandbox_factories: dict[str, SandboxFactory] = {}
         self.default_settings: dict[str, Any] = {}
         self.settings_rules: dict[str, Any] = {}

@@ -44,3 +44,23 @@ COMPACTION_SUMMARY_MESSAGE = (
     "[Summary of the conversation so far. Earlier messages were compacted into this summary; "
     "session_archive_read reads them.]\n\n{summary}"
 )
+
+# Compaction's cheap tier: what a masked tool result reads as (DESIGN.md: a short placeholder
+# naming the observation and its size, not the seed's 500 + 500 preview).
+MASKED_RESULT = (
+    "[Tool result masked to save context: {size} characters, kept whole as observation "
+    "{observation_id}. Read it with scratchpad_read (scratchpad_id {observation_id}) if you need it.]"
+)
+MASKED_RESULT_UNSTORED = (
+    "[Tool result masked to save context: {size} characters. It is kept in the session's history "
+    "and archive.]"
+)
+
+# The summary call when an earlier summary exists: the two merge into one (never nested).
+COMPACTION_PREVIOUS_SUMMARY_HEADING = "Summary of the conversation before this part:"
+COMPACTION_MERGE_INSTRUCTION = (
+    "Write one updated summary of the whole conversation: merge the summary of the earlier part "
+    "with the conversation above it into a single summary (do not quote or nest the earlier summary)."
+)
+# Appended to every summary instruction: the summary's bound.
+COMPACTION_LENGTH_LIMIT = "Keep the summary under {words} words."

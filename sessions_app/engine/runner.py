@@ -20,17 +20,15 @@ from typing import Any, TypeVar
 from django.conf import settings
 
 from sessions_app import services
-from sessions_app.engine import compaction, records
+from sessions_app.engine import compaction, compactor, records
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.db import db, db_heavy
 from sessions_app.engine.features import features
-from sessions_app.engine.history import history_for, history_remember
+from sessions_app.engine.history import history_for
 from sessions_app.engine.prefix import stable_prefix_bytes
-from sessions_app.engine.prompts import COMPACTION_SUMMARY_MESSAGE
 from sessions_app.engine.providers import Provider, ProviderError, provider_for_model
 from sessions_app.engine.providers.base import ModelResponse
 from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tokens import estimate_text_tokens
 from sessions_app.engine.tool_dispatch import (
     CANCELLED_TOOL_RESULT,
     ToolDispatch,
@@ -39,7 +37,7 @@ from sessions_app.engine.tool_dispatch import (
 )
 from sessions_app.engine.tool_hooks import turn_started as tool_hooks_turn_started
 from sessions_app.engine.types import ModelCallData, PlannedToolCall
-from sessions_app.models import AgentSession, SessionStatus
+from sessions_app.models import AgentSession
 
 logger = logging.getLogger("palimpsest.engine")
 
@@ -129,6 +127,7 @@ class TurnRunner:
         self.wake = _wakeups.setdefault(session_id, asyncio.Event())
         self.features = features()
         self.tools = ToolDispatch(turn=self, features=self.features)
+        self.compactor = compactor.Compactor(self)
 
     # -- lifecycle ---------------------------------------------------------
     async def run(self) -> str:
@@ -147,6 +146,9 @@ class TurnRunner:
         except ProviderError as exc:
             error = str(exc)
             await db(services.turn_error_emit)(session_id=self.session_id, code="model_error", message=error)
+        except compactor.ContextWindowTooSmall as exc:
+            error = str(exc)
+            await db(services.turn_error_emit)(session_id=self.session_id, code=exc.code, message=error)
         except Exception as exc:
             logger.exception("turn %s failed", self.turn_id)
             error = f"internal error: {type(exc).__name__}"
@@ -218,19 +220,26 @@ class TurnRunner:
         snapshot = SessionSnapshot.from_session(session)
         self.epoch = session.epoch
         self.history = history_for(self.session_id, session.epoch)
+        self.compactor.turn_start_find()
         return snapshot
 
-    def _build(self) -> tuple[SessionSnapshot, BuiltRequest]:
-        # The session row is read again every step: an operator may have changed its settings.
+    def build(self) -> tuple[SessionSnapshot, BuiltRequest]:
+        """The next request (runs in a DB thread). The session row is read again every step: an
+        operator may have changed its settings."""
         snapshot = SessionSnapshot.from_session(AgentSession.objects.get(pk=self.session_id))
-        built = build_request(
+        return snapshot, self.build_with(snapshot, self.history)
+
+    def build_with(
+        self, snapshot: SessionSnapshot, history: PreparedHistory, *, max_tokens: int | None = None
+    ) -> BuiltRequest:
+        """`history` as a request of this turn (runs in a DB thread: sections read the ORM)."""
+        return build_request(
             session=snapshot,
-            history=self.history,
+            history=history,
             server_tools=self.features.tools_for_session(snapshot, turn_id=self.turn_id),
-            max_tokens=settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
+            max_tokens=max_tokens or settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
             sections=self.features.sections,
         )
-        return snapshot, built
 
     async def _loop(self) -> str:
         snapshot = await db(self._load)()
@@ -239,41 +248,21 @@ class TurnRunner:
                 hooks=self.features.hooks, session=snapshot, turn_id=self.turn_id
             )
         provider = self.provider or provider_for_model(snapshot.model)
-        retried_too_long = False
         while True:
             await self.check_stop()
-            max_steps = snapshot.setting("max_steps_per_turn")
-            if self.steps >= max_steps:
+            if self.steps >= snapshot.setting("max_steps_per_turn"):
                 return "max_steps"
             self.steps += 1
-            snapshot, built = await db(self._build)()
-            # Seed 000: over the threshold, the agent first gets one step with the warning (and its
-            # tools, to save what it needs); the history is compacted after that step.
-            compact_after = False
-            estimate = compaction.estimate_prompt_tokens(snapshot, built.estimated_tokens)
-            if compaction.should_compact(snapshot, built, estimate, messages=len(self.history)):
-                warning = await db(services.compaction_warning_store)(
-                    session_id=self.session_id,
-                    turn_id=self.turn_id,
-                    epoch=self.epoch,
-                    estimated_tokens=estimate,
-                    threshold_tokens=compaction.threshold_tokens(snapshot),
-                )
-                self.history.append(
-                    StoredMessage(warning.position, "user", warning.content, warning.token_estimate)
-                )
-                snapshot, built = await db(self._build)()
-                compact_after = True
+            prepared = await self.compactor.prepare(provider)
+            snapshot, built = prepared.snapshot, prepared.built
             try:
                 response, call_data = await self._call_model(provider, snapshot, built)
             except ProviderError as exc:
-                # The estimate was wrong and the API says so: compact at once, retry that call once.
-                if exc.kind != "prompt_too_long" or retried_too_long or len(self.history) < 2:
+                # The estimate was wrong and the API says so: apply the tiers at once, retry once.
+                if exc.kind != "prompt_too_long":
                     raise
-                retried_too_long = True
-                await self._compact(provider, snapshot, tokens_before=estimate)
-                compact_after = False
-                snapshot, built = await db(self._build)()
+                prepared = await self.compactor.prepare(provider, force=True)
+                snapshot, built = prepared.snapshot, prepared.built
                 response, call_data = await self._call_model(provider, snapshot, built)
             calls = tool_calls_plan(snapshot, response.content)
             calls = await db_heavy(self.tools.inputs_resolve)(snapshot, calls)
@@ -302,53 +291,19 @@ class TurnRunner:
                 )
                 cancelled = any(o.content == CANCELLED_TOOL_RESULT for o in outcomes)
                 ends_turn = any(o.ends_turn for o in outcomes)
-            if compact_after and not cancelled:
-                await self._compact(provider, snapshot, tokens_before=estimate)
             if cancelled:
                 raise TurnCancelled
+            if prepared.warned:
+                # After the warning step the turn goes on, whatever it answered: the older history
+                # is summarized, then the next call answers the user (DESIGN.md).
+                await self.compactor.compact(
+                    provider, snapshot, tokens_before=prepared.estimate, trigger=compactor.TRIGGER_THRESHOLD
+                )
+                continue
             if not calls or ends_turn:
                 return "end_turn"
 
-    async def _compact(self, provider: Provider, snapshot: SessionSnapshot, *, tokens_before: int) -> None:
-        """Summarize the epoch, archive it and continue from the summary (one transaction).
-
-        If the summary call fails, nothing changes and the error ends the turn.
-        """
-        await db(services.session_status_set)(session_id=self.session_id, status=SessionStatus.COMPACTING)
-        summary = await self.cancellable(
-            compaction.summarize(
-                provider=provider, session=snapshot, history=self.history.stored, record=self._record_summary
-            )
-        )
-        tokens_after = await db(self._estimate_after_compaction)(snapshot, summary)
-        archive, message = await db(services.compaction_store)(
-            session_id=self.session_id,
-            turn_id=self.turn_id,
-            epoch=self.epoch,
-            summary=summary,
-            tokens_before=tokens_before,
-            tokens_after=tokens_after,
-        )
-        self.epoch += 1
-        self.history = PreparedHistory(
-            [StoredMessage(message.position, "user", message.content, message.token_estimate)],
-            epoch=self.epoch,
-        )
-        history_remember(self.session_id, self.history)
-
-    def _estimate_after_compaction(self, snapshot: SessionSnapshot, summary: str) -> int:
-        """The calibrated size of the next request once the history is only the summary."""
-        text = COMPACTION_SUMMARY_MESSAGE.format(summary=summary)
-        after = build_request(
-            session=snapshot,
-            history=[StoredMessage(-1, "user", [{"type": "text", "text": text}], estimate_text_tokens(text))],
-            server_tools=self.features.tools_for_session(snapshot, turn_id=self.turn_id),
-            max_tokens=settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
-            sections=self.features.sections,
-        )
-        return round((snapshot.token_ratio or 1.0) * after.estimated_tokens)
-
-    async def _record_summary(
+    async def record_summary(
         self, body: dict, response: ModelResponse, purpose: str, duration_ms: int
     ) -> None:
         provider = (self.provider or provider_for_model(body["model"])).name

@@ -20,6 +20,7 @@ class SessionSnapshot:
     last_prompt_tokens: int | None = None
     last_estimated_tokens: int | None = None
     token_ratio: float = 1.0
+    compaction_failures: int = 0
 
     @classmethod
     def from_session(cls, session: Any) -> SessionSnapshot:
@@ -35,6 +36,7 @@ class SessionSnapshot:
             last_prompt_tokens=session.last_prompt_tokens,
             last_estimated_tokens=session.last_estimated_tokens,
             token_ratio=session.token_ratio,
+            compaction_failures=session.compaction_failures,
         )
 
     def setting(self, *path: str) -> Any:

@@ -14,7 +14,15 @@ are the package's public surface.
 from __future__ import annotations
 
 from sessions_app.engine.types import ModelCallData, PlannedToolCall, ToolOutcome
-from sessions_app.services.compaction import CompactionConflict, compaction_store, compaction_warning_store
+from sessions_app.services.compaction import (
+    COMPACTION_BREAKER_FAILURES,
+    CompactionConflict,
+    compaction_failure_record,
+    compaction_masked_announce,
+    compaction_store,
+    compaction_warning_store,
+    masked_result_store,
+)
 from sessions_app.services.events import event_emit
 from sessions_app.services.sessions import default_model, session_create, session_status_set
 from sessions_app.services.steps import (
@@ -46,6 +54,10 @@ from sessions_app.services.turns import (
 )
 
 __all__ = [
+    "COMPACTION_BREAKER_FAILURES",
+    "compaction_failure_record",
+    "compaction_masked_announce",
+    "masked_result_store",
     "INTERRUPTED_TOOL_RESULT",
     "TOKEN_PREFIX",
     "CompactionConflict",

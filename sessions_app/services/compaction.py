@@ -4,13 +4,16 @@ transaction: either the old epoch is intact or the new one is complete)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 from django.db import transaction
+from django.db.models import F
 
 from sessions_app.engine.prompts import COMPACTION_SUMMARY_MESSAGE, PRE_COMPACTION_WARNING
 from sessions_app.models import (
     AgentSession,
     Archive,
+    MaskedResult,
     Message,
     MessageRole,
     SessionStatus,
@@ -46,6 +49,9 @@ def compaction_warning_store(
     return message
 
 
+COMPACTION_BREAKER_FAILURES = 3
+
+
 def compaction_store(
     *,
     session_id: uuid.UUID,
@@ -54,12 +60,19 @@ def compaction_store(
     summary: str,
     tokens_before: int,
     tokens_after: int,
-) -> tuple[Archive, Message]:
+    carry_positions: Sequence[int] = (),
+    trigger: str = "threshold",
+    duration_ms: int = 0,
+    masked: Sequence[dict] = (),
+) -> tuple[Archive, list[Message]]:
     """Close `epoch` into an archive and start the next epoch with the summary, in one transaction.
 
     The archived messages are left in place. The new epoch's first message carries the seed's
-    metadata (`type: compact`, `previous_archive`). Raises `CompactionConflict` (writing nothing)
-    if the session is no longer at `epoch`.
+    metadata (`type: compact`, `previous_archive`); then come copies of the messages at
+    `carry_positions` (the running turn's, kept verbatim: `type: carried`, `from_position`), with
+    their masks. Returns the archive and the new epoch's messages. Raises `CompactionConflict`
+    (writing nothing) if the session is no longer at `epoch`, `TurnLeaseLost` if `turn_id` lost
+    the session.
     """
     if not summary.strip():
         raise ValueError("a compaction needs a summary")
@@ -78,20 +91,59 @@ def compaction_store(
             tokens_before=tokens_before,
             tokens_after=tokens_after,
             previous=previous,
+            trigger=trigger,
+            duration_ms=duration_ms,
+            kept_messages=len(carry_positions),
+            masked=list(masked),
         )
         AgentSession.objects.filter(pk=session_id).update(
             epoch=epoch + 1,
             last_prompt_tokens=None,
             last_estimated_tokens=None,
+            compaction_failures=0,
             status=SessionStatus.RUNNING if session.current_turn_id else SessionStatus.IDLE,
         )
-        message = message_write(
-            session_id=session_id,
-            epoch=epoch + 1,
-            role=MessageRole.USER,
-            content=[{"type": "text", "text": COMPACTION_SUMMARY_MESSAGE.format(summary=summary)}],
-            turn_id=turn_id,
-            metadata={"type": "compact", "previous_archive": str(archive.id)},
+        messages = [
+            message_write(
+                session_id=session_id,
+                epoch=epoch + 1,
+                role=MessageRole.USER,
+                content=[{"type": "text", "text": COMPACTION_SUMMARY_MESSAGE.format(summary=summary)}],
+                turn_id=turn_id,
+                metadata={"type": "compact", "previous_archive": str(archive.id)},
+            )
+        ]
+        carried = Message.objects.filter(
+            session_id=session_id, epoch=epoch, position__in=list(carry_positions)
+        )
+        result_ids: list[str] = []
+        for original in carried.order_by("position"):
+            messages.append(
+                message_write(
+                    session_id=session_id,
+                    epoch=epoch + 1,
+                    role=original.role,
+                    content=original.content,
+                    turn_id=original.turn_id,
+                    metadata={"type": "carried", "from_position": original.position},
+                    token_estimate=original.token_estimate,
+                )
+            )
+            result_ids += [
+                b.get("tool_use_id", "") for b in original.content if b.get("type") == "tool_result"
+            ]
+        MaskedResult.objects.bulk_create(
+            MaskedResult(
+                session_id=session_id,
+                epoch=epoch + 1,
+                tool_use_id=m.tool_use_id,
+                observation_id=m.observation_id,
+                size_chars=m.size_chars,
+                placeholder=m.placeholder,
+            )
+            for m in MaskedResult.objects.filter(
+                session_id=session_id, epoch=epoch, tool_use_id__in=result_ids
+            )
         )
         event_emit(
             session_id=session_id,
@@ -102,6 +154,61 @@ def compaction_store(
                 "summary": summary,
                 "tokens_before": tokens_before,
                 "tokens_after": tokens_after,
+                "trigger": trigger,
+                "masked": list(masked),
+                "duration_ms": duration_ms,
+                "kept_messages": len(carry_positions),
             },
         )
-    return archive, message
+    return archive, messages
+
+
+def masked_result_store(
+    *,
+    session_id: uuid.UUID,
+    turn_id: uuid.UUID,
+    epoch: int,
+    tool_use_id: str,
+    observation_id: str,
+    size_chars: int,
+    placeholder: str,
+) -> MaskedResult:
+    """Record that requests show `placeholder` for a tool result from now on. Raises
+    `TurnLeaseLost` (writing nothing) if the turn lost its lease."""
+    with transaction.atomic():
+        turn_lock(session_id, turn_id)
+        return MaskedResult.objects.create(
+            session_id=session_id,
+            epoch=epoch,
+            tool_use_id=tool_use_id,
+            observation_id=observation_id,
+            size_chars=size_chars,
+            placeholder=placeholder,
+        )
+
+
+def compaction_masked_announce(
+    *, session_id: uuid.UUID, masked: Sequence[dict], tokens_before: int, tokens_after: int
+) -> None:
+    """Announce tool results masked without a summary (`compaction.masked`, an addition)."""
+    event_emit(
+        session_id=session_id,
+        type="compaction.masked",
+        payload={"masked": list(masked), "tokens_before": tokens_before, "tokens_after": tokens_after},
+    )
+
+
+def compaction_failure_record(*, session_id: uuid.UUID, message: str) -> int:
+    """Count a failed compaction (the breaker trips at COMPACTION_BREAKER_FAILURES in a row) and
+    announce it (`compaction.failed`, an addition). Returns the failures in a row."""
+    with transaction.atomic():
+        AgentSession.objects.filter(pk=session_id).update(compaction_failures=F("compaction_failures") + 1)
+        failures = (
+            AgentSession.objects.filter(pk=session_id).values_list("compaction_failures", flat=True).get()
+        )
+        event_emit(
+            session_id=session_id,
+            type="compaction.failed",
+            payload={"message": message, "failures_in_a_row": failures},
+        )
+    return failures

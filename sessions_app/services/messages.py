@@ -12,13 +12,16 @@ from sessions_app.models import AgentSession, Message, MessageRole
 
 
 def message_write(
+    *,
     session_id: uuid.UUID,
     epoch: int,
     role: str,
     content: list[dict],
     turn_id: uuid.UUID | None,
     metadata: dict | None = None,
+    token_estimate: int | None = None,
 ) -> Message:
+    """Append a message to the session's history (inside the caller's transaction)."""
     AgentSession.objects.filter(pk=session_id).update(
         next_position=F("next_position") + 1, last_activity_at=timezone.now()
     )
@@ -29,7 +32,7 @@ def message_write(
         epoch=epoch,
         role=role,
         content=content,
-        token_estimate=estimate_json_tokens(content),
+        token_estimate=estimate_json_tokens(content) if token_estimate is None else token_estimate,
         turn_id=turn_id,
         metadata=metadata or {},
     )

@@ -100,6 +100,8 @@ def turn_begin(*, session_id: uuid.UUID, content: str, request_id: Any = None) -
             lease_expires_at=_lease_until(),
             cancel_requested=False,
             status=SessionStatus.RUNNING,
+            # A new turn resets the compaction breaker (DESIGN.md).
+            compaction_failures=0,
         )
         blocks = [{"type": "text", "text": content}]
         message_write(

@@ -1,0 +1,297 @@
+"""Keeping every request inside the window without losing the running turn (DESIGN.md,
+"Compaction keeps the live work").
+
+Before every model call whose estimate is over the threshold, the tiers are tried in order:
+1. mask tool results older than the last `compaction.mask_keep_recent` across the epoch (no
+   model call); if that is enough, nothing else happens;
+2. otherwise, when there is older history worth a summary and the breaker is not tripped: the
+   warning step (seed 000), then a summary of the history *before* the running turn, merged with
+   the previous summary; the new epoch starts with the summary followed by the running turn's own
+   messages, verbatim; the turn then goes on with the next call, whatever the warning step said;
+3. if still over, mask the running turn's older results (its newest stays whole);
+4. if what is left does not fit the window, the turn ends with `context_window_too_small`.
+Each call's `max_tokens` is lowered so that the prompt plus the answer fits the window.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sessions_app import selectors, services
+from sessions_app.engine import compaction
+from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage
+from sessions_app.engine.db import db, db_heavy
+from sessions_app.engine.history import history_remember
+from sessions_app.engine.masking import Masked, mask_candidates, results_mask
+from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
+from sessions_app.engine.providers import Provider
+from sessions_app.engine.snapshot import SessionSnapshot
+from sessions_app.engine.tokens import estimate_text_tokens
+from sessions_app.models import Message, SessionStatus
+
+if TYPE_CHECKING:
+    from sessions_app.engine.runner import TurnRunner
+
+TRIGGER_THRESHOLD = "threshold"
+TRIGGER_PROMPT_TOO_LONG = "prompt_too_long"
+TRIGGER_OPERATOR = "operator"
+# When the API says a prompt is too long, the tiers aim at this share of our estimate of it.
+FORCED_SHARE = 0.5
+
+
+class ContextWindowTooSmall(Exception):
+    """What cannot be masked or summarized does not fit the window: the turn cannot go on.
+    `code` is `compaction_failed` when a failed summary is why."""
+
+    def __init__(self, message: str, *, code: str = "context_window_too_small") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Prepared:
+    snapshot: SessionSnapshot
+    built: BuiltRequest
+    estimate: int
+    # The request is the warning step (seed 000): the older history is summarized after it.
+    warned: bool = False
+
+
+class Compactor:
+    def __init__(self, runner: TurnRunner) -> None:
+        self.runner = runner
+        # The running turn's first message in the current epoch (its user message, or its
+        # carried copy after a compaction), and the warning of this epoch, if given.
+        self.turn_start = -1
+        self.warning_position: int | None = None
+        self.warned = False
+        self.masked: list[Masked] = []
+        self.failure = ""  # why the last compaction failed, until one succeeds
+
+    @property
+    def history(self) -> PreparedHistory:
+        return self.runner.history
+
+    def turn_start_find(self) -> None:
+        """Where the running turn begins in the current epoch (runs in a DB thread)."""
+        rows = (
+            Message.objects.filter(
+                session_id=self.runner.session_id, epoch=self.runner.epoch, turn_id=self.runner.turn_id
+            )
+            .order_by("position")
+            .values_list("position", "metadata")[:2]
+        )
+        # The epoch's summary belongs to the turn that compacted; the turn itself starts after it.
+        first = next((p for p, meta in rows if (meta or {}).get("type") != "compact"), None)
+        self.turn_start = first if first is not None else self.history.last_position + 1
+
+    # -- the estimate ------------------------------------------------------
+    async def _estimate(self) -> tuple[SessionSnapshot, BuiltRequest, int]:
+        snapshot, built = await db(self.runner.build)()
+        return snapshot, built, compaction.estimate_prompt_tokens(snapshot, built.estimated_tokens)
+
+    def _older(self) -> list[StoredMessage]:
+        """The epoch's history before the running turn, without the epoch's leading summary."""
+        older = [m for m in self.history.stored if m.position < self.turn_start]
+        return older[1:] if self.history.epoch > 0 and older else older
+
+    def _summarizable(self, snapshot: SessionSnapshot, *, force: bool = False) -> bool:
+        """Older history worth a summary call (any, when the API refused the prompt), and the
+        breaker not tripped."""
+        tokens = sum(m.token_estimate for m in self._older())
+        least = 1 if force else compaction.MIN_SUMMARIZABLE_TOKENS
+        return tokens >= least and snapshot.compaction_failures < services.COMPACTION_BREAKER_FAILURES
+
+    async def _mask(self, snapshot: SessionSnapshot, ids: list[str], *, excess: int | None) -> list[Masked]:
+        if not ids:
+            return []
+        ratio = snapshot.token_ratio or 1.0
+        enough = None if excess is None else math.ceil(excess / ratio)
+        masked = await db_heavy(results_mask)(
+            features=self.runner.features,
+            session=snapshot,
+            turn_id=self.runner.turn_id,
+            history=self.history,
+            tool_use_ids=ids,
+            enough=enough,
+        )
+        self.masked += masked
+        return masked
+
+    async def _mask_announced(
+        self, snapshot: SessionSnapshot, ids: list[str], *, excess: int | None, before: int
+    ) -> tuple[SessionSnapshot, BuiltRequest, int]:
+        masked = await self._mask(snapshot, ids, excess=excess)
+        snapshot, built, estimate = await self._estimate()
+        if masked:
+            await db(services.compaction_masked_announce)(
+                session_id=self.runner.session_id,
+                masked=[m.as_dict() for m in masked],
+                tokens_before=before,
+                tokens_after=estimate,
+            )
+        return snapshot, built, estimate
+
+    # -- before each call --------------------------------------------------
+    async def prepare(self, provider: Provider, *, force: bool = False) -> Prepared:
+        """The request of the next call, with the tiers applied; `force` (the API said the prompt
+        was too long) applies them whatever the estimate says. When it returns `warned`, the
+        request holds the warning: the caller compacts after that step."""
+        snapshot, built, estimate = await self._estimate()
+        threshold = compaction.threshold_tokens(snapshot)
+        if force:
+            threshold = min(threshold, int(estimate * FORCED_SHARE))
+        if estimate <= threshold:
+            return await self._fit(Prepared(snapshot, built, estimate))
+        before = estimate
+        trigger = TRIGGER_PROMPT_TOO_LONG if force else TRIGGER_THRESHOLD
+        # Tier 1: old results, the cheap way (no model call).
+        ids = mask_candidates(self.history, keep_recent=snapshot.setting("compaction", "mask_keep_recent"))
+        snapshot, built, estimate = await self._mask_announced(
+            snapshot, ids, excess=estimate - threshold, before=estimate
+        )
+        if estimate <= threshold:
+            return await self._fit(Prepared(snapshot, built, estimate))
+        # Tier 2: a summary of the older history, after the warning step when it fits.
+        if self._summarizable(snapshot, force=force):
+            warning = round((snapshot.token_ratio or 1.0) * estimate_text_tokens(PRE_COMPACTION_WARNING)) + 10
+            if not force and not self.warned:
+                if compaction.output_room(snapshot, estimate + warning) < compaction.MIN_OUTPUT_TOKENS:
+                    # Make room for the warning step itself with the running turn's older results.
+                    snapshot, built, estimate = await self._mask_running(
+                        snapshot, estimate, target=threshold - warning
+                    )
+                if compaction.output_room(snapshot, estimate + warning) >= compaction.MIN_OUTPUT_TOKENS:
+                    return await self._warn(snapshot, estimate)
+            if await self.compact(provider, snapshot, tokens_before=before, trigger=trigger):
+                snapshot, built, estimate = await self._estimate()
+                threshold = compaction.threshold_tokens(snapshot)
+                if estimate <= threshold:
+                    return await self._fit(Prepared(snapshot, built, estimate))
+        # Tier 3: the running turn's older results (its newest stays whole).
+        snapshot, built, estimate = await self._mask_running(snapshot, estimate, target=threshold)
+        return await self._fit(Prepared(snapshot, built, estimate))
+
+    async def _warn(self, snapshot: SessionSnapshot, estimate: int) -> Prepared:
+        """Store seed 000's warning; the request of the warning step."""
+        runner = self.runner
+        warning = await db(services.compaction_warning_store)(
+            session_id=runner.session_id,
+            turn_id=runner.turn_id,
+            epoch=runner.epoch,
+            estimated_tokens=estimate,
+            threshold_tokens=compaction.threshold_tokens(snapshot),
+        )
+        self.history.append(StoredMessage(warning.position, "user", warning.content, warning.token_estimate))
+        self.warned = True
+        self.warning_position = warning.position
+        snapshot, built, warned_estimate = await self._estimate()
+        prepared = await self._fit(Prepared(snapshot, built, warned_estimate))
+        prepared.warned = True
+        prepared.estimate = estimate
+        return prepared
+
+    async def _mask_running(
+        self, snapshot: SessionSnapshot, estimate: int, *, target: int
+    ) -> tuple[SessionSnapshot, BuiltRequest, int]:
+        ids = mask_candidates(self.history, keep_recent=1, from_position=self.turn_start)
+        if estimate <= target or not ids:
+            snapshot, built, estimate = await self._estimate()
+            return snapshot, built, estimate
+        return await self._mask_announced(snapshot, ids, excess=estimate - target, before=estimate)
+
+    async def _fit(self, prepared: Prepared) -> Prepared:
+        """The call's max_tokens lowered to what the window leaves; `ContextWindowTooSmall` when
+        that is less than MIN_OUTPUT_TOKENS."""
+        snapshot = prepared.snapshot
+        room = compaction.output_room(snapshot, prepared.estimate)
+        if room < compaction.MIN_OUTPUT_TOKENS and self.failure:
+            raise ContextWindowTooSmall(
+                f"Compaction failed ({self.failure}) and masking tool results did not make room: the "
+                f"request needs about {prepared.estimate} tokens of a {snapshot.context_window}-token "
+                "window. The session is as it was; send the message again to retry.",
+                code="compaction_failed",
+            )
+        if room < compaction.MIN_OUTPUT_TOKENS:
+            raise ContextWindowTooSmall(
+                f"This request needs about {prepared.estimate} tokens and the context window is "
+                f"{snapshot.context_window}: what cannot be masked or summarized (the system prompt, "
+                "the tools, the memory, the user's message and the newest tool results) does not fit. "
+                "Shorten the message, the system prompt or the memory, or use a model with a larger window."
+            )
+        if room < prepared.built.body["max_tokens"]:
+            prepared.built = await db(self.runner.build_with)(snapshot, self.history, max_tokens=room)
+        return prepared
+
+    # -- the summary -------------------------------------------------------
+    async def compact(
+        self, provider: Provider, snapshot: SessionSnapshot, *, tokens_before: int, trigger: str
+    ) -> bool:
+        """Summarize the history before the running turn and start the new epoch with the summary
+        and the running turn's messages (before the warning step). False when the summary kept
+        failing: then nothing changed but the failure count (`compaction.failed`)."""
+        runner = self.runner
+        await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.COMPACTING)
+        started = time.monotonic()
+        archive = await db(selectors.archive_latest)(session_id=runner.session_id)
+        previous = archive.summary if archive is not None and self.history.epoch > 0 else None
+        try:
+            summary = await runner.cancellable(
+                compaction.summarize(
+                    provider=provider,
+                    session=snapshot,
+                    previous_summary=previous,
+                    history=self._older(),
+                    record=runner.record_summary,
+                )
+            )
+        except compaction.CompactionFailed as exc:
+            self.failure = str(exc)
+            await db(services.compaction_failure_record)(session_id=runner.session_id, message=str(exc))
+            await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.RUNNING)
+            return False
+        end = self.warning_position if self.warning_position is not None else self.history.last_position + 1
+        carry = [m.position for m in self.history.stored if self.turn_start <= m.position < end]
+        tokens_after = await db(self._estimate_after)(snapshot, summary, carry)
+        archive_row, messages = await db(services.compaction_store)(
+            session_id=runner.session_id,
+            turn_id=runner.turn_id,
+            epoch=runner.epoch,
+            summary=summary,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            carry_positions=carry,
+            trigger=trigger,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            masked=[m.as_dict() for m in self.masked],
+        )
+        runner.epoch += 1
+        masks = {tool_use_id: self.history.masks[tool_use_id] for tool_use_id in self.history.masks}
+        runner.history = PreparedHistory(
+            [StoredMessage(m.position, m.role, m.content, m.token_estimate) for m in messages],
+            epoch=runner.epoch,
+            masks=masks,
+        )
+        history_remember(runner.session_id, runner.history)
+        self.turn_start = messages[1].position if len(messages) > 1 else runner.history.last_position + 1
+        self.warning_position = None
+        self.masked = []
+        self.failure = ""
+        return True
+
+    def _estimate_after(self, snapshot: SessionSnapshot, summary: str, carry: list[int]) -> int:
+        """The calibrated size of the next request once the history is the summary and the
+        running turn (runs in a DB thread)."""
+        from sessions_app.engine.prompts import COMPACTION_SUMMARY_MESSAGE
+
+        text = COMPACTION_SUMMARY_MESSAGE.format(summary=summary)
+        kept = [m for m in self.history.stored if m.position in set(carry)]
+        history = PreparedHistory(
+            [StoredMessage(-1, "user", [{"type": "text", "text": text}], estimate_text_tokens(text)), *kept],
+            masks=self.history.masks,
+        )
+        after = self.runner.build_with(snapshot, history)
+        return round((snapshot.token_ratio or 1.0) * after.estimated_tokens)
