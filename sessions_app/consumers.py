@@ -14,6 +14,7 @@ from django.conf import settings
 
 from sessions_app import selectors, services
 from sessions_app.engine import runner
+from sessions_app.engine.compactor import ContextWindowTooSmall
 from sessions_app.engine.features import features
 from sessions_app.engine.providers import context_window_resolve
 from sessions_app.event_stream import SessionEventStream
@@ -122,6 +123,8 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
                 "a turn is running in this session; wait for turn.completed or send turn.cancel",
                 request_id,
             )
+        except ContextWindowTooSmall as exc:
+            await self._send_error(exc.code, str(exc), request_id)
 
     async def on_tool_result(self, frame: dict, request_id: Any) -> None:
         session_id = self._attached(request_id)

@@ -155,9 +155,11 @@ def strict_problems(body: dict[str, Any]) -> list[str]:
                 problems.append(f"message {index}: tool_result blocks must come first")
         elif answered:
             problems.append(f"message {index}: an assistant message holds tool_result blocks")
-    if messages and messages[-1].get("role") == "assistant":
-        if any(b.get("type") == "tool_use" for b in messages[-1].get("content") or []):
-            problems.append("the last message asks for tools nobody answered")
+    last = messages[-1] if messages else {}
+    if last.get("role") == "assistant" and any(
+        b.get("type") == "tool_use" for b in last.get("content") or []
+    ):
+        problems.append("the last message asks for tools nobody answered")
     return problems
 
 
@@ -395,10 +397,10 @@ class FakeAnthropicServer:
             prompt = self.count_prompt_tokens(body)
             record.prompt_tokens = prompt
             if prompt + int(body["max_tokens"]) > self.window:
-                message = (
+                too_long = (
                     f"prompt is too long: {prompt} tokens + max_tokens {body['max_tokens']} > {self.window}"
                 )
-                return handler.send_error_reply(ErrorReply(400, "invalid_request_error", message))
+                return handler.send_error_reply(ErrorReply(400, "invalid_request_error", too_long))
 
         with self._lock:
             spec: ReplySpec = self._queue.popleft() if self._queue else self.default_reply

@@ -43,6 +43,7 @@ from sessions_app.dashboard.forms import (
     SessionCreateForm,
 )
 from sessions_app.engine import runner
+from sessions_app.engine.compactor import ContextWindowTooSmall
 from sessions_app.engine.features import features
 from sessions_app.models import AgentSession, SessionStatus
 from sessions_app.validation import SpecError
@@ -206,6 +207,8 @@ async def message_send(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpR
             await runner.turn_start(session_id=session.pk, content=form.cleaned_data["content"])
         except services.TurnInProgress:
             error = "A turn is running in this session: wait for it to finish, or cancel it."
+        except ContextWindowTooSmall as exc:
+            error = str(exc)
         else:
             form = MessageForm()
     context = {"session": session, "message_form": form, "message_error": error}

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import math
 import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sessions_app import selectors, services
 from sessions_app.engine import compaction
-from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage
+from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.db import db, db_heavy
 from sessions_app.engine.history import history_remember
 from sessions_app.engine.masking import Masked, mask_candidates, results_mask
@@ -295,3 +296,39 @@ class Compactor:
         )
         after = self.runner.build_with(snapshot, history)
         return round((snapshot.token_ratio or 1.0) * after.estimated_tokens)
+
+
+# Characters a token covers at most in practice: a longer text is refused without tokenizing it.
+MAX_CHARS_PER_TOKEN = 12
+
+
+def message_fits_check(*, session_id: uuid.UUID, content: str) -> None:
+    """Refuse a user message that cannot fit the session's window even with an empty history:
+    the system prompt, the tools and the memory plus the message itself leave no room for an
+    answer. Runs in a thread of its own (counting a huge text is heavy)."""
+    from sessions_app.engine.features import features
+    from sessions_app.models import AgentSession
+
+    snapshot = SessionSnapshot.from_session(AgentSession.objects.get(pk=session_id))
+    room = snapshot.context_window - compaction.window_headroom(snapshot) - compaction.MIN_OUTPUT_TOKENS
+    ratio = snapshot.token_ratio or 1.0
+    if len(content) > room * MAX_CHARS_PER_TOKEN / ratio:
+        tokens = round(len(content) / MAX_CHARS_PER_TOKEN)
+    else:
+        tokens = round(ratio * estimate_text_tokens(content))
+        if tokens <= room // 2:
+            return  # far from the limit: not worth building the fixed part
+        fixed = build_request(
+            session=snapshot,
+            history=PreparedHistory(),
+            server_tools=features().tools_for_session(snapshot),
+            max_tokens=compaction.MIN_OUTPUT_TOKENS,
+            sections=features().sections,
+        )
+        tokens += round(ratio * fixed.estimated_tokens)
+    if tokens > room:
+        raise ContextWindowTooSmall(
+            f"This message needs about {tokens} tokens with the system prompt, tools and memory, and the "
+            f"session's context window is {snapshot.context_window}: it cannot fit, whatever is "
+            "summarized. Send a shorter message (or share large text as a file or a client tool result)."
+        )

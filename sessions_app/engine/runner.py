@@ -71,7 +71,10 @@ async def turns_wait_idle(timeout: float | None = None) -> None:
 async def turn_start(
     *, session_id: uuid.UUID, content: str, request_id: Any = None, provider: Provider | None = None
 ) -> uuid.UUID:
-    """Begin a turn (raises `services.TurnInProgress`) and run it in the background."""
+    """Begin a turn (raises `services.TurnInProgress`) and run it in the background. A message
+    that cannot fit the session's window at all, whatever is masked or summarized, is refused
+    (`compactor.ContextWindowTooSmall`) before anything is stored."""
+    await db_heavy(compactor.message_fits_check)(session_id=session_id, content=content)
     turn = await db(services.turn_begin)(session_id=session_id, content=content, request_id=request_id)
     runner = TurnRunner(session_id=session_id, turn_id=turn.id, provider=provider)
     task = asyncio.create_task(runner.run(), name=f"turn-{turn.id}")
