@@ -30,6 +30,7 @@ GAUGE_EVENTS = frozenset(
         "notepad.updated",
         "scratchpad.updated",
         "compaction.completed",
+        "compaction.masked",
         "tool.result",
     }
 )

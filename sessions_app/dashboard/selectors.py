@@ -150,10 +150,8 @@ def transcript_page(
         ).values_list("tool_use_id", "name")
     )
     summaries = {
-        str(pk): summary
-        for pk, summary in Archive.objects.filter(
-            session_id=session_id, pk__in=transcript.archive_ids(messages)
-        ).values_list("pk", "summary")
+        str(archive.pk): archive
+        for archive in Archive.objects.filter(session_id=session_id, pk__in=transcript.archive_ids(messages))
     }
     return TranscriptPage(
         items=transcript.items_from_messages(messages, tool_names=names, summaries=summaries),
@@ -476,10 +474,10 @@ def archive_messages_page(
         ).values_list("tool_use_id", "name")
     )
     summaries = {
-        str(pk): summary
-        for pk, summary in Archive.objects.filter(
+        str(archive.pk): archive
+        for archive in Archive.objects.filter(
             session_id=archive.session_id, pk__in=transcript.archive_ids(messages)
-        ).values_list("pk", "summary")
+        )
     }
     return ArchivedPage(
         items=transcript.items_from_messages(messages, tool_names=names, summaries=summaries),

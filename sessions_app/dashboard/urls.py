@@ -14,6 +14,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/transcript/", views.transcript_older, name="transcript"),
     path("sessions/<uuid:session_id>/messages/", views.message_send, name="message_send"),
     path("sessions/<uuid:session_id>/cancel/", views.turn_cancel, name="turn_cancel"),
+    path("sessions/<uuid:session_id>/compact/", views.compaction_start, name="compact"),
     path("sessions/<uuid:session_id>/context/", views.context_panel, name="context"),
     path("sessions/<uuid:session_id>/timeline/", views.timeline_panel, name="timeline"),
     path("sessions/<uuid:session_id>/notepad/", views.notepad_panel, name="notepad"),

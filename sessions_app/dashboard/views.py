@@ -45,6 +45,7 @@ from sessions_app.dashboard.forms import (
 from sessions_app.engine import runner
 from sessions_app.engine.compactor import ContextWindowTooSmall
 from sessions_app.engine.features import features
+from sessions_app.engine.operator import compaction_operator_start
 from sessions_app.models import AgentSession, SessionStatus
 from sessions_app.validation import SpecError
 
@@ -212,6 +213,22 @@ async def message_send(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpR
         else:
             form = MessageForm()
     context = {"session": session, "message_form": form, "message_error": error}
+    return await sync_to_async(render)(
+        request, "dashboard/session.html#message-form", context, status=409 if error else 200
+    )
+
+
+@require_POST
+@operator_required
+async def compaction_start(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    """Compact the session now (an operator's compaction): refused while a turn runs."""
+    session = await sync_to_async(_session)(session_id)
+    error = ""
+    try:
+        await compaction_operator_start(session_id=session.pk)
+    except services.TurnInProgress:
+        error = "A turn is running in this session: compact once it has finished."
+    context = {"session": session, "message_form": MessageForm(), "message_error": error}
     return await sync_to_async(render)(
         request, "dashboard/session.html#message-form", context, status=409 if error else 200
     )

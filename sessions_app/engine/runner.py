@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -77,12 +77,17 @@ async def turn_start(
     await db_heavy(compactor.message_fits_check)(session_id=session_id, content=content)
     turn = await db(services.turn_begin)(session_id=session_id, content=content, request_id=request_id)
     runner = TurnRunner(session_id=session_id, turn_id=turn.id, provider=provider)
-    task = asyncio.create_task(runner.run(), name=f"turn-{turn.id}")
-    _running.add(task)
-    _turn_tasks[turn.id] = task
-    task.add_done_callback(_running.discard)
-    task.add_done_callback(lambda _: _turn_tasks.pop(turn.id, None))
+    register_task(runner.run(), turn.id)
     return turn.id
+
+
+def register_task(coroutine: Coroutine[Any, Any, str], turn_id: uuid.UUID) -> None:
+    """Run a turn (or an operator's compaction) in the background, known to `turn_wait`."""
+    task = asyncio.create_task(coroutine, name=f"turn-{turn_id}")
+    _running.add(task)
+    _turn_tasks[turn_id] = task
+    task.add_done_callback(_running.discard)
+    task.add_done_callback(lambda _: _turn_tasks.pop(turn_id, None))
 
 
 async def turn_wait(turn_id: uuid.UUID) -> str | None:

@@ -93,9 +93,18 @@ def event_summary(frame: dict) -> str:
     if kind == "compaction.warning":
         return f"about {frame.get('estimated_tokens')} tokens, threshold {frame.get('threshold_tokens')}"
     if kind == "compaction.completed":
+        masked = len(frame.get("masked") or [])
         return (
-            f"epoch {frame.get('epoch')}: {frame.get('tokens_before')} → {frame.get('tokens_after')} tokens"
+            f"epoch {frame.get('epoch')} ({frame.get('trigger', 'threshold')}): "
+            f"{frame.get('tokens_before')} → {frame.get('tokens_after')} tokens, "
+            f"{frame.get('kept_messages', 0)} kept, {masked} masked"
         )
+    if kind == "compaction.masked":
+        return f"{len(frame.get('masked') or [])} tool results masked: {frame.get('tokens_before')} → " + str(
+            frame.get("tokens_after")
+        )
+    if kind == "compaction.failed":
+        return _short(f"{frame.get('failures_in_a_row')} in a row: {frame.get('message')}")
     if kind == "turn.completed":
         return str(frame.get("stop_reason", ""))
     if kind == "error":
