@@ -19,7 +19,7 @@ from sessions_app.engine.tools import registry
 from sessions_app.event_stream import SessionEventStream
 from sessions_app.frames import FrameError, frame_parse, tool_result_content_check
 from sessions_app.models import AgentSession, AgentToken
-from sessions_app.validation import SpecError
+from sessions_app.validation import SpecError, session_create_clean
 
 logger = logging.getLogger("palimpsest.ws")
 CLOSE_UNAUTHORIZED = 4401
@@ -78,20 +78,32 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
             await self._send_error("internal_error", "the server could not handle this frame", request_id)
 
     async def on_session_create(self, frame: dict, request_id: Any) -> None:
-        context_window = frame.get("context_window")
-        model = frame.get("model") or services.default_model()
-        if context_window is None and model:
-            context_window = await context_window_resolve(model)
-        session = await database_sync_to_async(services.session_create)(
-            owner=self.token,
+        reserved = registry.names()
+        # Every field is checked before anything is looked up or stored: a rejected frame costs
+        # nothing but its parsing (a huge unique `model` used to be looked up and cached first).
+        clean = session_create_clean(
             title=frame.get("title"),
             model=frame.get("model"),
             system_prompt=frame.get("system_prompt"),
-            context_window=context_window,
+            context_window=frame.get("context_window"),
             compact_threshold=frame.get("compact_threshold"),
             tools=frame.get("tools"),
             settings=frame.get("settings"),
-            reserved_tool_names=registry.names(),
+            reserved_tool_names=reserved,
+        )
+        context_window = clean.get("context_window")
+        if context_window is None:
+            context_window = await context_window_resolve(clean.get("model") or services.default_model())
+        session = await database_sync_to_async(services.session_create)(
+            owner=self.token,
+            title=clean.get("title"),
+            model=clean.get("model"),
+            system_prompt=clean.get("system_prompt"),
+            context_window=context_window,
+            compact_threshold=clean.get("compact_threshold"),
+            tools=clean["tools"],
+            settings=clean["settings"],
+            reserved_tool_names=reserved,
         )
         await self.stream_join(session.id, since_seq=0)
         state = selectors.session_public_state(session=session)
