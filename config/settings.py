@@ -28,6 +28,16 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from exc
 
 
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return float(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from exc
+
+
 # ---------------------------------------------------------------------------
 # Core
 # ---------------------------------------------------------------------------
@@ -182,3 +192,10 @@ PALIMPSEST_POLL_SECONDS = float(os.environ.get("PALIMPSEST_POLL_SECONDS", "1.0")
 PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = float(
     os.environ.get("PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS", "0")
 )
+
+# ---------------------------------------------------------------------------
+# Websocket limits (README: "Limits")
+# ---------------------------------------------------------------------------
+# A client that reads nothing for this long while the server has frames for it is closed (4408);
+# until then a connection's unsent frames are held to about 64 KiB beyond the kernel's buffers.
+PALIMPSEST_WS_DRAIN_SECONDS = env_float("PALIMPSEST_WS_DRAIN_SECONDS", 30.0)

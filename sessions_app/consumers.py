@@ -55,7 +55,7 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
 
     # -- frames ------------------------------------------------------------
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.token is None:
+        if self.token is None or self.flow_closed:
             return
         request_id = None
         try:
@@ -180,6 +180,7 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
     # -- events ------------------------------------------------------------
     async def deliver_events(self, events: list[dict]) -> None:
         for event in events:
+            # Each send waits while the client is not reading (ws_flow).
             await self.send(text_data=json.dumps(event, ensure_ascii=False))
 
     # -- helpers -----------------------------------------------------------

@@ -7,12 +7,14 @@ and requires the growth to stay under 20 MB, where the unbounded code grew by ~4
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
 from tests.servers import Daphne, manage, server_env
 
@@ -28,7 +30,9 @@ from sessions_app.models import AgentSession, SessionEvent
 session = AgentSession.objects.get(pk={session_id!r})
 start = session.last_seq
 SessionEvent.objects.bulk_create(
-    SessionEvent(session=session, seq=start + i + 1, type="assistant.delta", payload={{"text": "x" * {chars}}})
+    SessionEvent(
+        session=session, seq=start + i + 1, type="assistant.delta", payload={{"text": "x" * {chars}}}
+    )
     for i in range({count})
 )
 AgentSession.objects.filter(pk=session.pk).update(last_seq=start + {count})
@@ -69,9 +73,12 @@ def token_for(env: dict[str, str]) -> str:
     return manage("create_agent_token", "hostile", env=env).strip().splitlines()[-1]
 
 
-async def open_ws(server: Daphne, token: str, **kwargs: object) -> ClientConnection:
+async def open_ws(server: Daphne, token: str, *, max_queue: int = 16) -> ClientConnection:
     return await connect(
-        server.ws_url, additional_headers={"Authorization": f"Bearer {token}"}, max_size=None, **kwargs
+        server.ws_url,
+        additional_headers={"Authorization": f"Bearer {token}"},
+        max_size=None,
+        max_queue=max_queue,
     )
 
 
@@ -93,3 +100,56 @@ async def test_huge_unique_model_names_do_not_grow_the_server(env, tmp_path):
         await ws.close()
     assert {(r["type"], r["code"]) for r in replies} == {("error", "invalid_value")}
     assert after - before < MAX_GROWTH_BYTES, f"grew by {(after - before) / 2**20:.1f} MB"
+
+
+async def test_repeated_attach_by_a_client_that_never_reads_does_not_grow_the_server(env, tmp_path):
+    token = token_for(env)
+    with Daphne(env, tmp_path / "daphne.log") as server:
+        assert server.process is not None
+        setup = await open_ws(server, token)
+        await setup.send(json.dumps({"type": "session.create"}))
+        session_id = json.loads(await setup.recv())["session"]["id"]
+        await setup.close()
+        manage(
+            "shell",
+            "-c",
+            SEED_SCRIPT.format(session_id=session_id, chars=SEED_EVENT_CHARS, count=SEED_EVENTS),
+            env=env,
+        )
+        attach = json.dumps({"type": "session.attach", "session_id": session_id})
+
+        # Warm-up: one polite replay of the whole session.
+        polite = await open_ws(server, token)
+        await polite.send(attach)
+        while json.loads(await polite.recv())["type"] != "session.attached":
+            pass
+        before = settled_rss(server.process.pid)
+
+        # A client that stops reading (a small receive queue and no recv: its socket fills up).
+        hostile = await open_ws(server, token, max_queue=1)
+        for _ in range(HOSTILE_FRAMES):
+            await hostile.send(attach)
+        await asyncio.sleep(4)
+        after = settled_rss(server.process.pid)
+        # The server gave up on it (4408, then the connection is dropped: the close frame waits
+        # behind what the client never read, so the client may see 1006).
+        closed = False
+        try:
+            while True:
+                await asyncio.wait_for(hostile.recv(), timeout=10)
+        except ConnectionClosed:
+            closed = True
+        except TimeoutError:
+            pass
+        await hostile.close()
+
+        # A polite client still gets the whole replay, in order.
+        await polite.send(attach)
+        frames = []
+        while (frame := json.loads(await polite.recv()))["type"] != "session.attached":
+            frames.append(frame)
+        await polite.close()
+    assert after - before < MAX_GROWTH_BYTES, f"grew by {(after - before) / 2**20:.1f} MB"
+    assert closed
+    assert "(code 4408)" in (tmp_path / "daphne.log").read_text()
+    assert [f["seq"] for f in frames] == list(range(1, SEED_EVENTS + 1))
