@@ -17,7 +17,7 @@ from sessions_app.engine import runner
 from sessions_app.engine.providers import context_window_resolve
 from sessions_app.engine.tools import registry
 from sessions_app.event_stream import SessionEventStream
-from sessions_app.frames import FrameError, frame_parse, tool_result_content_check
+from sessions_app.frames import MAX_FRAME_INT, FrameError, frame_parse, tool_result_content_check
 from sessions_app.models import AgentSession, AgentToken
 from sessions_app.validation import SpecError, session_create_clean
 
@@ -111,8 +111,10 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
 
     async def on_session_attach(self, frame: dict, request_id: Any) -> None:
         since_seq = frame.get("since_seq") or 0
-        if since_seq < 0:
-            raise FrameError("invalid_frame", "session.attach: since_seq must be 0 or more", request_id)
+        if not 0 <= since_seq <= MAX_FRAME_INT:
+            raise FrameError(
+                "invalid_frame", f"session.attach: since_seq must be from 0 to {MAX_FRAME_INT}", request_id
+            )
         session = await self._session_for_token(frame["session_id"], request_id)
         await self.stream_join(session.id, since_seq=since_seq)
         # Events written while we replay are queued behind this handler and delivered in order.

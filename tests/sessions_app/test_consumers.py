@@ -743,3 +743,33 @@ async def test_the_models_api_answers_are_remembered_in_a_bounded_cache(fake_ant
         providers._api_windows.set(f"model-{n}", 128_000)
     assert len(providers._api_windows) == providers.MODEL_WINDOW_CACHE_SIZE
     providers._api_windows.clear()
+
+
+# -- values Python parses but nothing downstream can hold ------------------------------------
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [
+        ('{"type": "session.create", "title": "x", "n": ' + "9" * 5000 + "}", "invalid_frame"),
+        ('{"type": "session.create", "title": "\\ud800"}', "invalid_frame"),
+        ('{"type": "session.create", "settings": {"\\udfff": 1}}', "invalid_frame"),
+        ('{"type": "session.create", "context_window": 1e999}', "invalid_frame"),
+        ('{"type": "session.create", "compact_threshold": NaN}', "invalid_json"),
+        ('{"type": "session.create", "compact_threshold": -Infinity}', "invalid_json"),
+        ('{"type": "session.attach", "session_id": "x", "since_seq": 9223372036854775808}', "invalid_frame"),
+    ],
+)
+async def test_unrepresentable_values_are_an_error_frame_not_a_traceback(connect, caplog, frame, code):
+    client = await connect()
+    await client.send(frame)
+    reply = await client.recv()
+    assert (reply["type"], reply["code"]) == ("error", code)
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert (await client.create())["id"]
+    await client.close()
+
+
+async def test_a_surrogate_pair_written_as_escapes_is_one_character_and_fine(connect):
+    client = await connect()
+    session = await client.create(title="\ud83d\ude00")
+    assert session["title"] == "\U0001f600"
+    await client.close()
