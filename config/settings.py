@@ -188,6 +188,11 @@ PALIMPSEST_TURN_LEASE_SECONDS = env_int("PALIMPSEST_TURN_LEASE_SECONDS", 60)
 PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS = env_int("PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS", 600)
 # How often a waiting turn looks in the database for results and cancels written by another process.
 PALIMPSEST_POLL_SECONDS = float(os.environ.get("PALIMPSEST_POLL_SECONDS", "1.0"))
+# A model stream that sends nothing this long is a model error (retried like a 5xx while none of
+# its text was streamed; PROTOCOL.md v1.1).
+PALIMPSEST_MODEL_IDLE_SECONDS = env_float("PALIMPSEST_MODEL_IDLE_SECONDS", 120.0)
+# Pause before re-sending a request whose stream broke before any text (doubled each retry).
+PALIMPSEST_MODEL_STREAM_RETRY_SECONDS = env_float("PALIMPSEST_MODEL_STREAM_RETRY_SECONDS", 1.0)
 # Pause between the scripted model's streamed words (make run sets a small one so streaming shows).
 PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = float(
     os.environ.get("PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS", "0")

@@ -23,6 +23,7 @@ from tests.fake_anthropic import FakeAnthropicServer
 def _fast_engine(settings: Any) -> None:
     settings.PALIMPSEST_POLL_SECONDS = 0.05
     settings.PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = 0.0
+    settings.PALIMPSEST_MODEL_STREAM_RETRY_SECONDS = 0.01
     settings.PALIMPSEST_PROVIDER = "scripted"
 
 

@@ -56,11 +56,17 @@ async def context_window_resolve(model: str) -> int:
 
 def provider_for_model(model: str) -> Provider:
     """The scripted model for `model == "scripted"` or when PALIMPSEST_PROVIDER is `scripted`;
-    else Anthropic (with ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL as given)."""
+    else Anthropic (with ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL as given, and the model-stream
+    limits PALIMPSEST_MODEL_IDLE_SECONDS and PALIMPSEST_MODEL_STREAM_RETRY_SECONDS)."""
     if _uses_scripted(model):
         from sessions_app.engine.providers.scripted import ScriptedProvider
 
         return ScriptedProvider(chunk_delay_seconds=settings.PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS)
     from sessions_app.engine.providers.anthropic import AnthropicProvider
 
-    return AnthropicProvider(api_key=settings.ANTHROPIC_API_KEY, base_url=settings.ANTHROPIC_BASE_URL)
+    return AnthropicProvider(
+        api_key=settings.ANTHROPIC_API_KEY,
+        base_url=settings.ANTHROPIC_BASE_URL,
+        idle_seconds=settings.PALIMPSEST_MODEL_IDLE_SECONDS,
+        stream_retry_seconds=settings.PALIMPSEST_MODEL_STREAM_RETRY_SECONDS,
+    )
