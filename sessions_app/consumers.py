@@ -12,7 +12,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from sessions_app import selectors, services
+from sessions_app import connections, selectors, services
 from sessions_app.engine import runner
 from sessions_app.engine.providers import context_window_resolve
 from sessions_app.engine.tools import registry
@@ -36,7 +36,11 @@ def _bearer_token(scope: dict) -> str:
 
 
 class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
-    token: AgentToken | None
+    token: AgentToken | None = None
+    # When the token was last confirmed active (monotonic seconds; `connections.py`).
+    token_verified_at: float = 0.0
+    registered: bool = False
+    closing: bool = False
 
     async def connect(self) -> None:
         self.session_id = None
@@ -48,14 +52,32 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
         if self.token is None:
             # Closing after accept is the only way to hand the client a close code (4401).
             await self.close(code=CLOSE_UNAUTHORIZED)
+            return
+        connections.connection_add(self, token_id=self.token.pk)
+        self.registered = True
 
     async def disconnect(self, code: int) -> None:
+        if self.registered and self.token is not None:
+            connections.connection_remove(self, token_id=self.token.pk)
+            self.registered = False
         # The turn goes on without us; a client re-attaches with since_seq.
         await self.stream_leave()
 
+    async def token_revoked(self) -> None:
+        """The token was revoked (or deleted) since this connection opened: close with 4401.
+
+        Called by the process's token re-check or before a frame; nothing more is handled.
+        """
+        if self.closing:
+            return
+        self.closing = True
+        await self.close(code=CLOSE_UNAUTHORIZED)
+
     # -- frames ------------------------------------------------------------
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.token is None or self.flow_closed:
+        if self.token is None or self.flow_closed or self.closing:
+            return
+        if not await connections.token_still_active(self, token_id=self.token.pk):
             return
         request_id = None
         try:

@@ -36,6 +36,15 @@ def _fresh_channel_layer() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _no_connections_left() -> Iterator[None]:
+    """A client a test left open must not be re-checked in the next test's event loop."""
+    from sessions_app import connections
+
+    yield
+    connections._by_token.clear()
+
+
+@pytest.fixture(autouse=True)
 async def _turns_finish() -> AsyncIterator[None]:
     """No turn may outlive its test (it would write into the next test's database)."""
     yield
