@@ -207,3 +207,12 @@ PALIMPSEST_TOKEN_RECHECK_SECONDS = env_float("PALIMPSEST_TOKEN_RECHECK_SECONDS",
 # A client that reads nothing for this long while the server has frames for it is closed (4408);
 # until then a connection's unsent frames are held to about 64 KiB beyond the kernel's buffers.
 PALIMPSEST_WS_DRAIN_SECONDS = env_float("PALIMPSEST_WS_DRAIN_SECONDS", 30.0)
+
+# ---------------------------------------------------------------------------
+# Quotas per agent token, counted per server process (README: "Limits"); 0 switches one off.
+# The defaults let one token open 500 sessions at once (a connection, a session.create and a
+# user.message each).
+# ---------------------------------------------------------------------------
+PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE = env_int("PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE", 1000)
+PALIMPSEST_QUOTA_CONNECTIONS = env_int("PALIMPSEST_QUOTA_CONNECTIONS", 1000)
+PALIMPSEST_QUOTA_FRAMES_PER_SECOND = env_int("PALIMPSEST_QUOTA_FRAMES_PER_SECOND", 2000)

@@ -12,7 +12,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from sessions_app import connections, selectors, services
+from sessions_app import connections, quotas, selectors, services
 from sessions_app.engine import runner
 from sessions_app.engine.providers import context_window_resolve
 from sessions_app.engine.tools import registry
@@ -35,6 +35,15 @@ def _bearer_token(scope: dict) -> str:
     return (query.get("token") or [""])[0]
 
 
+def _rate_limited_frames(request_id: Any = None) -> FrameError:
+    limit = settings.PALIMPSEST_QUOTA_FRAMES_PER_SECOND
+    return FrameError(
+        "rate_limited",
+        f"too many frames: at most {limit} a second per token (per server process); this one was ignored",
+        request_id,
+    )
+
+
 class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
     token: AgentToken | None = None
     # When the token was last confirmed active (monotonic seconds; `connections.py`).
@@ -53,8 +62,13 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
             # Closing after accept is the only way to hand the client a close code (4401).
             await self.close(code=CLOSE_UNAUTHORIZED)
             return
-        connections.connection_add(self, token_id=self.token.pk)
+        held = connections.connection_add(self, token_id=self.token.pk)
         self.registered = True
+        if not quotas.connection_allowed(open_connections=held):
+            connections.connection_remove(self, token_id=self.token.pk)
+            self.registered = False
+            self.closing = True
+            await self.close(code=quotas.CLOSE_TOO_MANY_CONNECTIONS)
 
     async def disconnect(self, code: int) -> None:
         if self.registered and self.token is not None:
@@ -80,11 +94,22 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
         if not await connections.token_still_active(self, token_id=self.token.pk):
             return
         request_id = None
+        # Counted before parsing, so that bad frames count too; refused after, to echo request_id.
+        allowed = quotas.frame_allowed(token_id=self.token.pk)
         try:
+            if not allowed and text_data is None:
+                raise _rate_limited_frames()
             if text_data is None:
                 raise FrameError("invalid_frame", "frames must be JSON text, not binary")
-            frame = frame_parse(text_data, max_bytes=settings.PALIMPSEST_MAX_FRAME_BYTES)
+            try:
+                frame = frame_parse(text_data, max_bytes=settings.PALIMPSEST_MAX_FRAME_BYTES)
+            except FrameError:
+                if not allowed:
+                    raise _rate_limited_frames() from None
+                raise
             request_id = frame.get("request_id")
+            if not allowed:
+                raise _rate_limited_frames(request_id)
             handler = getattr(self, "on_" + frame["type"].replace(".", "_"))
             await handler(frame, request_id)
         except FrameError as exc:
@@ -113,6 +138,14 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
             settings=frame.get("settings"),
             reserved_tool_names=reserved,
         )
+        assert self.token is not None
+        if not quotas.session_create_allowed(token_id=self.token.pk):
+            limit = settings.PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE
+            raise FrameError(
+                "rate_limited",
+                f"too many sessions: at most {limit} a minute per token (per server process)",
+                request_id,
+            )
         context_window = clean.get("context_window")
         if context_window is None:
             context_window = await context_window_resolve(clean.get("model") or services.default_model())

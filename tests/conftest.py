@@ -42,6 +42,9 @@ def _no_connections_left() -> Iterator[None]:
 
     yield
     connections._by_token.clear()
+    from sessions_app import quotas
+
+    quotas.quotas_reset()
 
 
 @pytest.fixture(autouse=True)
