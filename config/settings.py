@@ -28,6 +28,10 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from exc
 
 
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
 def env_float(name: str, default: float) -> float:
     value = os.environ.get(name)
     if value is None or value == "":
@@ -39,17 +43,39 @@ def env_float(name: str, default: float) -> float:
 
 
 # ---------------------------------------------------------------------------
-# Core
+# Core. Production is the default; the local development defaults (DEBUG, a fixed key, local
+# hosts, plain HTTP) are chosen explicitly with PALIMPSEST_DEV=1, which `make run` and the test
+# settings set. docs/deploy.md lists the production environment.
 # ---------------------------------------------------------------------------
-DEBUG = env_bool("DEBUG", True)
-# The default key only protects a local development server; any deployment sets SECRET_KEY.
-SECRET_KEY = os.environ.get("SECRET_KEY", "palimpsest-insecure-local-development-key-change-me")
-if not DEBUG and SECRET_KEY.startswith("palimpsest-insecure"):
-    raise ImproperlyConfigured("Set SECRET_KEY when DEBUG is off.")
-ALLOWED_HOSTS = [
-    h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
-]
-CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+PALIMPSEST_DEV = env_bool("PALIMPSEST_DEV", False)
+DEBUG = env_bool("DEBUG", PALIMPSEST_DEV)
+DEV_SECRET_KEY = "palimpsest-insecure-local-development-key-change-me"
+SECRET_KEY = os.environ.get("SECRET_KEY", "") or (DEV_SECRET_KEY if PALIMPSEST_DEV else "")
+if not SECRET_KEY or (SECRET_KEY == DEV_SECRET_KEY and not PALIMPSEST_DEV):
+    raise ImproperlyConfigured(
+        "Set SECRET_KEY (a long random string, see docs/deploy.md), or PALIMPSEST_DEV=1 for the local "
+        "development defaults."
+    )
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver" if PALIMPSEST_DEV else "")
+if not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("Set ALLOWED_HOSTS (the host names the service answers to, comma-separated).")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+# HTTPS, terminated by the reverse proxy in front of daphne (docs/deploy.md), which sets
+# X-Forwarded-Proto. Off in local development (plain HTTP). /healthz answers over plain HTTP
+# for the proxy's health checks.
+_HTTPS = not PALIMPSEST_DEV
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("PALIMPSEST_BEHIND_PROXY", _HTTPS) else None
+)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _HTTPS)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", _HTTPS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", _HTTPS)
+# HSTS is sticky in browsers: on only when the deployment says so (docs/deploy.md does).
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 
 INSTALLED_APPS = [
     "daphne",
@@ -151,10 +177,11 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
-# Daphne serves the static files itself (the dashboard has a handful); switch off behind a web
-# server that serves `collectstatic`'s output from STATIC_ROOT.
-PALIMPSEST_SERVE_STATIC = env_bool("PALIMPSEST_SERVE_STATIC", True)
+# `collectstatic` writes here; in production the reverse proxy serves it at /static/ (docs/deploy.md).
+STATIC_ROOT = Path(os.environ.get("PALIMPSEST_STATIC_ROOT", "") or BASE_DIR / "staticfiles")
+# In local development daphne serves the static files itself (the dashboard has a handful); in
+# production the proxy serves `collectstatic`'s output (1 makes daphne serve them anyway).
+PALIMPSEST_SERVE_STATIC = env_bool("PALIMPSEST_SERVE_STATIC", PALIMPSEST_DEV)
 
 LOGGING = {
     "version": 1,
