@@ -5,8 +5,8 @@ whichever process revoked it (the management command runs on its own, maybe with
 nothing is announced: every PALIMPSEST_TOKEN_RECHECK_SECONDS one task per process asks the
 database which of the tokens it holds connections for are still active (one query for all of
 them), and closes the connections of the others with 4401. A consumer also re-checks its own
-token before handling a frame when the last confirmation is older than that interval (the
-task may be late), which costs a query only then.
+token before handling a frame when the last confirmation is older than two intervals (the
+task may be late or stalled), which costs a query only then.
 
 The registry is per process, bounded by the process's open connections (a connection leaves it
 when it disconnects); it also counts the open connections of a token for the quota
@@ -28,6 +28,9 @@ from django.conf import settings
 from sessions_app.tokens import agent_token_ids_active
 
 logger = logging.getLogger("palimpsest.ws")
+# Before a frame, the token is asked about again only when the process's last round confirmed
+# it longer ago than this many intervals (the round is due every interval).
+FRAME_RECHECK_INTERVALS = 2
 
 
 class TokenHolder(Protocol):
@@ -68,9 +71,10 @@ def connections_open(*, token_id: int) -> int:
 
 
 async def token_still_active(holder: TokenHolder, *, token_id: int) -> bool:
-    """Before a frame: True if the token was confirmed within the re-check interval, else ask
-    the database now (and close the connection if it is not active)."""
-    if time.monotonic() - holder.token_verified_at <= settings.PALIMPSEST_TOKEN_RECHECK_SECONDS:
+    """Before a frame: True if the token was confirmed lately (FRAME_RECHECK_INTERVALS), else
+    ask the database now (and close the connection if it is not active)."""
+    stale_after = FRAME_RECHECK_INTERVALS * settings.PALIMPSEST_TOKEN_RECHECK_SECONDS
+    if time.monotonic() - holder.token_verified_at <= stale_after:
         return True
     active = await database_sync_to_async(agent_token_ids_active)(token_ids=[token_id])
     if token_id in active:

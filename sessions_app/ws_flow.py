@@ -33,13 +33,18 @@ CLOSE_SLOW_CONSUMER = 4408
 class TransportWatch:
     """A Twisted streaming producer that records whether the client keeps up.
 
+    While the client does not read, the connection is not read either (the transport's own
+    `pauseProducing`): a client cannot pile up frames in the server's input queue while it
+    leaves the answers unread, its own socket fills up instead.
+
     Daphne's HTTP channel registered itself as the TCP transport's producer before the upgrade
     to a websocket and stays registered; the watch takes its place and passes every call on to
     it, so whatever it did on a full buffer it still does.
     """
 
-    def __init__(self, previous: Any = None) -> None:
+    def __init__(self, previous: Any = None, transport: Any = None) -> None:
         self.previous = previous
+        self.transport = transport
         self.paused = False
         self.stopped = False
         self._writable = asyncio.Event()
@@ -51,12 +56,16 @@ class TransportWatch:
         self._writable.clear()
         if self.previous is not None:
             self.previous.pauseProducing()
+        if self.transport is not None:
+            self.transport.pauseProducing()  # stop reading the client's frames meanwhile
 
     def resumeProducing(self) -> None:  # noqa: N802
         self.paused = False
         self._writable.set()
         if self.previous is not None:
             self.previous.resumeProducing()
+        if self.transport is not None and not self.stopped:
+            self.transport.resumeProducing()
 
     def stopProducing(self) -> None:  # noqa: N802
         self.stopped = True
@@ -107,7 +116,8 @@ def transport_watch_attach(send: Any) -> TransportWatch | None:
     previous = getattr(transport, "producer", None)
     if previous is not None and not getattr(transport, "streamingProducer", True):
         return None  # a pull producer: not ours to chain
-    watch = TransportWatch(previous)
+    reading = transport if callable(getattr(transport, "pauseProducing", None)) else None
+    watch = TransportWatch(previous, reading)
     if previous is not None:
         transport.unregisterProducer()
     try:

@@ -153,3 +153,44 @@ async def test_repeated_attach_by_a_client_that_never_reads_does_not_grow_the_se
     assert closed
     assert "(code 4408)" in (tmp_path / "daphne.log").read_text()
     assert [f["seq"] for f in frames] == list(range(1, SEED_EVENTS + 1))
+
+
+async def test_large_frames_from_a_client_that_does_not_read_are_not_piled_up(tmp_path):
+    # The server waits for the client to read for longer than this test lasts.
+    env = server_env(PALIMPSEST_SQLITE_PATH=str(tmp_path / "flood.sqlite3"), PALIMPSEST_WS_DRAIN_SECONDS="60")
+    manage("migrate", "--noinput", env=env)
+    token = token_for(env)
+    big_get = json.dumps({"type": "session.get", "pad": "p" * MODEL_CHARS})
+    with Daphne(env, tmp_path / "daphne.log") as server:
+        assert server.process is not None
+        polite = await open_ws(server, token)
+        await polite.send(json.dumps({"type": "session.create", "system_prompt": "s" * 300_000}))
+        session_id = json.loads(await polite.recv())["session"]["id"]
+        attach = json.dumps({"type": "session.attach", "session_id": session_id})
+        await polite.send(attach)
+        while json.loads(await polite.recv())["type"] != "session.attached":
+            pass
+        for _ in range(2):  # warm-up: the working set of a few such frames
+            await polite.send(big_get)
+            await polite.recv()
+        before = settled_rss(server.process.pid)
+
+        hostile = await open_ws(server, token, max_queue=1)
+        await hostile.send(attach)
+        # 300 KB answers it never reads, until the server's sends wait for it...
+        for _ in range(40):
+            await hostile.send(json.dumps({"type": "session.get"}))
+        # ...then 4 MB frames, which the server no longer reads: the client's socket fills up.
+        sent = 0
+        for _ in range(HOSTILE_FRAMES):
+            try:
+                await asyncio.wait_for(hostile.send(big_get), timeout=2)
+            except TimeoutError:
+                break
+            sent += 1
+        await asyncio.sleep(1)
+        after = settled_rss(server.process.pid)
+        hostile.transport.abort()
+        await polite.close()
+    assert after - before < MAX_GROWTH_BYTES, f"grew by {(after - before) / 2**20:.1f} MB"
+    assert sent < HOSTILE_FRAMES  # the server stopped reading

@@ -39,7 +39,7 @@ async def test_a_frame_after_revocation_is_not_handled(connect, make_token, sett
     settings.PALIMPSEST_TOKEN_RECHECK_SECONDS = 0.2
     client = await connect(await make_token("solo"))
     await sync_to_async(tokens.agent_tokens_revoke_named)(name="solo")
-    await asyncio.sleep(0.3)  # past the interval: the frame re-checks if the round has not run
+    await asyncio.sleep(0.5)  # past two intervals: the frame re-checks if no round has run
     await client.send({"type": "session.create"})
     assert await client.ws.receive_output(timeout=3) == {"type": "websocket.close", "code": 4401}
     assert await sync_to_async(AgentSession.objects.count)() == 0
