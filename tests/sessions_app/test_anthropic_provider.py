@@ -368,3 +368,12 @@ async def test_the_idle_limit_comes_from_settings(settings):
     settings.PALIMPSEST_MODEL_IDLE_SECONDS = 7.5
     provider = provider_for_model(MODEL)
     assert isinstance(provider, AnthropicProvider) and provider.idle_seconds == 7.5
+
+
+async def test_silence_before_the_stream_starts_is_left_to_the_sdks_retries(fake_anthropic):
+    fake_anthropic.latency_seconds = 1.0  # no headers for a second
+    provider = _fast_provider(fake_anthropic.url, idle_seconds=0.3, max_retries=1)
+    with pytest.raises(ProviderError) as caught:
+        await provider.complete(BODY)
+    assert caught.value.kind == "idle"
+    assert len(fake_anthropic.requests) == 2  # the SDK's two attempts, none of ours on top

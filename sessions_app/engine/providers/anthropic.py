@@ -105,9 +105,11 @@ class AnthropicProvider:
             try:
                 return await self._attempt(body, on_text, attempt)
             except ProviderError as exc:
-                # Only a broken stream is ours to retry (the SDK retried the rest already), and
-                # only while none of its text was streamed: see the module's docstring.
-                if exc.kind not in ("stream", "idle") or attempt.streamed_text or retries_left <= 0:
+                # Only a stream that broke after it began is ours to retry (the SDK retried
+                # everything before that already), and only while none of its text was
+                # streamed: see the module's docstring.
+                ours = attempt.started and exc.kind in ("stream", "idle")
+                if not ours or attempt.streamed_text or retries_left <= 0:
                     raise
             retries_left -= 1
             await asyncio.sleep(pause)
