@@ -4,6 +4,10 @@ Shared by the agent websocket and the dashboard's: join the session's channel-la
 what was stored after `since_seq`, then take broadcasts, filling from the database any gap that
 broadcasts from several processes may leave. What is sent for the events is the consumer's own
 (`deliver_events`: JSON frames for agents, HTML fragments for the dashboard).
+
+Sends are flow-controlled (`ws_flow`): a replay is read from the database a page at a time and
+each page is sent only as fast as the client reads, so a large session's replay is never queued
+whole for a client that does not read.
 """
 
 from __future__ import annotations
@@ -15,9 +19,13 @@ from channels.db import database_sync_to_async
 
 from sessions_app import selectors
 from sessions_app.channel_announcer import session_group_name
+from sessions_app.ws_flow import FlowControlledSend
+
+# Events read from the database at once for a replay (a page is sent before the next is read).
+REPLAY_PAGE_EVENTS = 100
 
 
-class SessionEventStream:
+class SessionEventStream(FlowControlledSend):
     """Mixin for an `AsyncWebsocketConsumer` that follows one session at a time."""
 
     channel_layer: Any
@@ -46,11 +54,13 @@ class SessionEventStream:
     async def stream_replay(self) -> None:
         """Send every stored event after the last one sent, page by page, until caught up.
 
-        Broadcasts of events written meanwhile are queued behind the caller and arrive after it,
-        where `session_event` drops what was replayed already.
+        Each page (REPLAY_PAGE_EVENTS events) is read from the database only once the previous
+        one is sent, and sending waits while the client is not reading; the replay stops if the
+        connection is closed meanwhile. Broadcasts of events written meanwhile are queued behind
+        the caller and arrive after it, where `session_event` drops what was replayed already.
         """
-        while True:
-            events = await self._stored_after(self.last_sent_seq)
+        while await self.flow_wait_writable():
+            events = await self._stored_after(self.last_sent_seq, limit=REPLAY_PAGE_EVENTS)
             if not events:
                 return
             await self._deliver(events)
@@ -72,10 +82,12 @@ class SessionEventStream:
             await self._deliver(missing)
         await self._deliver([event])
 
-    async def _stored_after(self, after_seq: int, *, upto_seq: int | None = None) -> list[dict]:
+    async def _stored_after(
+        self, after_seq: int, *, upto_seq: int | None = None, limit: int = REPLAY_PAGE_EVENTS
+    ) -> list[dict]:
         assert self.session_id is not None
         return await database_sync_to_async(selectors.session_events_after)(
-            session_id=self.session_id, after_seq=after_seq, upto_seq=upto_seq
+            session_id=self.session_id, after_seq=after_seq, upto_seq=upto_seq, limit=limit
         )
 
     async def _deliver(self, events: list[dict]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from sessions_app.bounded import LRUCache
 from sessions_app.engine.model_table import DEFAULT_CONTEXT_WINDOW, MODEL_CONTEXT_WINDOWS
 from sessions_app.engine.providers.base import ModelResponse, Provider, ProviderError, Usage
 from sessions_app.validation import MAX_MODEL_CHARS
@@ -18,8 +19,10 @@ __all__ = [
 ]
 
 SCRIPTED_MODEL = "scripted"
-# Context windows the Models API told this process, per model.
-_api_windows: dict[str, int] = {}
+# Context windows the Models API told this process, per model. Clients name models, so the
+# cache is bounded: a model pushed out is simply asked about again.
+MODEL_WINDOW_CACHE_SIZE = 256
+_api_windows: LRUCache[str, int] = LRUCache(MODEL_WINDOW_CACHE_SIZE)
 
 
 def _uses_scripted(model: str) -> bool:
@@ -29,25 +32,32 @@ def _uses_scripted(model: str) -> bool:
 async def context_window_resolve(model: str) -> int:
     """A session's default window (PROTOCOL.md): the model's entry in the built-in table; for a
     model the table does not know, the Models API's `max_input_tokens` when reachable; else
-    128,000. Each answer, or the lack of one, is remembered for the process."""
+    128,000. Each answer, or the lack of one, is remembered (the last MODEL_WINDOW_CACHE_SIZE
+    models). A name no session may have (empty, or over MAX_MODEL_CHARS) is neither looked up
+    nor remembered: callers validate first (PROTOCOL.md v1.1)."""
     if model in MODEL_CONTEXT_WINDOWS:
         return MODEL_CONTEXT_WINDOWS[model]
-    if model in _api_windows:
-        return _api_windows[model]
+    if not 0 < len(model) <= MAX_MODEL_CHARS:
+        return DEFAULT_CONTEXT_WINDOW
+    known = _api_windows.get(model)
+    if known is not None:
+        return known
     value = None
-    if not _uses_scripted(model) and 0 < len(model) <= MAX_MODEL_CHARS:
+    if not _uses_scripted(model):
         from sessions_app.engine.providers.anthropic import anthropic_max_input_tokens
 
         value = await anthropic_max_input_tokens(
             api_key=settings.ANTHROPIC_API_KEY, base_url=settings.ANTHROPIC_BASE_URL, model=model
         )
-    _api_windows[model] = value or DEFAULT_CONTEXT_WINDOW
-    return _api_windows[model]
+    window = value or DEFAULT_CONTEXT_WINDOW
+    _api_windows.set(model, window)
+    return window
 
 
 def provider_for_model(model: str) -> Provider:
     """The scripted model for `model == "scripted"` or when PALIMPSEST_PROVIDER is `scripted`;
-    else Anthropic (with ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL as given)."""
+    else Anthropic (with ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL as given, and the model-stream
+    limits PALIMPSEST_MODEL_IDLE_SECONDS and PALIMPSEST_MODEL_STREAM_RETRY_SECONDS)."""
     if _uses_scripted(model):
         from sessions_app.engine.features import features
         from sessions_app.engine.providers.scripted import ScriptedProvider
@@ -58,4 +68,9 @@ def provider_for_model(model: str) -> Provider:
         )
     from sessions_app.engine.providers.anthropic import AnthropicProvider
 
-    return AnthropicProvider(api_key=settings.ANTHROPIC_API_KEY, base_url=settings.ANTHROPIC_BASE_URL)
+    return AnthropicProvider(
+        api_key=settings.ANTHROPIC_API_KEY,
+        base_url=settings.ANTHROPIC_BASE_URL,
+        idle_seconds=settings.PALIMPSEST_MODEL_IDLE_SECONDS,
+        stream_retry_seconds=settings.PALIMPSEST_MODEL_STREAM_RETRY_SECONDS,
+    )
