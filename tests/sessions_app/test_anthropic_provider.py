@@ -377,3 +377,17 @@ async def test_silence_before_the_stream_starts_is_left_to_the_sdks_retries(fake
         await provider.complete(BODY)
     assert caught.value.kind == "idle"
     assert len(fake_anthropic.requests) == 2  # the SDK's two attempts, none of ours on top
+
+
+async def test_streamed_text_reaches_clients_while_the_model_stalls(connect, fake_anthropic, settings):
+    # Three words arrive, then the stream goes silent for far longer than the test waits for them:
+    # the text already streamed must be flushed by the buffer's timer, not by the next piece.
+    settings.PALIMPSEST_MODEL_IDLE_SECONDS = 60
+    fake_anthropic.enqueue(stalled(text("one two three four"), after_events=6, seconds=60))
+    client = await connect()
+    await client.create(model=MODEL)
+    await client.send({"type": "user.message", "content": "hi"})
+    frames = await client.until("assistant.delta", timeout=20)
+    assert frames[-1]["text"].startswith("one ")
+    await client.send({"type": "turn.cancel"})
+    await client.until("turn.completed", timeout=20)
