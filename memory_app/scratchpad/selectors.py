@@ -9,6 +9,7 @@ from typing import Any
 
 from memory_app.scratchpad import prompts
 from memory_app.scratchpad.models import Scratchpad, ScratchpadRevision
+from sessions_app.engine.content import content_text
 from sessions_app.models import Message, MessageRole, Turn
 
 
@@ -69,12 +70,6 @@ def plan_detected(text: str) -> bool:
     )
 
 
-def _text_of(content: Any) -> str:
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-
-
 def _holds_user_words(message: Message) -> bool:
     return message.role == MessageRole.USER and any(
         isinstance(b, dict) and b.get("type") == "text" for b in message.content
@@ -121,7 +116,7 @@ def scratchpad_hints(
                 .order_by("-position")
                 .first()
             )
-            if previous is not None and plan_detected(_text_of(previous.content)):
+            if previous is not None and plan_detected(content_text(previous.content, sep="\n")):
                 hints.append(prompts.HINT_PLAN_DETECTED)
     if after_compaction and epoch > 0 and not in_epoch.filter(role=MessageRole.ASSISTANT).exists():
         hints.append(prompts.HINT_AFTER_COMPACTION)

@@ -18,6 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from memory_app.notepad import selectors as memory_selectors
 from memory_app.notepad.models import NotepadRevision
+from sessions_app.authors import operator_author
 from sessions_app.dashboard import selectors, transcript
 from sessions_app.models import AgentSession
 
@@ -116,7 +117,7 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
             touched.observations = True
         if kind == "compaction.completed":
             touched.new_epoch = event.get("epoch")
-        if kind == "notepad.updated" and event.get("author") != f"operator:{operator}":
+        if kind == "notepad.updated" and event.get("author") != operator_author(operator):
             parts.append(
                 format_html(
                     '<p id="notepad-live-notice" class="notice warn live-notice" hx-swap-oob="true">'
@@ -126,7 +127,7 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
                     event.get("author"),
                 )
             )
-        if kind == "scratchpad.updated" and event.get("author") != f"operator:{operator}":
+        if kind == "scratchpad.updated" and event.get("author") != operator_author(operator):
             space = escape(str(event.get("space")))
             parts.append(
                 format_html(

@@ -33,6 +33,7 @@ from memory_app.scratchpad import services as scratchpad_services
 from memory_app.scratchpad.models import ScratchpadSpace
 from sessions_app import selectors as session_selectors
 from sessions_app import services
+from sessions_app.authors import operator_author
 from sessions_app.dashboard import selectors
 from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.forms import (
@@ -291,7 +292,7 @@ def notepad_edit(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRespons
         revision = memory_services.notepad_write(
             session_id=session.pk,
             content=form.cleaned_data["content"],
-            author=memory_services.notepad_operator_author(username=_operator_name(request)),
+            author=operator_author(_operator_name(request)),
             expected_version=form.cleaned_data["base_version"],
         )
     except memory_services.NotepadConflict as conflict:
@@ -345,7 +346,7 @@ def scratchpad_edit(request: HtmxHttpRequest, session_id: uuid.UUID, space: str)
             session_id=session.pk,
             space=space,
             value=form.space_value(),
-            author=scratchpad_services.operator_author(_operator_name(request)),
+            author=operator_author(_operator_name(request)),
             expected_version=form.cleaned_data["base_version"],
         )
     except scratchpad_services.ScratchpadConflict as conflict:
