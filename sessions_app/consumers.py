@@ -16,7 +16,6 @@ from sessions_app import selectors, services
 from sessions_app.engine import runner
 from sessions_app.engine.compactor import ContextWindowTooSmall
 from sessions_app.engine.features import features
-from sessions_app.engine.providers import context_window_resolve
 from sessions_app.event_stream import SessionEventStream
 from sessions_app.frames import FrameError, frame_parse, tool_result_content_check
 from sessions_app.models import AgentSession, AgentToken
@@ -79,10 +78,9 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
             await self._send_error("internal_error", "the server could not handle this frame", request_id)
 
     async def on_session_create(self, frame: dict, request_id: Any) -> None:
-        context_window = frame.get("context_window")
-        model = frame.get("model") or services.default_model()
-        if context_window is None and model:
-            context_window = await context_window_resolve(model)
+        context_window = await services.session_context_window_resolve(
+            model=frame.get("model"), context_window=frame.get("context_window")
+        )
         session = await database_sync_to_async(services.session_create)(
             owner=self.token,
             title=frame.get("title"),

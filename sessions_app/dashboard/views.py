@@ -111,19 +111,27 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_POST
 @operator_required
-def session_create(request: HtmxHttpRequest) -> HttpResponse:
+async def session_create(request: HtmxHttpRequest) -> HttpResponse:
+    """A session no client owns. Its default context window is the one the agent websocket would
+    give it: resolved here, on the event loop, as the websocket does."""
     form = SessionCreateForm(request.POST)
     if form.is_valid():
+        fields = form.session_fields()
+        fields["context_window"] = await services.session_context_window_resolve(
+            model=fields["model"], context_window=fields["context_window"]
+        )
         try:
-            session = services.session_create(
-                owner=None, reserved_tool_names=features().tool_names(), **form.session_fields()
+            session = await sync_to_async(services.session_create)(
+                owner=None, reserved_tool_names=features().tool_names(), **fields
             )
         except SpecError as exc:
             form.add_error(None, exc.message)
         else:
             url = reverse("dashboard:session", args=[session.pk])
             return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-    return render(request, "dashboard/session_list.html#create-form", {"create_form": form}, status=422)
+    return await sync_to_async(render)(
+        request, "dashboard/session_list.html#create-form", {"create_form": form}, status=422
+    )
 
 
 # ---------------------------------------------------------------------------

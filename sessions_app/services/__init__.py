@@ -24,7 +24,12 @@ from sessions_app.services.compaction import (
     masked_result_store,
 )
 from sessions_app.services.events import event_emit
-from sessions_app.services.sessions import default_model, session_create, session_status_set
+from sessions_app.services.sessions import (
+    default_model,
+    session_context_window_resolve,
+    session_create,
+    session_status_set,
+)
 from sessions_app.services.steps import (
     assistant_step_store,
     model_call_record,
@@ -79,6 +84,7 @@ __all__ = [
     "default_model",
     "event_emit",
     "model_call_record",
+    "session_context_window_resolve",
     "session_create",
     "session_status_set",
     "tool_call_submit_result",
