@@ -160,8 +160,7 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
         runner.turn_notify(session_id)
 
     async def on_session_get(self, frame: dict, request_id: Any) -> None:
-        session_id = self._attached(request_id)
-        session = await database_sync_to_async(AgentSession.objects.get)(pk=session_id)
+        session = await self._session_for_token(str(self._attached(request_id)), request_id)
         await self._send(
             {"type": "session.state", "session": selectors.session_public_state(session=session)}, request_id
         )

@@ -52,6 +52,13 @@ def scratchpad_revisions(*, session_id: uuid.UUID, space: str | None = None) -> 
     return list(qs.order_by("created_at", "id"))
 
 
+def scratchpad_revisions_latest(*, session_id: uuid.UUID, space: str, limit: int) -> list[ScratchpadRevision]:
+    """One space's `limit` latest revisions, newest first."""
+    return list(
+        ScratchpadRevision.objects.filter(session_id=session_id, space=space).order_by("-version")[:limit]
+    )
+
+
 # ---------------------------------------------------------------------------
 # Nudges (seed 003)
 # ---------------------------------------------------------------------------

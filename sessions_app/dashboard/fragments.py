@@ -16,8 +16,6 @@ from django.template.loader import render_to_string
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from memory_app.notepad import selectors as memory_selectors
-from memory_app.notepad.models import NotepadRevision
 from sessions_app.authors import operator_author
 from sessions_app.dashboard import selectors, transcript
 from sessions_app.models import AgentSession
@@ -169,16 +167,7 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
         gauge = selectors.context_gauge(session=session)
         parts.append(render_to_string("dashboard/context.html#gauge", {**base, "gauge": gauge}))
     if touched.notepad:
-        revisions = list(
-            NotepadRevision.objects.filter(session_id=session.pk)
-            .defer("content")
-            .order_by("-version")[: selectors.NOTEPAD_REVISIONS_SHOWN]
-        )
-        context = {
-            **base,
-            "notepad": memory_selectors.notepad_get(session_id=session.pk),
-            "notepad_revisions": revisions,
-        }
+        context = {**base, **selectors.notepad_panel(session_id=session.pk)}
         parts.append(render_to_string("dashboard/notepad.html#view", context))
         parts.append(render_to_string("dashboard/notepad.html#revisions", context))
     for space in selectors.scratchpad_spaces(session=session) if touched.spaces else []:
