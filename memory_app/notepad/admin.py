@@ -99,7 +99,7 @@ class SessionNotepadForm(forms.ModelForm):
 
 
 class SessionNotepadAdminMixin(admin.ModelAdmin):
-    """For the session's ModelAdmin: edit the notepad through `memory_app.services`."""
+    """For the session's ModelAdmin: edit the notepad through `memory_app.notepad.services`."""
 
     form = SessionNotepadForm
 
