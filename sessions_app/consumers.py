@@ -16,7 +16,6 @@ from sessions_app import connections, quotas, selectors, services
 from sessions_app.engine import runner
 from sessions_app.engine.compactor import ContextWindowTooSmall
 from sessions_app.engine.features import features
-from sessions_app.engine.providers import context_window_resolve
 from sessions_app.event_stream import SessionEventStream
 from sessions_app.frames import MAX_FRAME_INT, FrameError, frame_parse, tool_result_content_check
 from sessions_app.models import AgentSession, AgentToken
@@ -147,9 +146,9 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
                 f"too many sessions: at most {limit} a minute per token (per server process)",
                 request_id,
             )
-        context_window = clean.get("context_window")
-        if context_window is None:
-            context_window = await context_window_resolve(clean.get("model") or services.default_model())
+        context_window = await services.session_context_window_resolve(
+            model=clean.get("model"), context_window=clean.get("context_window")
+        )
         session = await database_sync_to_async(services.session_create)(
             owner=self.token,
             title=clean.get("title"),
@@ -231,8 +230,7 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
         runner.turn_notify(session_id)
 
     async def on_session_get(self, frame: dict, request_id: Any) -> None:
-        session_id = self._attached(request_id)
-        session = await database_sync_to_async(AgentSession.objects.get)(pk=session_id)
+        session = await self._session_for_token(str(self._attached(request_id)), request_id)
         await self._send(
             {"type": "session.state", "session": selectors.session_public_state(session=session)}, request_id
         )

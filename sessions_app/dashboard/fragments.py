@@ -16,8 +16,7 @@ from django.template.loader import render_to_string
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from memory_app.notepad import selectors as memory_selectors
-from memory_app.notepad.models import NotepadRevision
+from sessions_app.authors import operator_author
 from sessions_app.dashboard import selectors, transcript
 from sessions_app.models import AgentSession
 
@@ -117,7 +116,7 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
             touched.observations = True
         if kind == "compaction.completed":
             touched.new_epoch = event.get("epoch")
-        if kind == "notepad.updated" and event.get("author") != f"operator:{operator}":
+        if kind == "notepad.updated" and event.get("author") != operator_author(operator):
             parts.append(
                 format_html(
                     '<p id="notepad-live-notice" class="notice warn live-notice" hx-swap-oob="true">'
@@ -127,7 +126,7 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
                     event.get("author"),
                 )
             )
-        if kind == "scratchpad.updated" and event.get("author") != f"operator:{operator}":
+        if kind == "scratchpad.updated" and event.get("author") != operator_author(operator):
             space = escape(str(event.get("space")))
             parts.append(
                 format_html(
@@ -169,16 +168,7 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
         gauge = selectors.context_gauge(session=session)
         parts.append(render_to_string("dashboard/context.html#gauge", {**base, "gauge": gauge}))
     if touched.notepad:
-        revisions = list(
-            NotepadRevision.objects.filter(session_id=session.pk)
-            .defer("content")
-            .order_by("-version")[: selectors.NOTEPAD_REVISIONS_SHOWN]
-        )
-        context = {
-            **base,
-            "notepad": memory_selectors.notepad_get(session_id=session.pk),
-            "notepad_revisions": revisions,
-        }
+        context = {**base, **selectors.notepad_panel(session_id=session.pk)}
         parts.append(render_to_string("dashboard/notepad.html#view", context))
         parts.append(render_to_string("dashboard/notepad.html#revisions", context))
     for space in selectors.scratchpad_spaces(session=session) if touched.spaces else []:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessions_app.engine.content import content_text
 from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
 from sessions_app.models import Archive, Message
 
@@ -65,21 +66,9 @@ def compaction_receipt(
     return " · ".join(parts)
 
 
-def content_text(content: Any) -> str:
-    """A tool result's content (a string or content blocks) as text."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-            else:
-                parts.append(f"[{block.get('type')} block]")
-        return "\n".join(parts)
-    return json.dumps(content, ensure_ascii=False)
+def result_text(content: Any) -> str:
+    """A tool result's content (a string or content blocks) as the transcript shows it."""
+    return content_text(content, sep="\n", mark_other_blocks=True)
 
 
 def _tool_uses(blocks: Iterable[Any]) -> list[ToolUse]:
@@ -94,10 +83,8 @@ def _tool_uses(blocks: Iterable[Any]) -> list[ToolUse]:
     ]
 
 
-def _texts(blocks: Iterable[Any]) -> str:
-    return "\n\n".join(
-        str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
-    )
+def _texts(blocks: list[Any]) -> str:
+    return content_text(blocks, sep="\n\n")
 
 
 def tool_use_ids(messages: Iterable[Message]) -> set[str]:
@@ -162,7 +149,7 @@ def items_from_message(
                 TranscriptItem(
                     TOOL_RESULT,
                     f"{key}-{index}",
-                    text=content_text(block.get("content")),
+                    text=result_text(block.get("content")),
                     name=tool_names.get(tool_use_id, "tool"),
                     is_error=bool(block.get("is_error")),
                     position=message.position,
@@ -207,7 +194,7 @@ def items_from_event(event: dict) -> list[TranscriptItem]:
             TranscriptItem(
                 TOOL_RESULT,
                 key,
-                text=content_text(event.get("content")),
+                text=result_text(event.get("content")),
                 name=str(event.get("name", "tool")),
                 is_error=bool(event.get("is_error")),
             )

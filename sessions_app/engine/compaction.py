@@ -23,6 +23,7 @@ from typing import Any
 
 from django.conf import settings
 
+from sessions_app.engine.content import content_text, text_clip_middle
 from sessions_app.engine.context import StoredMessage
 from sessions_app.engine.prompts import (
     COMPACTION_COMBINE_INSTRUCTION,
@@ -93,22 +94,8 @@ def estimate_prompt_tokens(session: SessionSnapshot, local_estimate: int) -> int
 
 
 def _clip(text: str) -> str:
-    if len(text) <= TRANSCRIPT_ITEM_MAX_CHARS:
-        return text
     half = TRANSCRIPT_ITEM_MAX_CHARS // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
-
-
-def _result_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            b.get("text", "") if b.get("type") == "text" else f"[{b.get('type')} block]"
-            for b in content
-            if isinstance(b, dict)
-        )
-    return json.dumps(content, ensure_ascii=False)
+    return text_clip_middle(text, head=half, tail=half)
 
 
 def transcript_lines(
@@ -132,7 +119,8 @@ def transcript_lines(
             elif kind == "tool_result":
                 name = names.get(block.get("tool_use_id", ""), "tool")
                 status = "tool error" if block.get("is_error") else "tool result"
-                lines.append(f"[{status} {name}] {_clip(_result_text(block.get('content')))}")
+                result = content_text(block.get("content"), sep="\n", mark_other_blocks=True)
+                lines.append(f"[{status} {name}] {_clip(result)}")
     return lines
 
 
@@ -165,7 +153,7 @@ def summary_request(
 
 
 def _text(response: ModelResponse) -> str:
-    return "".join(b.get("text", "") for b in response.content if b.get("type") == "text").strip()
+    return content_text(response.content).strip()
 
 
 class CompactionFailed(Exception):

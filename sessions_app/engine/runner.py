@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 
-from sessions_app import services
+from sessions_app import selectors, services
 from sessions_app.engine import compaction, compactor, records
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.db import db, db_heavy
@@ -37,7 +37,6 @@ from sessions_app.engine.tool_dispatch import (
 )
 from sessions_app.engine.tool_hooks import turn_started as tool_hooks_turn_started
 from sessions_app.engine.types import ModelCallData, PlannedToolCall
-from sessions_app.models import AgentSession
 
 logger = logging.getLogger("palimpsest.engine")
 
@@ -245,7 +244,7 @@ class TurnRunner:
 
     # -- the loop ----------------------------------------------------------
     def _load(self) -> SessionSnapshot:
-        session = AgentSession.objects.get(pk=self.session_id)
+        session = selectors.session_get(session_id=self.session_id)
         snapshot = SessionSnapshot.from_session(session)
         self.epoch = session.epoch
         self.history = history_for(self.session_id, session.epoch)
@@ -255,7 +254,7 @@ class TurnRunner:
     def build(self) -> tuple[SessionSnapshot, BuiltRequest]:
         """The next request (runs in a DB thread). The session row is read again every step: an
         operator may have changed its settings."""
-        snapshot = SessionSnapshot.from_session(AgentSession.objects.get(pk=self.session_id))
+        snapshot = SessionSnapshot.from_session(selectors.session_get(session_id=self.session_id))
         return snapshot, self.build_with(snapshot, self.history)
 
     def build_with(

@@ -26,7 +26,12 @@ from sessions_app.services.compaction import (
     masked_result_store,
 )
 from sessions_app.services.events import event_emit
-from sessions_app.services.sessions import default_model, session_create, session_status_set
+from sessions_app.services.sessions import (
+    default_model,
+    session_context_window_resolve,
+    session_create,
+    session_status_set,
+)
 from sessions_app.services.steps import (
     assistant_step_store,
     model_call_record,
@@ -83,6 +88,7 @@ __all__ = [
     "default_model",
     "event_emit",
     "model_call_record",
+    "session_context_window_resolve",
     "session_create",
     "session_status_set",
     "tool_call_submit_result",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
 
 from sessions_app.bounded import LRUCache
@@ -15,6 +16,7 @@ __all__ = [
     "ProviderError",
     "Usage",
     "context_window_resolve",
+    "context_window_resolve_sync",
     "provider_for_model",
 ]
 
@@ -29,29 +31,44 @@ def _uses_scripted(model: str) -> bool:
     return model == SCRIPTED_MODEL or settings.PALIMPSEST_PROVIDER == "scripted"
 
 
+def _window_known(model: str) -> int | None:
+    """The window of `model` without asking the Models API: the table's, or an answer (or the
+    lack of one) this process remembers (the last MODEL_WINDOW_CACHE_SIZE models); None when only
+    the Models API can tell. A name no session may have (empty, or over MAX_MODEL_CHARS) is
+    neither looked up nor remembered: callers validate first (PROTOCOL.md v1.1)."""
+    if model in MODEL_CONTEXT_WINDOWS:
+        return MODEL_CONTEXT_WINDOWS[model]
+    if not 0 < len(model) <= MAX_MODEL_CHARS or _uses_scripted(model):
+        return DEFAULT_CONTEXT_WINDOW
+    return _api_windows.get(model)
+
+
 async def context_window_resolve(model: str) -> int:
     """A session's default window (PROTOCOL.md): the model's entry in the built-in table; for a
     model the table does not know, the Models API's `max_input_tokens` when reachable; else
-    128,000. Each answer, or the lack of one, is remembered (the last MODEL_WINDOW_CACHE_SIZE
-    models). A name no session may have (empty, or over MAX_MODEL_CHARS) is neither looked up
-    nor remembered: callers validate first (PROTOCOL.md v1.1)."""
-    if model in MODEL_CONTEXT_WINDOWS:
-        return MODEL_CONTEXT_WINDOWS[model]
-    if not 0 < len(model) <= MAX_MODEL_CHARS:
-        return DEFAULT_CONTEXT_WINDOW
-    known = _api_windows.get(model)
+    128,000.
+
+    The one rule for every way a session is created: the agent websocket and the dashboard await
+    this; sync code calls `context_window_resolve_sync`, which shares its answers."""
+    known = _window_known(model)
     if known is not None:
         return known
-    value = None
-    if not _uses_scripted(model):
-        from sessions_app.engine.providers.anthropic import anthropic_max_input_tokens
+    from sessions_app.engine.providers.anthropic import anthropic_max_input_tokens
 
-        value = await anthropic_max_input_tokens(
-            api_key=settings.ANTHROPIC_API_KEY, base_url=settings.ANTHROPIC_BASE_URL, model=model
-        )
+    value = await anthropic_max_input_tokens(
+        api_key=settings.ANTHROPIC_API_KEY, base_url=settings.ANTHROPIC_BASE_URL, model=model
+    )
     window = value or DEFAULT_CONTEXT_WINDOW
     _api_windows.set(model, window)
     return window
+
+
+def context_window_resolve_sync(model: str) -> int:
+    """`context_window_resolve` for sync code (never in an event loop's thread). A model the
+    process already knows costs nothing; a lookup runs the async resolver, so it blocks the
+    calling thread (up to the Models API's timeout): async callers resolve first instead."""
+    known = _window_known(model)
+    return known if known is not None else async_to_sync(context_window_resolve)(model)
 
 
 def provider_for_model(model: str) -> Provider:
