@@ -21,6 +21,7 @@ from django.conf import settings
 
 from sessions_app import selectors, services
 from sessions_app.engine import compaction, compactor, records
+from sessions_app.engine.content import nul_free
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.db import db, db_heavy
 from sessions_app.engine.features import features
@@ -360,7 +361,9 @@ class TurnRunner:
             predicted_prompt_tokens=compaction.estimate_prompt_tokens(snapshot, built.estimated_tokens),
         )
         try:
-            response = await self.cancellable(provider.complete(built.body, on_text=deltas.add))
+            response = await self.cancellable(
+                provider.complete(built.body, on_text=lambda text: deltas.add(nul_free(text)))
+            )
         except ProviderError as exc:
             await deltas.flush()
             await db(services.model_call_record)(
@@ -368,4 +371,6 @@ class TurnRunner:
             )
             raise
         await deltas.flush()
+        # What the model wrote is stored as it will be stored everywhere: without U+0000.
+        response.content = nul_free(response.content)
         return response, call.answered(response)
