@@ -1,0 +1,129 @@
+"""Host-side plumbing of one run: its pipes, its output (capped), its stdin, killing its tree."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+
+from memory_app.sandbox import limits
+
+
+class Pipes:
+    """The three pipes of a run (bridge requests, bridge replies, bubblewrap's status), as a context
+    manager that closes whatever the run did not hand over (`take`)."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, int] = {}
+
+    def __enter__(self) -> Pipes:
+        for name in ("request", "reply", "status"):
+            read_end, write_end = os.pipe()
+            # The jail writes requests and status, and reads replies.
+            child, server = (read_end, write_end) if name == "reply" else (write_end, read_end)
+            self._open[f"{name}_child"], self._open[f"{name}_server"] = child, server
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name in list(self._open):
+            self._close(name)
+
+    @property
+    def request_child(self) -> int:
+        return self._open["request_child"]
+
+    @property
+    def reply_child(self) -> int:
+        return self._open["reply_child"]
+
+    @property
+    def status_child(self) -> int:
+        return self._open["status_child"]
+
+    @property
+    def status_server(self) -> int:
+        return self._open["status_server"]
+
+    def child_ends(self) -> tuple[int, ...]:
+        return (self.request_child, self.reply_child, self.status_child)
+
+    def close_child_ends(self) -> None:
+        """After the spawn: the server must not hold the jail's ends, or it would never see EOF."""
+        for name in ("request_child", "reply_child", "status_child"):
+            self._close(name)
+
+    def take(self, name: str) -> int:
+        """Hand an fd over to its new owner (who closes it)."""
+        return self._open.pop(name)
+
+    def _close(self, name: str) -> None:
+        fd = self._open.pop(name, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class Captured:
+    """One output stream: the first SANDBOX_OUTPUT_MAX_BYTES kept, the rest read and dropped, so the
+    program never blocks on a full pipe and the server's memory stays bounded."""
+
+    def __init__(self) -> None:
+        self.kept = bytearray()
+        self.truncated = False
+
+    async def drain(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(limits.SANDBOX_OUTPUT_CHUNK_BYTES):
+            room = limits.SANDBOX_OUTPUT_MAX_BYTES - len(self.kept)
+            if room > 0:
+                self.kept += chunk[:room]
+            if len(chunk) > room:
+                self.truncated = True
+
+    def text(self) -> str:
+        return self.kept.decode("utf-8", errors="replace")
+
+
+async def feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
+    """Write the program to the bootstrap's stdin and close it (a program that exits early is fine)."""
+    try:
+        stdin.write(data)
+        await stdin.drain()
+    except (ConnectionError, BrokenPipeError):
+        pass
+    finally:
+        stdin.close()
+
+
+def kill_tree(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL bubblewrap and its process group. The jail's processes go with it: bubblewrap's init
+    dies of --die-with-parent, and with a pid namespace's init the kernel kills every process in it."""
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+
+
+def jail_started(status_fd: int) -> bool:
+    """Whether bubblewrap reported starting the program (`--json-status-fd`: {"child-pid": N})."""
+    os.set_blocking(status_fd, False)
+    data = b""
+    with contextlib.suppress(BlockingIOError, OSError):
+        while chunk := os.read(status_fd, 4096):
+            data += chunk
+            if len(data) > 64 * 1024:
+                break
+    decoder, text, position = json.JSONDecoder(), data.decode(errors="replace"), 0
+    while position < len(text):
+        while position < len(text) and text[position].isspace():
+            position += 1
+        try:
+            item, position = decoder.raw_decode(text, position)
+        except json.JSONDecodeError:
+            return False
+        if isinstance(item, dict) and "child-pid" in item:
+            return True
+    return False
