@@ -109,7 +109,8 @@ async def bridge_serve(*, notepad: SandboxNotepad | None, pipes: BridgePipes) ->
                 return count + 1
             count += 1
             if count > BRIDGE_MAX_REQUESTS:
-                await _reply(writer, _error(None, f"more than {BRIDGE_MAX_REQUESTS} requests: bridge closed"))
+                too_many = f"more than {BRIDGE_MAX_REQUESTS} requests: bridge closed"
+                await _reply(writer, _error(_id_of(line), too_many))
                 return count
             await _reply(writer, await _answer(notepad, line))
     except (ConnectionError, BrokenPipeError):
@@ -149,6 +150,13 @@ async def _answer(notepad: SandboxNotepad | None, line: bytes) -> dict[str, Any]
     except Exception:
         logger.exception("sandbox notepad bridge: request failed")
         return _error(request_id, "the notepad call failed (server error)")
+
+
+def _id_of(line: bytes) -> int | None:
+    try:
+        return _parse(line)["id"]  # type: ignore[no-any-return]
+    except BridgeRefused as exc:
+        return exc.request_id
 
 
 def _parse(line: bytes) -> dict[str, Any]:

@@ -182,7 +182,7 @@ async def _run(
     bwrap: str, data: bytes, timeout_seconds: int, memory_mb: int, notepad: bridge.SandboxNotepad | None
 ) -> SandboxResult:
     view = await asyncio.to_thread(runtime_view)
-    with _Stage() as stage, Pipes() as fds:
+    with _Stage() as stage, Pipes(with_bridge=notepad is not None) as fds:
         config = JailConfig(
             timeout_seconds=timeout_seconds,
             memory_mb=memory_mb,
@@ -207,15 +207,17 @@ async def _run(
             raise SandboxError(f"the jail could not be started: {exc}") from exc
         started = time.monotonic()
         fds.close_child_ends()
-        pipes = await bridge.bridge_open(
-            request_fd=fds.take("request_server"), reply_fd=fds.take("reply_server")
-        )
+        pipes = None
+        if notepad is not None:
+            pipes = await bridge.bridge_open(
+                request_fd=fds.take("request_server"), reply_fd=fds.take("reply_server")
+            )
         return await _supervise(proc, pipes, notepad, data, timeout_seconds, started, fds.status_server)
 
 
 async def _supervise(
     proc: asyncio.subprocess.Process,
-    pipes: bridge.BridgePipes,
+    pipes: bridge.BridgePipes | None,
     notepad: bridge.SandboxNotepad | None,
     data: bytes,
     timeout_seconds: int,
@@ -227,7 +229,8 @@ async def _supervise(
     stdout, stderr = Captured(), Captured()
     readers = [asyncio.create_task(stdout.drain(proc.stdout)), asyncio.create_task(stderr.drain(proc.stderr))]
     feeder = asyncio.create_task(feed(proc.stdin, data))
-    served = asyncio.create_task(bridge.bridge_serve(notepad=notepad, pipes=pipes))
+    # Without a notepad the jail has no bridge pipes at all (session.notepad is off inside).
+    served = asyncio.create_task(_serve(notepad, pipes))
     timed_out = False
     try:
         try:
@@ -245,7 +248,8 @@ async def _supervise(
         kill_tree(proc)
         for task in (*readers, feeder, served):
             task.cancel()
-        pipes.close()
+        if pipes is not None:
+            pipes.close()
     if not timed_out and not jail_started(status_fd):
         raise SandboxError(f"the jail failed to start: {stderr.text()[-1000:]}")
     return SandboxResult(
@@ -256,6 +260,12 @@ async def _supervise(
         duration_ms=duration_ms,
         output_truncated=stdout.truncated or stderr.truncated,
     )
+
+
+async def _serve(notepad: bridge.SandboxNotepad | None, pipes: bridge.BridgePipes | None) -> int:
+    if pipes is None:
+        return 0
+    return await bridge.bridge_serve(notepad=notepad, pipes=pipes)
 
 
 def _exit_code(proc: asyncio.subprocess.Process) -> int:

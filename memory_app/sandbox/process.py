@@ -12,14 +12,15 @@ from memory_app.sandbox import limits
 
 
 class Pipes:
-    """The three pipes of a run (bridge requests, bridge replies, bubblewrap's status), as a context
-    manager that closes whatever the run did not hand over (`take`)."""
+    """The pipes of a run (bubblewrap's status; with a notepad, bridge requests and replies), as a
+    context manager that closes whatever the run did not hand over (`take`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, with_bridge: bool) -> None:
+        self._names = ("request", "reply", "status") if with_bridge else ("status",)
         self._open: dict[str, int] = {}
 
     def __enter__(self) -> Pipes:
-        for name in ("request", "reply", "status"):
+        for name in self._names:
             read_end, write_end = os.pipe()
             # The jail writes requests and status, and reads replies.
             child, server = (read_end, write_end) if name == "reply" else (write_end, read_end)
@@ -31,12 +32,12 @@ class Pipes:
             self._close(name)
 
     @property
-    def request_child(self) -> int:
-        return self._open["request_child"]
+    def request_child(self) -> int | None:
+        return self._open.get("request_child")
 
     @property
-    def reply_child(self) -> int:
-        return self._open["reply_child"]
+    def reply_child(self) -> int | None:
+        return self._open.get("reply_child")
 
     @property
     def status_child(self) -> int:
@@ -47,12 +48,12 @@ class Pipes:
         return self._open["status_server"]
 
     def child_ends(self) -> tuple[int, ...]:
-        return (self.request_child, self.reply_child, self.status_child)
+        return tuple(self._open[f"{name}_child"] for name in self._names)
 
     def close_child_ends(self) -> None:
         """After the spawn: the server must not hold the jail's ends, or it would never see EOF."""
-        for name in ("request_child", "reply_child", "status_child"):
-            self._close(name)
+        for name in self._names:
+            self._close(f"{name}_child")
 
     def take(self, name: str) -> int:
         """Hand an fd over to its new owner (who closes it)."""
