@@ -28,6 +28,7 @@ import traceback
 from typing import Any
 
 SOURCE_NAME = "<sandbox>"
+READY_BYTE = b"R"  # process.py reads the same
 NOTEPAD_OFF = "the session notepad is switched off for this session"
 
 
@@ -159,12 +160,16 @@ def main() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     linecache.cache[SOURCE_NAME] = (len(code), None, code.splitlines(keepends=True), SOURCE_NAME)
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins, "session": session}
+    # Everything from compiling on is the user's: under the limits, after the server's "ready".
+    _apply_limits(config["limits"])
+    if config["ready_fd"] is not None:
+        os.write(config["ready_fd"], READY_BYTE)
+        os.close(config["ready_fd"])
     try:
         compiled = compile(code, SOURCE_NAME, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:
+    except (SyntaxError, ValueError, MemoryError) as exc:
         traceback.print_exception(type(exc), exc, None)
         sys.exit(1)
-    _apply_limits(config["limits"])
     try:
         exec(compiled, namespace)
     except SystemExit:

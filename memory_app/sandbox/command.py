@@ -39,7 +39,7 @@ class JailConfig:
     request_fd: int | None = None
     reply_fd: int | None = None
     max_line_bytes: int = 0
-    status_fd: int | None = None
+    ready_fd: int | None = None
     stage: dict[str, str] = field(default_factory=dict)
 
 
@@ -98,6 +98,7 @@ def jail_command(*, bwrap: str, view: RuntimeView, config: JailConfig) -> list[s
         "request_fd": config.request_fd,
         "reply_fd": config.reply_fd,
         "max_line_bytes": config.max_line_bytes,
+        "ready_fd": config.ready_fd,
         "limits": rlimits(timeout_seconds=config.timeout_seconds, memory_mb=config.memory_mb),
     }
     argv = [
@@ -118,8 +119,6 @@ def jail_command(*, bwrap: str, view: RuntimeView, config: JailConfig) -> list[s
         *_environment(view),
         *_filesystem(view, config.stage),
     ]
-    if config.status_fd is not None:
-        argv += ["--json-status-fd", str(config.status_fd)]
     argv += [view.interpreter, *PYTHON_FLAGS, "-c", _source("bootstrap.py"), json.dumps(bootstrap_config)]
     if os.geteuid() != 0:
         return argv

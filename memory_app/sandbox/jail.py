@@ -189,7 +189,7 @@ async def _run(
             request_fd=fds.request_child,
             reply_fd=fds.reply_child,
             max_line_bytes=bridge.BRIDGE_MAX_LINE_BYTES,
-            status_fd=fds.status_child,
+            ready_fd=fds.ready_child,
             stage=stage,
         )
         try:
@@ -212,7 +212,7 @@ async def _run(
             pipes = await bridge.bridge_open(
                 request_fd=fds.take("request_server"), reply_fd=fds.take("reply_server")
             )
-        return await _supervise(proc, pipes, notepad, data, timeout_seconds, started, fds.status_server)
+        return await _supervise(proc, pipes, notepad, data, timeout_seconds, started, fds.ready_server)
 
 
 async def _supervise(
@@ -222,9 +222,14 @@ async def _supervise(
     data: bytes,
     timeout_seconds: int,
     started: float,
-    status_fd: int,
+    ready_fd: int,
 ) -> SandboxResult:
-    """Feed the code, serve the bridge, keep the output, enforce the wall clock, always kill."""
+    """Feed the code, serve the bridge, keep the output, enforce the wall clock, always kill.
+
+    However this ends (normal exit, timeout, cancellation of the caller, an error), the tree is
+    killed and the process reaped and its pipes drained before returning or raising (within
+    SANDBOX_DRAIN_SECONDS), so nothing of the run outlives the call.
+    """
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     stdout, stderr = Captured(), Captured()
     readers = [asyncio.create_task(stdout.drain(proc.stdout)), asyncio.create_task(stderr.drain(proc.stderr))]
@@ -232,25 +237,29 @@ async def _supervise(
     # Without a notepad the jail has no bridge pipes at all (session.notepad is off inside).
     served = asyncio.create_task(_serve(notepad, pipes))
     timed_out = False
+    ended = False
     try:
         try:
             await asyncio.wait_for(proc.wait(), timeout_seconds)
+            ended = True
         except TimeoutError:
             timed_out = True
-            kill_tree(proc)
-            await asyncio.wait_for(proc.wait(), limits.SANDBOX_DRAIN_SECONDS)
         duration_ms = int((time.monotonic() - started) * 1000)
-        if timed_out:
-            served.cancel()
-        # The pipes end when the last process of the jail is gone (its pid namespace dies with bwrap).
-        await asyncio.wait([*readers, served], timeout=limits.SANDBOX_DRAIN_SECONDS)
     finally:
-        kill_tree(proc)
-        for task in (*readers, feeder, served):
-            task.cancel()
-        if pipes is not None:
-            pipes.close()
-    if not timed_out and not jail_started(status_fd):
+        if not ended:  # timed out, cancelled or failed: requests still queued are not applied
+            kill_tree(proc)
+            served.cancel()
+        reaped = asyncio.ensure_future(proc.wait())
+        try:
+            # The pipes end when the last process of the jail is gone (its pid namespace dies with bwrap).
+            await asyncio.wait([reaped, *readers, served], timeout=limits.SANDBOX_DRAIN_SECONDS)
+        finally:
+            kill_tree(proc)
+            for task in (reaped, *readers, feeder, served):
+                task.cancel()
+            if pipes is not None:
+                pipes.close()
+    if not timed_out and not jail_started(ready_fd):
         raise SandboxError(f"the jail failed to start: {stderr.text()[-1000:]}")
     return SandboxResult(
         exit_code=limits.SANDBOX_KILLED_EXIT_CODE if timed_out else _exit_code(proc),

@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 
 from memory_app.sandbox import limits
 
+READY_BYTE = b"R"  # bootstrap.py writes the same
+
 
 class Pipes:
-    """The pipes of a run (bubblewrap's status; with a notepad, bridge requests and replies), as a
-    context manager that closes whatever the run did not hand over (`take`)."""
+    """The pipes of a run (the bootstrap's "ready"; with a notepad, bridge requests and replies), as
+    a context manager that closes whatever the run did not hand over (`take`)."""
 
     def __init__(self, *, with_bridge: bool) -> None:
-        self._names = ("request", "reply", "status") if with_bridge else ("status",)
+        self._names = ("request", "reply", "ready") if with_bridge else ("ready",)
         self._open: dict[str, int] = {}
 
     def __enter__(self) -> Pipes:
         for name in self._names:
             read_end, write_end = os.pipe()
-            # The jail writes requests and status, and reads replies.
+            # The jail writes requests and "ready", and reads replies.
             child, server = (read_end, write_end) if name == "reply" else (write_end, read_end)
             self._open[f"{name}_child"], self._open[f"{name}_server"] = child, server
         return self
@@ -40,12 +41,12 @@ class Pipes:
         return self._open.get("reply_child")
 
     @property
-    def status_child(self) -> int:
-        return self._open["status_child"]
+    def ready_child(self) -> int:
+        return self._open["ready_child"]
 
     @property
-    def status_server(self) -> int:
-        return self._open["status_server"]
+    def ready_server(self) -> int:
+        return self._open["ready_server"]
 
     def child_ends(self) -> tuple[int, ...]:
         return tuple(self._open[f"{name}_child"] for name in self._names)
@@ -108,23 +109,11 @@ def kill_tree(proc: asyncio.subprocess.Process) -> None:
         proc.kill()
 
 
-def jail_started(status_fd: int) -> bool:
-    """Whether bubblewrap reported starting the program (`--json-status-fd`: {"child-pid": N})."""
-    os.set_blocking(status_fd, False)
-    data = b""
-    with contextlib.suppress(BlockingIOError, OSError):
-        while chunk := os.read(status_fd, 4096):
-            data += chunk
-            if len(data) > 64 * 1024:
-                break
-    decoder, text, position = json.JSONDecoder(), data.decode(errors="replace"), 0
-    while position < len(text):
-        while position < len(text) and text[position].isspace():
-            position += 1
-        try:
-            item, position = decoder.raw_decode(text, position)
-        except json.JSONDecodeError:
-            return False
-        if isinstance(item, dict) and "child-pid" in item:
-            return True
-    return False
+def jail_started(ready_fd: int) -> bool:
+    """Whether the bootstrap got as far as running the code: it writes READY_BYTE to its "ready" pipe
+    once the limits hold, and closes it (so the code cannot write it), just before the code starts."""
+    os.set_blocking(ready_fd, False)
+    try:
+        return os.read(ready_fd, 1) == READY_BYTE
+    except OSError:
+        return False

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from memory_app.sandbox import limits
+from memory_app.sandbox.errors import SandboxError
 from tests.memory_app.sandbox.support import FakeNotepad, run
 
 
@@ -138,3 +139,11 @@ async def test_runs_over_the_server_wide_cap_wait_for_a_free_place(monkeypatch: 
     )
     await asyncio.gather(run(code, notepad=notepad), run(code, notepad=notepad))
     assert notepad.content == "start end start end "
+
+
+# -- the jail's own failure ----------------------------------------------------------------------------
+async def test_a_jail_that_fails_before_the_code_runs_is_a_sandbox_error(monkeypatch: Any) -> None:
+    # A limit the bootstrap cannot apply (above the hard maximum): the code must not run without it.
+    monkeypatch.setattr(limits, "SANDBOX_MAX_OPEN_FILES", 2**40)
+    with pytest.raises(SandboxError, match="the jail failed to start"):
+        await run("print('ran without its limits')")
