@@ -162,6 +162,7 @@ def main() -> None:
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins, "session": session}
     # Everything from compiling on is the user's: under the limits, after the server's "ready".
     _apply_limits(config["limits"])
+    os.nice(config["nice"])
     if config["ready_fd"] is not None:
         os.write(config["ready_fd"], READY_BYTE)
         os.close(config["ready_fd"])

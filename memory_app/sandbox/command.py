@@ -99,6 +99,7 @@ def jail_command(*, bwrap: str, view: RuntimeView, config: JailConfig) -> list[s
         "reply_fd": config.reply_fd,
         "max_line_bytes": config.max_line_bytes,
         "ready_fd": config.ready_fd,
+        "nice": limits.SANDBOX_NICE,
         "limits": rlimits(timeout_seconds=config.timeout_seconds, memory_mb=config.memory_mb),
     }
     argv = [

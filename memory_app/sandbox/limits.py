@@ -35,6 +35,9 @@ SANDBOX_MAX_FILE_BYTES = 32 * 1024 * 1024
 # this size, gone with the jail.
 SANDBOX_TMP_BYTES = 64 * 1024 * 1024
 SANDBOX_SHM_BYTES = 16 * 1024 * 1024
+# Scheduling priority of the jail's processes (nice): the server's own work goes first on a busy CPU.
+# Without CAP_SYS_NICE the code cannot lower it again.
+SANDBOX_NICE = 10
 # CPU seconds past `timeout_seconds` before the kernel's SIGKILL (SIGXCPU comes at the soft limit).
 SANDBOX_CPU_GRACE_SECONDS = 1
 # Kept of stdout and of stderr each; the rest is read and dropped (`output_truncated`).

@@ -243,3 +243,10 @@ def test_cleanup_never_follows_a_symlink(tmp_path: Path) -> None:
     assert not doomed.exists()
     assert (victim / "precious").read_text() == "keep me"
     assert stat.S_IMODE(victim.stat().st_mode) == 0o750
+
+
+async def test_the_program_runs_at_a_lower_priority_it_cannot_undo() -> None:
+    code = (
+        "import os\nprint(os.nice(0))\ntry:\n    os.nice(-1)\nexcept PermissionError:\n    print('refused')"
+    )
+    assert (await run(code)).stdout == f"{limits.SANDBOX_NICE}\nrefused\n"
