@@ -32,8 +32,13 @@ TRIAL_OUTPUT = "42"
 
 @dataclass(frozen=True)
 class SandboxResult:
-    """One run's outcome. `exit_code` is the program's exit status (128+N when signal N ended it, e.g.
-    152 for RLIMIT_CPU's SIGXCPU), or -9 when the server killed it for its wall-clock timeout."""
+    """One run's outcome (the `run_sandbox_code` result, plus `output_truncated`).
+
+    `exit_code`: the program's exit status: 1 for an uncaught exception, 128+N when signal N ended it
+    (e.g. 152 for RLIMIT_CPU's SIGXCPU), -9 when the server killed it for its wall clock (`timed_out`).
+    `stdout`/`stderr`: decoded as UTF-8 (bad bytes replaced), at most SANDBOX_OUTPUT_MAX_BYTES each;
+    `output_truncated` says either was cut. `duration_ms`: from the start to the end of the process.
+    """
 
     exit_code: int
     stdout: str
@@ -192,6 +197,13 @@ async def _run(
             ready_fd=fds.ready_child,
             stage=stage,
         )
+        # Wrapped before the spawn: from the spawn to _supervise nothing awaits, so nothing can
+        # interrupt the run before the code that always kills it is in charge.
+        pipes = None
+        if notepad is not None:
+            pipes = await bridge.bridge_open(
+                request_fd=fds.take("request_server"), reply_fd=fds.take("reply_server")
+            )
         try:
             proc = await asyncio.create_subprocess_exec(
                 *jail_command(bwrap=bwrap, view=view, config=config),
@@ -204,14 +216,11 @@ async def _run(
                 start_new_session=True,
             )
         except OSError as exc:
+            if pipes is not None:
+                pipes.close()
             raise SandboxError(f"the jail could not be started: {exc}") from exc
         started = time.monotonic()
         fds.close_child_ends()
-        pipes = None
-        if notepad is not None:
-            pipes = await bridge.bridge_open(
-                request_fd=fds.take("request_server"), reply_fd=fds.take("reply_server")
-            )
         return await _supervise(proc, pipes, notepad, data, timeout_seconds, started, fds.ready_server)
 
 
