@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from memory_app.sandbox import limits
+from memory_app.sandbox import bootstrap, limits
 from memory_app.sandbox.runtime import tree_remove
 from tests.memory_app.sandbox.support import (
     FakeNotepad,
@@ -25,6 +25,8 @@ from tests.memory_app.sandbox.support import (
     until_gone,
 )
 
+# In the command line of every process of every jail (the bootstrap's source is passed with -c).
+JAIL_MARK = str(bootstrap.__doc__).splitlines()[0]
 # Children that sleep for long, each carrying `marker` in its command line so the host can find them.
 SPAWN = textwrap.dedent(
     """
@@ -94,7 +96,7 @@ async def test_a_fork_bomb_is_bounded_and_the_server_stays_responsive() -> None:
     assert result.timed_out and pings > 0
     # the jail's processes plus bubblewrap outside the pid namespace (and its launcher, exec'd into it)
     assert 0 < most <= limits.SANDBOX_MAX_PROCESSES + 1
-    assert descendants(os.getpid()) == []
+    assert await until_gone(JAIL_MARK) == []
 
 
 # -- memory, disk, output ---------------------------------------------------------------------------
@@ -172,7 +174,7 @@ async def test_killing_the_parent_or_everyone_reaches_only_the_jail(
     code += "print('still here')"
     result = await run(code)
     assert (result.exit_code, result.stdout) == outcome and result.timed_out is False
-    assert descendants(os.getpid()) == []  # the server itself carries on, and nothing is left
+    assert await until_gone(JAIL_MARK) == []  # the server itself carries on, and nothing is left
 
 
 async def test_the_timeout_kills_every_process_of_the_jail() -> None:
