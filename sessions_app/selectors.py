@@ -35,7 +35,13 @@ def session_get(*, session_id: uuid.UUID) -> AgentSession:
 
 
 def session_public_state(*, session: AgentSession) -> dict[str, Any]:
-    """The session as clients see it (`session` in session.created / session.state)."""
+    """The session as clients see it (`session` in session.created / session.state). Additions:
+    `server_tools`, the server tools its model is offered now (each feature's switches and the
+    server's own, e.g. PALIMPSEST_SANDBOX), and `sandbox`, whether `run_sandbox_code` is among them."""
+    from sessions_app.engine.features import features
+    from sessions_app.engine.snapshot import SessionSnapshot
+
+    offered = [spec.name for spec in features().tools_for_session(SessionSnapshot.from_session(session))]
     return {
         "id": str(session.id),
         "title": session.title,
@@ -52,6 +58,8 @@ def session_public_state(*, session: AgentSession) -> dict[str, Any]:
         "turn_id": str(session.current_turn_id) if session.current_turn_id else None,
         "created_at": session.created_at.isoformat(),
         "last_activity_at": session.last_activity_at.isoformat(),
+        "server_tools": offered,
+        "sandbox": "run_sandbox_code" in offered,
     }
 
 

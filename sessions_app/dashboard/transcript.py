@@ -31,6 +31,8 @@ class ToolUse:
     id: str
     name: str
     input_json: str
+    # The input's `code` (run_sandbox_code), shown as code.
+    code: str = ""
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,24 @@ class TranscriptItem:
     position: int | None = None
     # compaction: its receipt in one line (trigger, kept, masked, duration, tokens).
     receipt: str = ""
+    # tool_result of run_sandbox_code: {exit_code, stdout, stderr, timed_out, duration_ms}.
+    run: dict[str, Any] | None = None
+
+
+SANDBOX_TOOL = "run_sandbox_code"
+
+
+def sandbox_run_of(name: str, text: str) -> dict[str, Any] | None:
+    """A sandbox call's result as fields to show (None for any other result, or an offloaded one)."""
+    if name != SANDBOX_TOOL:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and {"exit_code", "stdout", "stderr", "duration_ms"} <= set(value):
+        return value
+    return None
 
 
 def compaction_receipt(
@@ -77,6 +97,7 @@ def _tool_uses(blocks: Iterable[Any]) -> list[ToolUse]:
             id=str(b.get("id", "")),
             name=str(b.get("name", "")),
             input_json=json.dumps(b.get("input", {}), ensure_ascii=False, indent=2),
+            code=code if isinstance(code := (b.get("input") or {}).get("code"), str) else "",
         )
         for b in blocks
         if isinstance(b, dict) and b.get("type") == "tool_use"
@@ -153,6 +174,7 @@ def items_from_message(
                     name=tool_names.get(tool_use_id, "tool"),
                     is_error=bool(block.get("is_error")),
                     position=message.position,
+                    run=sandbox_run_of(tool_names.get(tool_use_id, ""), result_text(block.get("content"))),
                 )
             )
         elif block.get("type") == "text":
@@ -197,6 +219,7 @@ def items_from_event(event: dict) -> list[TranscriptItem]:
                 text=result_text(event.get("content")),
                 name=str(event.get("name", "tool")),
                 is_error=bool(event.get("is_error")),
+                run=sandbox_run_of(str(event.get("name", "")), result_text(event.get("content"))),
             )
         ]
     if kind == "compaction.warning":

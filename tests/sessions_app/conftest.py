@@ -23,4 +23,4 @@ CLIENT_TOOL = {
 
 
 # Settings for tests that assert exact requests of the bare engine: no memory features.
-NO_MEMORY = {"notepad": {"enabled": False}, "scratchpad": {"enabled": False}}
+NO_MEMORY = {"notepad": {"enabled": False}, "scratchpad": {"enabled": False}, "sandbox": {"enabled": False}}

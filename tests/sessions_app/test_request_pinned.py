@@ -21,6 +21,19 @@ pytestmark = pytest.mark.django_db(transaction=True)
 GOLDEN = Path(__file__).parent / "golden"
 
 
+@pytest.fixture(autouse=True)
+def _sandbox_as_in_ci(settings: Any) -> None:
+    """The golden requests include `run_sandbox_code`, offered where bubblewrap runs (CI)."""
+    from memory_app.sandbox.jail import sandbox_available
+
+    settings.PALIMPSEST_SANDBOX = "auto"
+    if not sandbox_available():
+        message = "bubblewrap cannot run here: the pinned requests include run_sandbox_code"
+        if os.environ.get("PALIMPSEST_REQUIRE_SANDBOX") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
 def _pinned(name: str, request: dict[str, Any]) -> None:
     body = {
         key: request[key] for key in ("model", "max_tokens", "system", "tools", "messages") if key in request
