@@ -197,6 +197,7 @@ PALIMPSEST_FEATURES = [
     "memory_app.scratchpad.feature.FEATURE",
     "sessions_app.builtin_tools.feature.FILES_FEATURE",
     "memory_app.observations.feature.FEATURE",
+    "memory_app.subsessions.feature.FEATURE",
 ]
 # Where committed events go to reach watchers (the channel layer; tests may swap it).
 PALIMPSEST_ANNOUNCER = "sessions_app.channel_announcer.announce_via_channel_layer"

@@ -84,6 +84,10 @@ class RecordedRequest:
     body: dict[str, Any]
     usage: dict[str, Any] | None = None
     prompt_tokens: int | None = None  # counted when the server has a window
+    # time.monotonic() when the request arrived and when its answer was sent (concurrent calls
+    # overlap: one starts before the other ends).
+    started: float = 0.0
+    ended: float = 0.0
 
 
 @lru_cache(maxsize=1)
@@ -155,9 +159,12 @@ def strict_problems(body: dict[str, Any]) -> list[str]:
                 problems.append(f"message {index}: tool_result blocks must come first")
         elif answered:
             problems.append(f"message {index}: an assistant message holds tool_result blocks")
-    if messages and messages[-1].get("role") == "assistant":
-        if any(b.get("type") == "tool_use" for b in messages[-1].get("content") or []):
-            problems.append("the last message asks for tools nobody answered")
+    if (
+        messages
+        and messages[-1].get("role") == "assistant"
+        and any(b.get("type") == "tool_use" for b in messages[-1].get("content") or [])
+    ):
+        problems.append("the last message asks for tools nobody answered")
     return problems
 
 
@@ -371,6 +378,7 @@ class FakeAnthropicServer:
         except ValueError:
             body = None
         record = RecordedRequest(handler.path, headers, body if isinstance(body, dict) else {})
+        record.started = time.monotonic()
         with self._lock:
             if method == "POST" and path == "/v1/messages":
                 self.requests.append(record)
@@ -395,10 +403,10 @@ class FakeAnthropicServer:
             prompt = self.count_prompt_tokens(body)
             record.prompt_tokens = prompt
             if prompt + int(body["max_tokens"]) > self.window:
-                message = (
+                too_long = (
                     f"prompt is too long: {prompt} tokens + max_tokens {body['max_tokens']} > {self.window}"
                 )
-                return handler.send_error_reply(ErrorReply(400, "invalid_request_error", message))
+                return handler.send_error_reply(ErrorReply(400, "invalid_request_error", too_long))
 
         with self._lock:
             spec: ReplySpec = self._queue.popleft() if self._queue else self.default_reply
@@ -433,6 +441,7 @@ class FakeAnthropicServer:
             handler.send_sse(self._events(message), self.chunk_delay_seconds)
         else:
             handler.send_json(200, message)
+        record.ended = time.monotonic()
 
     def _handle_models(self, handler: _Handler, path: str) -> None:
         infos = {
