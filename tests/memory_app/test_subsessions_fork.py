@@ -14,7 +14,8 @@ from memory_app.scratchpad import services as scratchpad_services
 from memory_app.scratchpad.prompts import BLOCK_START
 from memory_app.subsessions.services import tool_pairs_complete
 from sessions_app.engine.db import db
-from sessions_app.models import AgentSession, Message
+from sessions_app.engine.prompts import COMPACTION_SUMMARY_SYSTEM_PROMPT
+from sessions_app.models import AgentSession, Archive, Message
 from tests.conftest import alist
 from tests.fake_anthropic import Reply, text, tool_use
 from tests.memory_app.notepad_support import notepad_preset
@@ -210,3 +211,37 @@ def test_results_split_over_two_stored_user_messages_answer_one_turn():
         ("user", [result("2"), words("b")]),
     ]
     assert tool_pairs_complete(messages) == [c for _, c in messages]
+
+
+async def test_a_fork_over_its_threshold_compacts_its_own_history(connect, strict_anthropic):
+    filler = "palimpsest " * 300  # about 900 tokens
+    task = f"Check this: {filler}"
+    router = (
+        Router()
+        .on(
+            lambda body: body.get("system") == COMPACTION_SUMMARY_SYSTEM_PROMPT,
+            text("summary"),
+            text("summary"),
+        )
+        .on(child_on(task), text("Notepad is up to date."), report("checked"))
+        .on(lambda body: root(body) and user_texts(body)[-1] == "Fork it.", fork(task))
+    )
+    strict_anthropic.default_reply = router
+    client = await connect()
+    session = await client.create(
+        model=MODEL, context_window=10_000, compact_threshold=0.3, settings={"scratchpad": {"enabled": False}}
+    )
+    for index in range(2):
+        await turn_of(client, session, f"message {index}: {filler}")
+    frames = await turn_of(client, session, "Fork it.")
+    child_id = of(frames, session["id"], "session.spawned")[0]["child_session_id"]
+    (completed,) = of(frames, child_id, "compaction.completed")
+    assert completed["epoch"] == 1
+    child = await sync_to_async(AgentSession.objects.get)(pk=child_id)
+    assert child.epoch == 1
+    assert await sync_to_async(Archive.objects.filter(session=child).count)() == 1
+    outcome = json.loads(last_results(requests_matching(strict_anthropic, root)[-1])[0]["content"])
+    assert (outcome["status"], outcome["result"]) == ("reported", "checked")
+    assert frames[-1]["stop_reason"] == "end_turn"
+    assert_every_request_valid(strict_anthropic)
+    await client.close()
