@@ -18,7 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from memory_app.notepad import selectors as memory_selectors
 from memory_app.notepad.models import NotepadRevision
-from sessions_app.dashboard import selectors, transcript
+from sessions_app.dashboard import selectors, subsessions, transcript
 from sessions_app.models import AgentSession
 
 # Events after which the next request's size has changed.
@@ -58,6 +58,7 @@ class _Touched:
     observations: bool = False
     inspector: bool = False
     new_epoch: int | None = None
+    family: bool = False  # the session's sub-sessions
 
 
 def _rendered(parts: Sequence[str]) -> SafeString:
@@ -110,6 +111,7 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
         touched.status |= kind in STATUS_EVENTS
         touched.notepad |= kind == "notepad.updated"
         touched.inspector |= kind in MODEL_CALL_EVENTS
+        touched.family |= subsessions.touches_family(event)
         if kind == "scratchpad.updated":
             touched.spaces.add(str(event.get("space")))
         if kind == "tool.result" and event.get("observation_id"):
@@ -193,6 +195,8 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
         parts.append(
             format_html('<span id="inspector-signal" hidden hx-swap-oob="true">{}</span>', session.pk)
         )
+    if touched.family:
+        parts.append(subsessions.family_fragment(session))
     if touched.new_epoch is not None:
         parts.append(
             render_to_string("dashboard/archive.html#live", {**base, "new_epoch": touched.new_epoch})

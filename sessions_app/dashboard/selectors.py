@@ -22,7 +22,7 @@ from memory_app.scratchpad.models import ScratchpadRevision, ScratchpadSpace
 from memory_app.scratchpad.selectors import scratchpad_get
 from memory_app.scratchpad.services import ScratchpadLimits
 from sessions_app import selectors
-from sessions_app.dashboard import transcript
+from sessions_app.dashboard import subsessions, transcript
 from sessions_app.engine import compaction
 from sessions_app.engine.context import build_request
 from sessions_app.engine.features import features
@@ -84,13 +84,19 @@ def _count_of(model: Any) -> Coalesce:
 
 
 def session_list(*, query: str = "", status: str = "", model: str = "") -> QuerySet[AgentSession]:
-    """Sessions, latest activity first, with `message_count` and `compaction_count`.
+    """Sessions, latest activity first, with `message_count`, `compaction_count` and
+    `descendant_count` (sub-sessions).
 
-    `query` matches the title, the model, the owner's token name or the start of the id.
+    `query` matches the title, the model, the owner's token name or the start of the id. Without
+    one, only roots are listed: sub-sessions are shown under their root.
     """
     sessions = AgentSession.objects.select_related("owner").annotate(
-        message_count=_count_of(Message), compaction_count=_count_of(Archive)
+        message_count=_count_of(Message),
+        compaction_count=_count_of(Archive),
+        descendant_count=subsessions.descendant_count(),
     )
+    if not query.strip():
+        sessions = sessions.filter(parent_session__isnull=True)
     if status in SessionStatus.values:
         sessions = sessions.filter(status=status)
     if model:
@@ -155,8 +161,9 @@ def transcript_page(
             session_id=session_id, pk__in=transcript.archive_ids(messages)
         ).values_list("pk", "summary")
     }
+    items = transcript.items_from_messages(messages, tool_names=names, summaries=summaries)
     return TranscriptPage(
-        items=transcript.items_from_messages(messages, tool_names=names, summaries=summaries),
+        items=subsessions.transcript_link_children(session_id=session_id, items=items),
         older_before=messages[0].position if has_older and messages else None,
     )
 

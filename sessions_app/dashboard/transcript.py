@@ -8,10 +8,12 @@ transcript that was streamed in looks exactly like one loaded later.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory_app.subsessions.selectors import DELEGATING_TOOLS
 from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
 from sessions_app.models import Message
 
@@ -23,6 +25,10 @@ WARNING = "warning"
 ERROR = "error"
 # A turn that ended other than by the model's own end (cancelled, max steps, error).
 TURN_END = "turn_end"
+# A sub-session started by one of the session's spawn/fork calls (live, from `session.spawned`).
+SPAWNED = "spawned"
+# The child's id at the start of a spawn/fork call's result (`{"session_id": ...}`).
+_CHILD_ID_RE = re.compile(r'^\{"session_id": "([0-9a-f-]{36})"')
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,8 @@ class ToolUse:
     id: str
     name: str
     input_json: str
+    # The sub-session a spawn/fork call made (filled in by `subsessions.transcript_link_children`).
+    child_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,8 @@ class TranscriptItem:
     epoch: int | None = None
     # The stored message's position (None for items made from events).
     position: int | None = None
+    # spawned, and a spawn/fork call's tool_result: the sub-session it concerns.
+    child_id: str = ""
 
 
 def content_text(content: Any) -> str:
@@ -76,6 +86,14 @@ def _tool_uses(blocks: Iterable[Any]) -> list[ToolUse]:
         for b in blocks
         if isinstance(b, dict) and b.get("type") == "tool_use"
     ]
+
+
+def child_of_result(name: str, text: str) -> str:
+    """The sub-session a spawn/fork call's result names ("" for any other result)."""
+    if name not in DELEGATING_TOOLS:
+        return ""
+    match = _CHILD_ID_RE.match(text)
+    return match.group(1) if match else ""
 
 
 def _texts(blocks: Iterable[Any]) -> str:
@@ -127,14 +145,17 @@ def items_from_message(
             continue
         if block.get("type") == "tool_result":
             tool_use_id = str(block.get("tool_use_id", ""))
+            name = tool_names.get(tool_use_id, "tool")
+            text = content_text(block.get("content"))
             items.append(
                 TranscriptItem(
                     TOOL_RESULT,
                     f"{key}-{index}",
-                    text=content_text(block.get("content")),
-                    name=tool_names.get(tool_use_id, "tool"),
+                    text=text,
+                    name=name,
                     is_error=bool(block.get("is_error")),
                     position=message.position,
+                    child_id=child_of_result(name, text),
                 )
             )
         elif block.get("type") == "text":
@@ -172,13 +193,25 @@ def items_from_event(event: dict) -> list[TranscriptItem]:
         blocks = event.get("content") or []
         return [TranscriptItem(ASSISTANT, key, text=_texts(blocks), tool_uses=_tool_uses(blocks))]
     if kind == "tool.result":
+        name, text = str(event.get("name", "tool")), content_text(event.get("content"))
         return [
             TranscriptItem(
                 TOOL_RESULT,
                 key,
-                text=content_text(event.get("content")),
-                name=str(event.get("name", "tool")),
+                text=text,
+                name=name,
                 is_error=bool(event.get("is_error")),
+                child_id=child_of_result(name, text),
+            )
+        ]
+    if kind == "session.spawned":
+        return [
+            TranscriptItem(
+                SPAWNED,
+                key,
+                text=str(event.get("title", "")),
+                name=str(event.get("mode", "")),
+                child_id=str(event.get("child_session_id", "")),
             )
         ]
     if kind == "compaction.warning":

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from sessions_app.dashboard import views
+from sessions_app.dashboard import subsessions, views
 
 app_name = "dashboard"
 
@@ -11,6 +11,7 @@ urlpatterns = [
     path("sessions/new/", views.session_create, name="session_create"),
     path("sessions/<uuid:session_id>/", views.session_detail, name="session"),
     path("sessions/<uuid:session_id>/status/", views.session_status, name="status"),
+    path("sessions/<uuid:session_id>/subtree/", subsessions.subtree, name="subtree"),
     path("sessions/<uuid:session_id>/transcript/", views.transcript_older, name="transcript"),
     path("sessions/<uuid:session_id>/messages/", views.message_send, name="message_send"),
     path("sessions/<uuid:session_id>/cancel/", views.turn_cancel, name="turn_cancel"),
