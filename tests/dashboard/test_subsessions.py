@@ -92,3 +92,10 @@ def test_subtree_needs_an_operator(client):
     root = session_new()
     response = client.get(f"/sessions/{root.pk}/subtree/")
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_admin_shows_a_childs_place_in_its_tree(admin_client):
+    root, child = delegated()
+    html = html_of(admin_client, f"/admin/sessions_app/agentsession/{child.pk}/change/")
+    assert f"/admin/sessions_app/agentsession/{root.pk}/change/" in html
+    assert child.spawned_by_tool_use_id in html
