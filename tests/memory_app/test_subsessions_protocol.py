@@ -263,3 +263,16 @@ async def test_a_crashed_tree_is_repaired_like_any_turn(connect, make_token, str
         assert (repaired["type"], repaired["content"]) == ("tool_result", INTERRUPTED_TOOL_RESULT)
     assert_every_request_valid(strict_anthropic)
     await again.close()
+
+
+@pytest.mark.parametrize(
+    "since_seqs",
+    [["not", "an", "object"], {"not-a-session-id": 1}, {str(uuid.uuid4()): -1}, {str(uuid.uuid4()): True}],
+)
+async def test_malformed_since_seqs_is_an_invalid_frame(connect, since_seqs):
+    client = await connect()
+    session = await client.create()
+    await client.send({"type": "session.attach", "session_id": session["id"], "since_seqs": since_seqs})
+    reply = await client.recv()
+    assert (reply["type"], reply["code"]) == ("error", "invalid_frame")
+    await client.close()
