@@ -15,6 +15,7 @@ def django_setup(**env: str) -> Path:
     folder = Path(tempfile.mkdtemp(prefix="palimpsest-bench-"))
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("PALIMPSEST_DEV", "1")  # the local development defaults, explicitly
     os.environ["PALIMPSEST_SQLITE_PATH"] = str(folder / "bench.sqlite3")
     for name in ("DATABASE_URL", "REDIS_URL"):
         os.environ.pop(name, None)

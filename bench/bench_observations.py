@@ -76,8 +76,9 @@ def main() -> None:
 
 def run(args: argparse.Namespace) -> None:
     from memory_app.observations.content import ResultParts
+    from memory_app.observations.grep import observation_grep
     from memory_app.observations.models import ObservationKind
-    from memory_app.observations.selectors import observation_grep, observation_read, observation_read_lines
+    from memory_app.observations.selectors import observation_read, observation_read_lines
     from memory_app.observations.services import observation_create
     from sessions_app.models import AgentSession, Turn
 

@@ -28,18 +28,54 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from exc
 
 
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return float(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from exc
+
+
 # ---------------------------------------------------------------------------
-# Core
+# Core. Production is the default; the local development defaults (DEBUG, a fixed key, local
+# hosts, plain HTTP) are chosen explicitly with PALIMPSEST_DEV=1, which `make run` and the test
+# settings set. docs/deploy.md lists the production environment.
 # ---------------------------------------------------------------------------
-DEBUG = env_bool("DEBUG", True)
-# The default key only protects a local development server; any deployment sets SECRET_KEY.
-SECRET_KEY = os.environ.get("SECRET_KEY", "palimpsest-insecure-local-development-key-change-me")
-if not DEBUG and SECRET_KEY.startswith("palimpsest-insecure"):
-    raise ImproperlyConfigured("Set SECRET_KEY when DEBUG is off.")
-ALLOWED_HOSTS = [
-    h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
-]
-CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+PALIMPSEST_DEV = env_bool("PALIMPSEST_DEV", False)
+DEBUG = env_bool("DEBUG", PALIMPSEST_DEV)
+DEV_SECRET_KEY = "palimpsest-insecure-local-development-key-change-me"
+SECRET_KEY = os.environ.get("SECRET_KEY", "") or (DEV_SECRET_KEY if PALIMPSEST_DEV else "")
+if not SECRET_KEY or (SECRET_KEY == DEV_SECRET_KEY and not PALIMPSEST_DEV):
+    raise ImproperlyConfigured(
+        "Set SECRET_KEY (a long random string, see docs/deploy.md), or PALIMPSEST_DEV=1 for the local "
+        "development defaults."
+    )
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver" if PALIMPSEST_DEV else "")
+if not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("Set ALLOWED_HOSTS (the host names the service answers to, comma-separated).")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+# HTTPS, terminated by the reverse proxy in front of daphne (docs/deploy.md), which sets
+# X-Forwarded-Proto. Off in local development (plain HTTP). /healthz answers over plain HTTP
+# for the proxy's health checks.
+_HTTPS = not PALIMPSEST_DEV
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("PALIMPSEST_BEHIND_PROXY", _HTTPS) else None
+)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _HTTPS)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", _HTTPS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", _HTTPS)
+# HSTS is sticky in browsers: on only when the deployment says so (docs/deploy.md does).
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 
 INSTALLED_APPS = [
     "daphne",
@@ -141,10 +177,11 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
-# Daphne serves the static files itself (the dashboard has a handful); switch off behind a web
-# server that serves `collectstatic`'s output from STATIC_ROOT.
-PALIMPSEST_SERVE_STATIC = env_bool("PALIMPSEST_SERVE_STATIC", True)
+# `collectstatic` writes here; in production the reverse proxy serves it at /static/ (docs/deploy.md).
+STATIC_ROOT = Path(os.environ.get("PALIMPSEST_STATIC_ROOT", "") or BASE_DIR / "staticfiles")
+# In local development daphne serves the static files itself (the dashboard has a handful); in
+# production the proxy serves `collectstatic`'s output (1 makes daphne serve them anyway).
+PALIMPSEST_SERVE_STATIC = env_bool("PALIMPSEST_SERVE_STATIC", PALIMPSEST_DEV)
 
 LOGGING = {
     "version": 1,
@@ -178,6 +215,11 @@ PALIMPSEST_TURN_LEASE_SECONDS = env_int("PALIMPSEST_TURN_LEASE_SECONDS", 60)
 PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS = env_int("PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS", 600)
 # How often a waiting turn looks in the database for results and cancels written by another process.
 PALIMPSEST_POLL_SECONDS = float(os.environ.get("PALIMPSEST_POLL_SECONDS", "1.0"))
+# A model stream that sends nothing this long is a model error (retried like a 5xx while none of
+# its text was streamed; PROTOCOL.md v1.1).
+PALIMPSEST_MODEL_IDLE_SECONDS = env_float("PALIMPSEST_MODEL_IDLE_SECONDS", 120.0)
+# Pause before re-sending a request whose stream broke before any text (doubled each retry).
+PALIMPSEST_MODEL_STREAM_RETRY_SECONDS = env_float("PALIMPSEST_MODEL_STREAM_RETRY_SECONDS", 1.0)
 # Pause between the scripted model's streamed words (make run sets a small one so streaming shows).
 PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = float(
     os.environ.get("PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS", "0")
@@ -201,3 +243,22 @@ PALIMPSEST_FEATURES = [
 ]
 # Where committed events go to reach watchers (the channel layer; tests may swap it).
 PALIMPSEST_ANNOUNCER = "sessions_app.channel_announcer.announce_via_channel_layer"
+
+# ---------------------------------------------------------------------------
+# Websocket limits (README: "Limits")
+# ---------------------------------------------------------------------------
+# Each process re-checks the tokens of its open agent connections this often; a revoked token's
+# connections are closed with 4401 (also checked before a frame when the last check is older).
+PALIMPSEST_TOKEN_RECHECK_SECONDS = env_float("PALIMPSEST_TOKEN_RECHECK_SECONDS", 2.0)
+# A client that reads nothing for this long while the server has frames for it is closed (4408);
+# until then a connection's unsent frames are held to about 64 KiB beyond the kernel's buffers.
+PALIMPSEST_WS_DRAIN_SECONDS = env_float("PALIMPSEST_WS_DRAIN_SECONDS", 30.0)
+
+# ---------------------------------------------------------------------------
+# Quotas per agent token, counted per server process (README: "Limits"); 0 switches one off.
+# The defaults let one token open 500 sessions at once (a connection, a session.create and a
+# user.message each).
+# ---------------------------------------------------------------------------
+PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE = env_int("PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE", 1000)
+PALIMPSEST_QUOTA_CONNECTIONS = env_int("PALIMPSEST_QUOTA_CONNECTIONS", 1000)
+PALIMPSEST_QUOTA_FRAMES_PER_SECOND = env_int("PALIMPSEST_QUOTA_FRAMES_PER_SECOND", 2000)

@@ -10,7 +10,7 @@ from django.http import HttpRequest
 
 from memory_app.notepad.admin import SessionNotepadAdminMixin, SessionNotepadForm
 from memory_app.scratchpad.admin import SessionScratchpadFields, scratchpad_save
-from sessions_app import services
+from sessions_app import tokens
 from sessions_app.admin_base import ReadOnlyAdmin
 from sessions_app.engine.features import features
 from sessions_app.models import (
@@ -42,11 +42,11 @@ class AgentTokenAdmin(admin.ModelAdmin):
         # A token is shown once at creation: `manage.py create_agent_token NAME` does that.
         return False
 
-    @admin.action(description="Revoke the selected tokens")
+    @admin.action(description="Revoke selected tokens")
     def revoke(self, request: HttpRequest, queryset: Any) -> None:
-        for token in queryset:
-            services.agent_token_revoke(token=token)
-        self.message_user(request, "Revoked.", messages.SUCCESS)
+        # Their open connections, in every server process, close with 4401 within seconds.
+        revoked = tokens.agent_tokens_revoke(tokens=queryset)
+        self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
 
 
 class AgentSessionForm(SessionNotepadForm, SessionScratchpadFields):

@@ -12,14 +12,14 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from sessions_app import selectors, services
+from sessions_app import connections, quotas, selectors, services
 from sessions_app.engine import runner
+from sessions_app.engine.compactor import ContextWindowTooSmall
 from sessions_app.engine.features import features
-from sessions_app.engine.providers import context_window_resolve
 from sessions_app.event_stream import SessionEventStream
-from sessions_app.frames import FrameError, frame_parse, tool_result_content_check
+from sessions_app.frames import MAX_FRAME_INT, FrameError, frame_parse, tool_result_content_check
 from sessions_app.models import AgentSession, AgentToken
-from sessions_app.validation import SpecError
+from sessions_app.validation import SpecError, session_create_clean
 
 logger = logging.getLogger("palimpsest.ws")
 CLOSE_UNAUTHORIZED = 4401
@@ -37,9 +37,11 @@ def _since_seqs(value: Any, request_id: Any) -> dict[uuid.UUID, int]:
             raise FrameError(
                 "invalid_frame", f"session.attach: since_seqs key {key!r} is not a session id", request_id
             ) from None
-        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq <= MAX_FRAME_INT:
             raise FrameError(
-                "invalid_frame", "session.attach: since_seqs values must be integers, 0 or more", request_id
+                "invalid_frame",
+                f"session.attach: since_seqs values must be integers from 0 to {MAX_FRAME_INT}",
+                request_id,
             )
         seqs[session_id] = seq
     return seqs
@@ -55,8 +57,21 @@ def _bearer_token(scope: dict) -> str:
     return (query.get("token") or [""])[0]
 
 
+def _rate_limited_frames(request_id: Any = None) -> FrameError:
+    limit = settings.PALIMPSEST_QUOTA_FRAMES_PER_SECOND
+    return FrameError(
+        "rate_limited",
+        f"too many frames: at most {limit} a second per token (per server process); this one was ignored",
+        request_id,
+    )
+
+
 class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
-    token: AgentToken | None
+    token: AgentToken | None = None
+    # When the token was last confirmed active (monotonic seconds; `connections.py`).
+    token_verified_at: float = 0.0
+    registered: bool = False
+    closing: bool = False
     # A client sees the events of the attached session's sub-sessions too (PROTOCOL.md v1.1).
     follow_children = True
 
@@ -70,21 +85,55 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
         if self.token is None:
             # Closing after accept is the only way to hand the client a close code (4401).
             await self.close(code=CLOSE_UNAUTHORIZED)
+            return
+        held = connections.connection_add(self, token_id=self.token.pk)
+        self.registered = True
+        if not quotas.connection_allowed(open_connections=held):
+            connections.connection_remove(self, token_id=self.token.pk)
+            self.registered = False
+            self.closing = True
+            await self.close(code=quotas.CLOSE_TOO_MANY_CONNECTIONS)
 
     async def disconnect(self, code: int) -> None:
+        if self.registered and self.token is not None:
+            connections.connection_remove(self, token_id=self.token.pk)
+            self.registered = False
         # The turn goes on without us; a client re-attaches with since_seq.
         await self.stream_leave()
 
+    async def token_revoked(self) -> None:
+        """The token was revoked (or deleted) since this connection opened: close with 4401.
+
+        Called by the process's token re-check or before a frame; nothing more is handled.
+        """
+        if self.closing:
+            return
+        self.closing = True
+        await self.close(code=CLOSE_UNAUTHORIZED)
+
     # -- frames ------------------------------------------------------------
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.token is None:
+        if self.token is None or self.flow_closed or self.closing:
+            return
+        if not await connections.token_still_active(self, token_id=self.token.pk):
             return
         request_id = None
+        # Counted before parsing, so that bad frames count too; refused after, to echo request_id.
+        allowed = quotas.frame_allowed(token_id=self.token.pk)
         try:
+            if not allowed and text_data is None:
+                raise _rate_limited_frames()
             if text_data is None:
                 raise FrameError("invalid_frame", "frames must be JSON text, not binary")
-            frame = frame_parse(text_data, max_bytes=settings.PALIMPSEST_MAX_FRAME_BYTES)
+            try:
+                frame = frame_parse(text_data, max_bytes=settings.PALIMPSEST_MAX_FRAME_BYTES)
+            except FrameError:
+                if not allowed:
+                    raise _rate_limited_frames() from None
+                raise
             request_id = frame.get("request_id")
+            if not allowed:
+                raise _rate_limited_frames(request_id)
             handler = getattr(self, "on_" + frame["type"].replace(".", "_"))
             await handler(frame, request_id)
         except FrameError as exc:
@@ -100,20 +149,40 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
             await self._send_error("internal_error", "the server could not handle this frame", request_id)
 
     async def on_session_create(self, frame: dict, request_id: Any) -> None:
-        context_window = frame.get("context_window")
-        model = frame.get("model") or services.default_model()
-        if context_window is None and model:
-            context_window = await context_window_resolve(model)
-        session = await database_sync_to_async(services.session_create)(
-            owner=self.token,
+        reserved = features().tool_names()
+        # Every field is checked before anything is looked up or stored: a rejected frame costs
+        # nothing but its parsing (a huge unique `model` used to be looked up and cached first).
+        clean = session_create_clean(
             title=frame.get("title"),
             model=frame.get("model"),
             system_prompt=frame.get("system_prompt"),
-            context_window=context_window,
+            context_window=frame.get("context_window"),
             compact_threshold=frame.get("compact_threshold"),
             tools=frame.get("tools"),
             settings=frame.get("settings"),
-            reserved_tool_names=features().tool_names(),
+            reserved_tool_names=reserved,
+        )
+        assert self.token is not None
+        if not quotas.session_create_allowed(token_id=self.token.pk):
+            limit = settings.PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE
+            raise FrameError(
+                "rate_limited",
+                f"too many sessions: at most {limit} a minute per token (per server process)",
+                request_id,
+            )
+        context_window = await services.session_context_window_resolve(
+            model=clean.get("model"), context_window=clean.get("context_window")
+        )
+        session = await database_sync_to_async(services.session_create)(
+            owner=self.token,
+            title=clean.get("title"),
+            model=clean.get("model"),
+            system_prompt=clean.get("system_prompt"),
+            context_window=context_window,
+            compact_threshold=clean.get("compact_threshold"),
+            tools=clean["tools"],
+            settings=clean["settings"],
+            reserved_tool_names=reserved,
         )
         await self.stream_join(session.id, since_seq=0)
         state = selectors.session_public_state(session=session)
@@ -121,8 +190,10 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
 
     async def on_session_attach(self, frame: dict, request_id: Any) -> None:
         since_seq = frame.get("since_seq") or 0
-        if since_seq < 0:
-            raise FrameError("invalid_frame", "session.attach: since_seq must be 0 or more", request_id)
+        if not 0 <= since_seq <= MAX_FRAME_INT:
+            raise FrameError(
+                "invalid_frame", f"session.attach: since_seq must be from 0 to {MAX_FRAME_INT}", request_id
+            )
         since_seqs = _since_seqs(frame.get("since_seqs") or {}, request_id)
         session = await self._session_for_token(frame["session_id"], request_id)
         await self.stream_join(session.id, since_seq=since_seq)
@@ -174,6 +245,8 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
                 "a turn is running in this session; wait for turn.completed or send turn.cancel",
                 request_id,
             )
+        except ContextWindowTooSmall as exc:
+            await self._send_error(exc.code, str(exc), request_id)
 
     async def on_tool_result(self, frame: dict, request_id: Any) -> None:
         attached = self._attached(request_id)
@@ -215,8 +288,7 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
         runner.turn_notify(session_id)
 
     async def on_session_get(self, frame: dict, request_id: Any) -> None:
-        session_id = self._attached(request_id)
-        session = await database_sync_to_async(AgentSession.objects.get)(pk=session_id)
+        session = await self._session_for_token(str(self._attached(request_id)), request_id)
         await self._send(
             {"type": "session.state", "session": selectors.session_public_state(session=session)}, request_id
         )
@@ -224,6 +296,7 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
     # -- events ------------------------------------------------------------
     async def deliver_events(self, events: list[dict]) -> None:
         for event in events:
+            # Each send waits while the client is not reading (ws_flow).
             await self.send(text_data=json.dumps(event, ensure_ascii=False))
 
     # -- helpers -----------------------------------------------------------

@@ -5,6 +5,10 @@ what was stored after `since_seq`, then take broadcasts, filling from the databa
 broadcasts from several processes may leave. What is sent for the events is the consumer's own
 (`deliver_events`: JSON frames for agents, HTML fragments for the dashboard).
 
+Sends are flow-controlled (`ws_flow`): a replay is read from the database a page at a time and
+each page is sent only as fast as the client reads, so a large session's replay is never queued
+whole for a client that does not read.
+
 A connection may follow more sessions than the one it is attached to (`stream_follow`), each
 with its own `seq`: an agent client sees the events of the attached session's sub-sessions
 (PROTOCOL.md v1.1). With `follow_children`, each child a followed session announces
@@ -21,11 +25,14 @@ from channels.db import database_sync_to_async
 
 from sessions_app import selectors
 from sessions_app.channel_announcer import session_group_name
+from sessions_app.ws_flow import FlowControlledSend
 
+# Events read from the database at once for a replay (a page is sent before the next is read).
+REPLAY_PAGE_EVENTS = 100
 SPAWNED_EVENT = "session.spawned"
 
 
-class SessionEventStream:
+class SessionEventStream(FlowControlledSend):
     """Mixin for an `AsyncWebsocketConsumer` that follows one session at a time (and, for agent
     clients, its sub-sessions)."""
 
@@ -94,16 +101,18 @@ class SessionEventStream:
         """Send every stored event of a followed session (the attached one by default) after the
         last one sent, page by page, until caught up.
 
-        Broadcasts of events written meanwhile are queued behind the caller and arrive after it,
-        where `session_event` drops what was replayed already.
+        Each page (REPLAY_PAGE_EVENTS events) is read from the database only once the previous
+        one is sent, and sending waits while the client is not reading; the replay stops if the
+        connection is closed meanwhile. Broadcasts of events written meanwhile are queued behind
+        the caller and arrive after it, where `session_event` drops what was replayed already.
         """
         target = session_id or self.session_id
         assert target is not None
-        while True:
+        while await self.flow_wait_writable():
             last = self._last_seq(target)
             if last is None:
                 return
-            events = await self._stored_after(target, last)
+            events = await self._stored_after(target, last, limit=REPLAY_PAGE_EVENTS)
             if not events:
                 return
             await self._deliver(target, events)
@@ -129,10 +138,15 @@ class SessionEventStream:
         await self._deliver(session_id, [event])
 
     async def _stored_after(
-        self, session_id: uuid.UUID, after_seq: int, *, upto_seq: int | None = None
+        self,
+        session_id: uuid.UUID,
+        after_seq: int,
+        *,
+        upto_seq: int | None = None,
+        limit: int = REPLAY_PAGE_EVENTS,
     ) -> list[dict]:
         return await database_sync_to_async(selectors.session_events_after)(
-            session_id=session_id, after_seq=after_seq, upto_seq=upto_seq
+            session_id=session_id, after_seq=after_seq, upto_seq=upto_seq, limit=limit
         )
 
     async def _deliver(self, session_id: uuid.UUID, events: list[dict]) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any
 
 # type -> {field: (accepted python types, required)}. Fields not listed are ignored, so that a
@@ -42,6 +44,13 @@ _TYPE_NAMES = {
 }
 
 
+# The largest integer a stored field can hold (PostgreSQL bigint, SQLite INTEGER): `since_seq`.
+MAX_FRAME_INT = 2**63 - 1
+# What PostgreSQL cannot store (U+0000) and what UTF-8 cannot encode (a lone surrogate, which
+# JSON's \uD800 escapes can produce: a pair of escapes is joined into one character first).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 class FrameError(ValueError):
     def __init__(self, code: str, message: str, request_id: Any = None) -> None:
         super().__init__(message)
@@ -56,14 +65,21 @@ def frame_parse(text: str, *, max_bytes: int) -> dict[str, Any]:
     if len(text) * 4 > max_bytes and len(text.encode("utf-8")) > max_bytes:
         raise FrameError("frame_too_large", f"frames are limited to {max_bytes} bytes")
     try:
-        frame = json.loads(text)
+        frame = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         raise FrameError("invalid_json", f"frame is not JSON: {exc.msg} at position {exc.pos}") from exc
     except RecursionError as exc:
         raise FrameError("invalid_json", "frame is nested too deeply") from exc
-    if _holds_nul(frame):
-        # PostgreSQL cannot store U+0000 in text or JSON; refuse it on every database alike.
-        raise FrameError("invalid_frame", "frames must not contain the character U+0000")
+    except _NotJSON as exc:
+        raise FrameError("invalid_json", f"frame is not JSON: {exc}") from exc
+    except _Unrepresentable as exc:
+        raise FrameError("invalid_frame", str(exc)) from exc
+    except ValueError as exc:
+        # Python's limit on the digits of an integer (4,300): the only other ValueError here.
+        raise FrameError("invalid_frame", "a number in the frame has too many digits") from exc
+    problem = _unstorable(frame)
+    if problem is not None:
+        raise FrameError("invalid_frame", problem)
     if not isinstance(frame, dict):
         raise FrameError("invalid_frame", "a frame must be a JSON object with a type")
     request_id = frame.get("request_id")
@@ -88,19 +104,44 @@ def frame_parse(text: str, *, max_bytes: int) -> dict[str, Any]:
     return frame
 
 
-def _holds_nul(value: Any) -> bool:
+class _NotJSON(ValueError):
+    pass
+
+
+class _Unrepresentable(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    # Python's json accepts NaN and Infinity; JSON (RFC 8259) and PostgreSQL's jsonb do not.
+    raise _NotJSON(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Unrepresentable(f"the number {text[:20]}… is too large")
+    return value
+
+
+def _unstorable(value: Any) -> str | None:
+    """Why no database or client could hold `value`'s strings, or None."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if "\x00" in item:
-                return True
+            found = _UNSTORABLE.search(item)
+            if found is not None:
+                if found.group() == "\x00":
+                    # PostgreSQL cannot store U+0000 in text or JSON; refused on every database.
+                    return "frames must not contain the character U+0000"
+                return f"frames must be valid Unicode: a lone surrogate U+{ord(found.group()):04X}"
         elif isinstance(item, dict):
             stack.extend(item.keys())
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
-    return False
+    return None
 
 
 # Content blocks the Messages API accepts inside a tool_result, and what each must carry.

@@ -38,6 +38,12 @@ def session_get_for_token(*, session_id: Any, token: AgentToken) -> AgentSession
     return session
 
 
+def session_get(*, session_id: uuid.UUID) -> AgentSession:
+    """The session `session_id`, for the engine running its turn (which has its id from the turn
+    it runs; a client's or operator's request goes through an access selector instead)."""
+    return AgentSession.objects.get(pk=session_id)
+
+
 def session_public_state(*, session: AgentSession) -> dict[str, Any]:
     """The session as clients see it (`session` in session.created / session.state)."""
     return {
@@ -108,6 +114,16 @@ def session_history(*, session_id: uuid.UUID, epoch: int) -> list[Message]:
     return list(
         Message.objects.filter(session_id=session_id, epoch=epoch)
         .only("position", "role", "content", "token_estimate", "epoch", "metadata")
+        .order_by("position")
+    )
+
+
+def session_messages_after(*, session_id: uuid.UUID, epoch: int, after_position: int) -> list[Message]:
+    """The epoch's messages after `after_position`, in order, with what the engine's prepared
+    history keeps of each (position, role, content, token estimate)."""
+    return list(
+        Message.objects.filter(session_id=session_id, epoch=epoch, position__gt=after_position)
+        .only("position", "role", "content", "token_estimate")
         .order_by("position")
     )
 

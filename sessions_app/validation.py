@@ -166,3 +166,34 @@ def session_fields_clean(
             raise SpecError("invalid_value", "compact_threshold must be a number above 0 and at most 1")
         clean["compact_threshold"] = float(compact_threshold)
     return clean
+
+
+def session_create_clean(
+    *,
+    title: Any = None,
+    model: Any = None,
+    system_prompt: Any = None,
+    context_window: Any = None,
+    compact_threshold: Any = None,
+    tools: Any = None,
+    settings: Any = None,
+    reserved_tool_names: Iterable[str] = (),
+) -> dict[str, Any]:
+    """Every field of `session.create`, checked before anything is looked up or stored
+    (PROTOCOL.md v1.1: a `model` over MAX_MODEL_CHARS is `invalid_value` before anything else).
+
+    Returns the clean scalar fields (as `session_fields_clean`) plus `settings` (full, defaults
+    filled in) and `tools`; raises `SpecError` naming the first bad field.
+    """
+    clean = session_fields_clean(
+        title=title,
+        model=model,
+        system_prompt=system_prompt,
+        context_window=context_window,
+        compact_threshold=compact_threshold,
+    )
+    clean["settings"] = settings_clean(settings)
+    clean["tools"] = client_tools_clean(
+        tools if tools is not None else [], reserved_names=reserved_tool_names
+    )
+    return clean

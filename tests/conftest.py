@@ -24,6 +24,7 @@ def _fast_engine(settings: Any) -> None:
     settings.PALIMPSEST_POLL_SECONDS = 0.05
     settings.PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = 0.0
     settings.PALIMPSEST_COMPACTION_RETRY_SECONDS = 0.01
+    settings.PALIMPSEST_MODEL_STREAM_RETRY_SECONDS = 0.01
     settings.PALIMPSEST_PROVIDER = "scripted"
 
 
@@ -33,6 +34,18 @@ def _fresh_channel_layer() -> Iterator[None]:
     channel_layers.backends = {}
     yield
     channel_layers.backends = {}
+
+
+@pytest.fixture(autouse=True)
+def _no_connections_left() -> Iterator[None]:
+    """A client a test left open must not be re-checked in the next test's event loop."""
+    from sessions_app import connections
+
+    yield
+    connections._by_token.clear()
+    from sessions_app import quotas
+
+    quotas.quotas_reset()
 
 
 @pytest.fixture(autouse=True)

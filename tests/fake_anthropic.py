@@ -59,7 +59,25 @@ class ErrorReply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-ReplySpec = Reply | ErrorReply | Callable[[dict[str, Any]], Reply | ErrorReply]
+@dataclass
+class Broken:
+    """A streamed reply that goes wrong after its first ``after_events`` SSE events.
+
+    ``end``: the HTTP response ends cleanly there (a stream without ``message_stop``);
+    ``error``: an ``error`` event (``overloaded_error``) is sent there, as the API does when it
+    fails mid-answer;
+    ``abort``: the connection is closed mid-body; ``stall``: nothing is sent for
+    ``stall_seconds``, then the rest follows. (Event 0 is ``message_start``, 1 the first
+    ``content_block_start``, 2 a ``ping``, then the first block's deltas.)
+    """
+
+    reply: Reply
+    how: str
+    after_events: int = 1
+    stall_seconds: float = 30.0
+
+
+ReplySpec = Reply | ErrorReply | Broken | Callable[[dict[str, Any]], Reply | ErrorReply | Broken]
 
 
 def text(s: str, *, stop_reason: str = "end_turn") -> Reply:
@@ -75,6 +93,26 @@ def tool_use(name: str, input: dict[str, Any], *, id: str | None = None, text: s
 def error(status: int, type: str, message: str, *, headers: dict[str, str] | None = None) -> ErrorReply:
     """``retry-after-ms: 10`` (honoured by the SDK before its own backoff) keeps retried tests fast."""
     return ErrorReply(status, type, message, {"retry-after-ms": "10", **(headers or {})})
+
+
+def truncated(reply: Reply, *, after_events: int = 1) -> Broken:
+    """The stream ends (cleanly, as HTTP goes) without ``message_stop``."""
+    return Broken(reply, "end", after_events)
+
+
+def aborted(reply: Reply, *, after_events: int = 1) -> Broken:
+    """The connection is closed in the middle of the stream."""
+    return Broken(reply, "abort", after_events)
+
+
+def overloaded_mid_stream(reply: Reply, *, after_events: int = 1) -> Broken:
+    """An ``overloaded_error`` event in the middle of the stream."""
+    return Broken(reply, "error", after_events)
+
+
+def stalled(reply: Reply, *, after_events: int = 1, seconds: float = 30.0) -> Broken:
+    """The stream goes silent for ``seconds`` after ``after_events`` events."""
+    return Broken(reply, "stall", after_events, seconds)
 
 
 @dataclass
@@ -159,10 +197,9 @@ def strict_problems(body: dict[str, Any]) -> list[str]:
                 problems.append(f"message {index}: tool_result blocks must come first")
         elif answered:
             problems.append(f"message {index}: an assistant message holds tool_result blocks")
-    if (
-        messages
-        and messages[-1].get("role") == "assistant"
-        and any(b.get("type") == "tool_use" for b in messages[-1].get("content") or [])
+    last = messages[-1] if messages else {}
+    if last.get("role") == "assistant" and any(
+        b.get("type") == "tool_use" for b in last.get("content") or []
     ):
         problems.append("the last message asks for tools nobody answered")
     return problems
@@ -222,7 +259,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
         self.send_json(reply.status, body, {"request-id": request_id} | reply.headers)
 
-    def send_sse(self, events: list[dict[str, Any]], delay: float) -> None:
+    def send_sse(self, events: list[dict[str, Any]], delay: float, broken: Broken | None = None) -> None:
         """Chunked transfer encoding: the connection stays reusable after the stream ends."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -232,6 +269,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         try:
             for i, event in enumerate(events):
+                if broken is not None and i == broken.after_events:
+                    if broken.how == "end":
+                        break
+                    if broken.how == "error":
+                        failure = {
+                            "type": "error",
+                            "error": {"type": "overloaded_error", "message": "Overloaded"},
+                        }
+                        chunk = f"event: error\ndata: {json.dumps(failure)}\n\n".encode()
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        break
+                    if broken.how == "abort":
+                        self.wfile.flush()
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        return
+                    if broken.how == "stall":
+                        self.server.fake._stopping.wait(broken.stall_seconds)
                 if i and delay:
                     time.sleep(delay)
                 chunk = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
@@ -279,10 +334,12 @@ class FakeAnthropicServer:
         self._cache: set[str] = set()
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
+        self._stopping = threading.Event()  # wakes stalled streams when the server stops
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> FakeAnthropicServer:
+        self._stopping.clear()
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.fake = self
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
@@ -295,6 +352,7 @@ class FakeAnthropicServer:
     def stop(self) -> None:
         if self._httpd is None:
             return
+        self._stopping.set()
         self._httpd.shutdown()
         with self._lock:
             connections = list(self._connections)
@@ -420,25 +478,30 @@ class FakeAnthropicServer:
             time.sleep(self.latency_seconds)
         if isinstance(reply, ErrorReply):
             return handler.send_error_reply(reply)
+        broken: Broken | None = None
+        if isinstance(reply, Broken):
+            broken, answer = reply, reply.reply
+        else:
+            answer = reply
 
         with self._lock:
             usage = self._usage(body)
-            usage["output_tokens"] = reply.output_tokens
-            if reply.output_tokens is None:
-                usage["output_tokens"] = sum(count_tokens(b, self.token_ratio) for b in reply.content)
+            usage["output_tokens"] = answer.output_tokens
+            if answer.output_tokens is None:
+                usage["output_tokens"] = sum(count_tokens(b, self.token_ratio) for b in answer.content)
             record.usage = usage
         message = {
             "id": _random_id("msg_"),
             "type": "message",
             "role": "assistant",
             "model": body["model"],
-            "content": reply.content,
-            "stop_reason": reply.stop_reason,
+            "content": answer.content,
+            "stop_reason": answer.stop_reason,
             "stop_sequence": None,
             "usage": usage,
         }
         if body.get("stream"):
-            handler.send_sse(self._events(message), self.chunk_delay_seconds)
+            handler.send_sse(self._events(message), self.chunk_delay_seconds, broken)
         else:
             handler.send_json(200, message)
         record.ended = time.monotonic()

@@ -32,7 +32,8 @@ def free_port() -> int:
 
 def server_env(**overrides: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
-    env.update({"PALIMPSEST_PROVIDER": "scripted", "PALIMPSEST_POLL_SECONDS": "0.1"})
+    # The local development defaults (DEBUG, a fixed key, plain HTTP), chosen explicitly.
+    env.update({"PALIMPSEST_DEV": "1", "PALIMPSEST_PROVIDER": "scripted", "PALIMPSEST_POLL_SECONDS": "0.1"})
     env.update(overrides)
     return env
 

@@ -15,6 +15,7 @@ from django.http import HttpRequest, QueryDict
 
 from memory_app.notepad import selectors, services
 from memory_app.notepad.models import NotepadRevision
+from sessions_app.authors import operator_author
 from sessions_app.models import AgentSession
 
 
@@ -98,7 +99,7 @@ class SessionNotepadForm(forms.ModelForm):
 
 
 class SessionNotepadAdminMixin(admin.ModelAdmin):
-    """For the session's ModelAdmin: edit the notepad through `memory_app.services`."""
+    """For the session's ModelAdmin: edit the notepad through `memory_app.notepad.services`."""
 
     form = SessionNotepadForm
 
@@ -110,7 +111,7 @@ class SessionNotepadAdminMixin(admin.ModelAdmin):
         services.notepad_write(
             session_id=obj.pk,
             content=form.cleaned_data["notepad_content"],
-            author=services.notepad_operator_author(username=request.user.get_username()),
+            author=operator_author(request.user.get_username()),
             # Checked (under lock) in the form's clean: a conflict cannot happen here.
             expected_version=form.cleaned_data.get("notepad_base_version") or 0,
         )

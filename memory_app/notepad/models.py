@@ -27,7 +27,7 @@ class NotepadRevision(models.Model):
 
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="notepad_revisions")
     version = models.PositiveIntegerField()
-    # `agent` or `operator:<username>` (PROTOCOL.md, `notepad.updated`).
+    # `agent` or `operator:<username>` (`sessions_app.authors`; PROTOCOL.md, `notepad.updated`).
     author = models.CharField(max_length=200)
     operation = models.CharField(max_length=16, choices=NotepadOperation.choices)
     content = models.TextField()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from memory_app.notepad import selectors, services
 from memory_app.notepad.context import notepad_enabled
+from sessions_app.authors import AGENT_AUTHOR
 from sessions_app.engine.db import db
 from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.engine.tools import ToolContext, ToolError
@@ -35,9 +36,7 @@ class SessionNotepad:
         if not isinstance(content, str):
             raise TypeError("notepad.write(content): content must be a string")
         try:
-            await db(services.notepad_write)(
-                session_id=self.session_id, content=content, author=services.NOTEPAD_AGENT_AUTHOR
-            )
+            await db(services.notepad_write)(session_id=self.session_id, content=content, author=AGENT_AUTHOR)
         except services.NotepadEditError as exc:
             raise ToolError(str(exc)) from exc
 
@@ -49,7 +48,7 @@ class SessionNotepad:
                 session_id=self.session_id,
                 operation="append",
                 content=text,
-                author=services.NOTEPAD_AGENT_AUTHOR,
+                author=AGENT_AUTHOR,
             )
         except services.NotepadEditError as exc:
             raise ToolError(str(exc)) from exc

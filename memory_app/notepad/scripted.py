@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from memory_app.notepad.prompts import NOTEPAD_HEADING
+from sessions_app.engine.content import content_text
 from sessions_app.engine.features import ScriptedInput, ScriptedReply, scripted_rule
 
 _REMEMBER_RE = re.compile(r"^remember:\s*(.+)$", re.DOTALL | re.IGNORECASE)
@@ -17,12 +18,7 @@ NOTEPAD_OFF_REPLY = "I have no session notepad in this session (it is switched o
 
 def _latest_message_text(inp: ScriptedInput) -> str:
     messages = inp.body.get("messages") or [{}]
-    content = messages[-1].get("content")
-    if isinstance(content, str):
-        return content
-    return "".join(
-        b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"
-    )
+    return content_text(messages[-1].get("content"))
 
 
 def _visible_notepad(inp: ScriptedInput) -> str:

@@ -58,3 +58,11 @@ def notepad_as_of(*, session_id: uuid.UUID, moment: datetime) -> NotepadState:
 def notepad_revisions(*, session_id: uuid.UUID) -> list[NotepadRevision]:
     """Every change of the session's notepad, oldest first."""
     return list(NotepadRevision.objects.filter(session_id=session_id).order_by("version"))
+
+
+def notepad_revisions_latest(*, session_id: uuid.UUID, limit: int) -> list[NotepadRevision]:
+    """The session's `limit` latest notepad changes, newest first, without their text (a list of
+    who changed it and when; `notepad_at_version` reads one)."""
+    return list(
+        NotepadRevision.objects.filter(session_id=session_id).defer("content").order_by("-version")[:limit]
+    )

@@ -20,7 +20,6 @@ from sessions_app.services import event_emit
 # ---------------------------------------------------------------------------
 # Session notepad (seed 000)
 # ---------------------------------------------------------------------------
-NOTEPAD_AGENT_AUTHOR = "agent"
 # The notepad is sent in full with every model call; this bounds what a runaway loop (e.g. a tool
 # appending progress notes) can put there. The seed sets no size: this is ours.
 NOTEPAD_MAX_CHARS = 100_000
@@ -30,10 +29,6 @@ NOTEPAD_EDIT_OPERATIONS = (
     NotepadOperation.PREPEND,
     NotepadOperation.DELETE,
 )
-
-
-def notepad_operator_author(*, username: str) -> str:
-    return f"operator:{username}"
 
 
 class NotepadEditError(ValueError):

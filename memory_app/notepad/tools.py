@@ -15,6 +15,7 @@ from memory_app.notepad.prompts import (
     UPDATE_NOTEPAD_DESCRIPTION,
     WRITE_NOTEPAD_DESCRIPTION,
 )
+from sessions_app.authors import AGENT_AUTHOR
 from sessions_app.engine.db import db
 from sessions_app.engine.features import ToolContext, ToolError, ToolSpec
 
@@ -78,9 +79,7 @@ async def write_notepad(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
             '(use "" to clear the notepad).'
         )
     try:
-        await db(services.notepad_write)(
-            session_id=ctx.session.id, content=content, author=services.NOTEPAD_AGENT_AUTHOR
-        )
+        await db(services.notepad_write)(session_id=ctx.session.id, content=content, author=AGENT_AUTHOR)
     except services.NotepadEditError as exc:
         raise ToolError(str(exc)) from exc
     return OK
@@ -107,7 +106,7 @@ async def update_notepad(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
             find=find,
             replace=replace,
             replace_all=bool(replace_all),
-            author=services.NOTEPAD_AGENT_AUTHOR,
+            author=AGENT_AUTHOR,
         )
     except services.NotepadEditError as exc:
         raise ToolError(str(exc)) from exc

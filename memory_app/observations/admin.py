@@ -1,7 +1,7 @@
 """Observations in the Django admin: read-only (a stored tool result is a record), deletable.
 
-Chunks are not shown inline: a 100 MB observation has 1,600 of them. Imported from
-`MemoryAppConfig.ready()` (the app's admin.py may import it instead once it exists).
+Chunks are not shown inline: a 100 MB observation has 1,600 of them. `memory_app/admin.py`
+imports this module (Django's admin autodiscovery imports that one).
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_app.observations.models import ObservationKind
-from memory_app.observations.prompts import OFFLOAD_NOTE, SUMMARY_BINARY, SUMMARY_OMITTED
+from memory_app.observations.prompts import OFFLOAD_NOTE, SUMMARY_BINARY
+from sessions_app.engine.content import content_text, text_clip_middle
 
 # Seed 004: the summary is the first 500 characters, the omission placeholder, the last 500.
 SUMMARY_HEAD_CHARS = 500
@@ -90,7 +91,7 @@ def _object_parts(obj: dict, raw_text: str | None) -> ResultParts:
 
 def _blocks_parts(blocks: list[dict]) -> ResultParts | None:
     if all(b.get("type") == "text" and isinstance(b.get("text"), str) for b in blocks):
-        return ResultParts(ObservationKind.TEXT, text="".join(b["text"] for b in blocks))
+        return ResultParts(ObservationKind.TEXT, text=content_text(blocks))
     if len(blocks) == 1:
         source = blocks[0].get("source")
         if (
@@ -121,10 +122,7 @@ def result_parts(raw: Any) -> ResultParts:
 
 def summary_text(text: str) -> str:
     """Seed 004's smart truncation: head, `[... N characters omitted ...]`, tail."""
-    if len(text) <= SUMMARY_HEAD_CHARS + SUMMARY_TAIL_CHARS:
-        return text
-    omitted = len(text) - SUMMARY_HEAD_CHARS - SUMMARY_TAIL_CHARS
-    return text[:SUMMARY_HEAD_CHARS] + SUMMARY_OMITTED.format(omitted=omitted) + text[-SUMMARY_TAIL_CHARS:]
+    return text_clip_middle(text, head=SUMMARY_HEAD_CHARS, tail=SUMMARY_TAIL_CHARS)
 
 
 def summary_binary(*, size: int, sha256: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 
-from memory_app.observations.selectors import ReferenceUnresolved, tool_input_resolve
+from memory_app.observations.references import ReferenceUnresolved, tool_input_resolve
 from memory_app.observations.services import observations_gc, tool_outcomes_offload
 from sessions_app.engine.features import SessionSnapshot, ToolInput, ToolOutcome
 

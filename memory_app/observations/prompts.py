@@ -1,7 +1,8 @@
 """Every text the model reads about offloaded observations (seed 004), in one place.
 
-The seed's own words are kept verbatim (`OFFLOAD_NOTE`, the binary summary, the omission
-placeholder, the schema's property descriptions); the rest completes what the seed elides.
+The seed's own words are kept verbatim (`OFFLOAD_NOTE`, the binary summary, the schema's
+property descriptions); the rest completes what the seed elides. The omission placeholder is the
+engine's, shared with compaction (`sessions_app.engine.prompts.OMITTED_MARKER`).
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ OFFLOAD_NOTE = (
     "Large observation saved in scratchpad. To read it in full or partially, use the scratchpad_read tool."
 )
 
-# Seed 004: "the first 500 characters + a placeholder with the exact number of characters
-# omitted + the last 500", shown in its example as "...\n[... 88500 characters omitted ...]\n...".
-SUMMARY_OMITTED = "\n[... {omitted} characters omitted ...]\n"
+# Seed 004's omission placeholder ("[... 88500 characters omitted ...]") is the engine's
+# (`sessions_app.engine.prompts.OMITTED_MARKER`): compaction's transcript cuts long texts with it too.
 
 # Seed 004: "[BINARY: 45123 bytes, sha256=abc123def456...]" (the full hex digest here).
 SUMMARY_BINARY = "[BINARY: {size} bytes, sha256={sha256}]"

@@ -17,8 +17,8 @@ from typing import Any
 from memory_app.observations.content import is_synthetic_observation
 from memory_app.observations.tools import SCRATCHPAD_READ
 from sessions_app.builtin_tools.files import FS_READ
+from sessions_app.engine.content import content_text
 from sessions_app.engine.features import ScriptedInput, ScriptedReply, scripted_rule
-from sessions_app.engine.providers.scripted import text_of
 
 _READ_RE = re.compile(r"^read\s+(\S+)$", re.IGNORECASE)
 _GREP_RE = re.compile(r"^grep\s+(.+)$", re.IGNORECASE | re.DOTALL)
@@ -65,7 +65,7 @@ def _latest_observation_id(body: dict[str, Any]) -> str | None:
             continue
         for block in content:
             if block.get("type") == "tool_result":
-                value = _json(text_of(block.get("content")))
+                value = _json(content_text(block.get("content")))
                 if is_synthetic_observation(value):
                     latest = value["scratchpad_id"]
     return latest

@@ -10,11 +10,11 @@ import uuid
 from typing import Any
 
 from memory_app.observations.content import SCRATCHPAD_READ
+from memory_app.observations.grep import observation_grep
 from memory_app.observations.prompts import SCRATCHPAD_READ_DESCRIPTION, SCRATCHPAD_READ_SCHEMA
 from memory_app.observations.selectors import (
     ObservationReadError,
     observation_get_for_read,
-    observation_grep,
     observation_read,
     observation_read_lines,
     observations_in_scope_exist,

@@ -19,6 +19,7 @@ from memory_app.scratchpad import services as scratchpad_services
 from memory_app.scratchpad.models import Scratchpad, ScratchpadRevision, ScratchpadSpace
 from memory_app.scratchpad.selectors import scratchpad_get
 from sessions_app.admin_base import ReadOnlyAdmin
+from sessions_app.authors import operator_author
 
 SPACES = (ScratchpadSpace.NOTES, ScratchpadSpace.PLAN, ScratchpadSpace.REFS)
 
@@ -114,7 +115,7 @@ def scratchpad_save(
             session_id=session_id,
             space=space,
             value=value,
-            author=scratchpad_services.operator_author(username),
+            author=operator_author(username),
             expected_version=cleaned.get(f"scratchpad_{space}_version") or 0,
         )
 

@@ -63,7 +63,7 @@ class ScratchpadRevision(models.Model):
     space = models.CharField(max_length=8, choices=ScratchpadSpace.choices)
     version = models.PositiveIntegerField()
     value = models.JSONField()
-    # `agent` or `operator:<username>`.
+    # `agent` or `operator:<username>` (`sessions_app.authors`).
     author = models.CharField(max_length=200)
     # The agent's tool action (`set_notes`, `refs.add`, ...) or `set` for an operator's edit.
     action = models.CharField(max_length=16)

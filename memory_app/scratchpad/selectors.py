@@ -9,6 +9,7 @@ from typing import Any
 
 from memory_app.scratchpad import prompts
 from memory_app.scratchpad.models import Scratchpad, ScratchpadRevision
+from sessions_app.engine.content import content_text
 from sessions_app.models import Message, MessageRole, Turn
 
 
@@ -51,6 +52,13 @@ def scratchpad_revisions(*, session_id: uuid.UUID, space: str | None = None) -> 
     return list(qs.order_by("created_at", "id"))
 
 
+def scratchpad_revisions_latest(*, session_id: uuid.UUID, space: str, limit: int) -> list[ScratchpadRevision]:
+    """One space's `limit` latest revisions, newest first."""
+    return list(
+        ScratchpadRevision.objects.filter(session_id=session_id, space=space).order_by("-version")[:limit]
+    )
+
+
 # ---------------------------------------------------------------------------
 # Nudges (seed 003)
 # ---------------------------------------------------------------------------
@@ -67,12 +75,6 @@ def plan_detected(text: str) -> bool:
     return any(
         len(pattern.findall(text)) >= PLAN_MIN_ITEMS for pattern in (_NUMBERED_ITEM, _STEP_LINE, _TASK_ITEM)
     )
-
-
-def _text_of(content: Any) -> str:
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
 
 
 def _holds_user_words(message: Message) -> bool:
@@ -121,7 +123,7 @@ def scratchpad_hints(
                 .order_by("-position")
                 .first()
             )
-            if previous is not None and plan_detected(_text_of(previous.content)):
+            if previous is not None and plan_detected(content_text(previous.content, sep="\n")):
                 hints.append(prompts.HINT_PLAN_DETECTED)
     if after_compaction and epoch > 0 and not in_epoch.filter(role=MessageRole.ASSISTANT).exists():
         hints.append(prompts.HINT_AFTER_COMPACTION)

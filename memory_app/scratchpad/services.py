@@ -32,11 +32,6 @@ NOTES_APPEND_SEPARATOR = "\n"
 REF_MAX_CHARS = 2000
 # The revision `action` of an operator's edit.
 OPERATOR_ACTION = "set"
-AGENT_AUTHOR = "agent"
-
-
-def operator_author(username: str) -> str:
-    return f"operator:{username}"
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from memory_app.scratchpad import prompts
 from memory_app.scratchpad.context import scratchpad_enabled
 from memory_app.scratchpad.services import (
     ACTIONS,
-    AGENT_AUTHOR,
     ScratchpadActionError,
     ScratchpadLimits,
     scratchpad_apply,
 )
+from sessions_app.authors import AGENT_AUTHOR
 from sessions_app.engine.db import db
 from sessions_app.engine.features import ToolContext, ToolError, ToolSpec
 

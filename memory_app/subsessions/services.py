@@ -22,6 +22,7 @@ from django.db import transaction
 from memory_app.notepad import services as notepad_services
 from memory_app.scratchpad import services as scratchpad_services
 from memory_app.subsessions import prompts
+from sessions_app.authors import AGENT_AUTHOR
 from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.engine.tokens import estimate_json_tokens
 from sessions_app.models import AgentSession, Message, MessageRole
@@ -34,7 +35,7 @@ TITLE_FROM_TASK_CHARS = 80
 TITLE_MAX_CHARS = AgentSession._meta.get_field("title").max_length or 200
 # Copied memory is the parent agent's own writing, so its author is the agent (PROTOCOL.md's
 # `notepad.updated` / `scratchpad.updated` authors are unchanged).
-COPY_AUTHOR = notepad_services.NOTEPAD_AGENT_AUTHOR
+COPY_AUTHOR = AGENT_AUTHOR
 
 
 class SubsessionRefused(Exception):

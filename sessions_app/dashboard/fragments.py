@@ -16,9 +16,9 @@ from django.template.loader import render_to_string
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from memory_app.notepad import selectors as memory_selectors
-from memory_app.notepad.models import NotepadRevision
-from sessions_app.dashboard import selectors, subsessions, transcript
+from memory_app.subsessions.selectors import DELEGATING_TOOLS
+from sessions_app.authors import operator_author
+from sessions_app.dashboard import selectors, transcript
 from sessions_app.models import AgentSession
 
 # Events after which the next request's size has changed.
@@ -30,6 +30,7 @@ GAUGE_EVENTS = frozenset(
         "notepad.updated",
         "scratchpad.updated",
         "compaction.completed",
+        "compaction.masked",
         "tool.result",
     }
 )
@@ -111,14 +112,17 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
         touched.status |= kind in STATUS_EVENTS
         touched.notepad |= kind == "notepad.updated"
         touched.inspector |= kind in MODEL_CALL_EVENTS
-        touched.family |= subsessions.touches_family(event)
+        # A child was spawned, or returned: the page's list of sub-sessions changed.
+        touched.family |= kind == "session.spawned" or (
+            kind == "tool.result" and event.get("name") in DELEGATING_TOOLS
+        )
         if kind == "scratchpad.updated":
             touched.spaces.add(str(event.get("space")))
         if kind == "tool.result" and event.get("observation_id"):
             touched.observations = True
         if kind == "compaction.completed":
             touched.new_epoch = event.get("epoch")
-        if kind == "notepad.updated" and event.get("author") != f"operator:{operator}":
+        if kind == "notepad.updated" and event.get("author") != operator_author(operator):
             parts.append(
                 format_html(
                     '<p id="notepad-live-notice" class="notice warn live-notice" hx-swap-oob="true">'
@@ -128,7 +132,7 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
                     event.get("author"),
                 )
             )
-        if kind == "scratchpad.updated" and event.get("author") != f"operator:{operator}":
+        if kind == "scratchpad.updated" and event.get("author") != operator_author(operator):
             space = escape(str(event.get("space")))
             parts.append(
                 format_html(
@@ -170,16 +174,7 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
         gauge = selectors.context_gauge(session=session)
         parts.append(render_to_string("dashboard/context.html#gauge", {**base, "gauge": gauge}))
     if touched.notepad:
-        revisions = list(
-            NotepadRevision.objects.filter(session_id=session.pk)
-            .defer("content")
-            .order_by("-version")[: selectors.NOTEPAD_REVISIONS_SHOWN]
-        )
-        context = {
-            **base,
-            "notepad": memory_selectors.notepad_get(session_id=session.pk),
-            "notepad_revisions": revisions,
-        }
+        context = {**base, **selectors.notepad_panel(session_id=session.pk)}
         parts.append(render_to_string("dashboard/notepad.html#view", context))
         parts.append(render_to_string("dashboard/notepad.html#revisions", context))
     for space in selectors.scratchpad_spaces(session=session) if touched.spaces else []:
@@ -196,7 +191,7 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
             format_html('<span id="inspector-signal" hidden hx-swap-oob="true">{}</span>', session.pk)
         )
     if touched.family:
-        parts.append(subsessions.family_fragment(session))
+        parts.append(family_fragment(session))
     if touched.new_epoch is not None:
         parts.append(
             render_to_string("dashboard/archive.html#live", {**base, "new_epoch": touched.new_epoch})
@@ -210,3 +205,16 @@ def session_row_fragment(*, session_id: str, filters: dict[str, str]) -> str:
     if row is None:
         return format_html('<tr id="session-row-{}" data-remove hx-swap-oob="delete"></tr>', session_id)
     return render_to_string("dashboard/session_list.html#session-row", {"s": row, "oob": True})
+
+
+FAMILY_TEMPLATE = "dashboard/_subsession_family.html"
+
+
+def family_context(session: AgentSession) -> dict:
+    """The session page's block of its parent, root and sub-sessions."""
+    return {"session": session, "family": selectors.session_family(session=session)}
+
+
+def family_fragment(session: AgentSession) -> str:
+    """That block, to swap in live (`hx-swap-oob`)."""
+    return render_to_string(FAMILY_TEMPLATE, {**family_context(session), "oob": True})

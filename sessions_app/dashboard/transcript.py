@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_app.subsessions.selectors import DELEGATING_TOOLS
+from sessions_app.engine.content import content_text
 from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
-from sessions_app.models import Message
+from sessions_app.models import Archive, Message
 
 USER = "user"
 ASSISTANT = "assistant"
@@ -55,25 +56,29 @@ class TranscriptItem:
     epoch: int | None = None
     # The stored message's position (None for items made from events).
     position: int | None = None
+    # compaction: its receipt in one line (trigger, kept, masked, duration, tokens).
+    receipt: str = ""
     # spawned, and a spawn/fork call's tool_result: the sub-session it concerns.
     child_id: str = ""
 
 
-def content_text(content: Any) -> str:
-    """A tool result's content (a string or content blocks) as text."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-            else:
-                parts.append(f"[{block.get('type')} block]")
-        return "\n".join(parts)
-    return json.dumps(content, ensure_ascii=False)
+def compaction_receipt(
+    *, trigger: str, kept: int, masked: int, duration_ms: int, tokens_before: int, tokens_after: int
+) -> str:
+    parts = [
+        trigger or "threshold",
+        f"{kept} message{'s' if kept != 1 else ''} of the running turn kept verbatim",
+    ]
+    if masked:
+        parts.append(f"{masked} tool result{'s' if masked != 1 else ''} masked")
+    parts.append(f"{duration_ms / 1000:.1f} s")
+    parts.append(f"{tokens_before:,} → {tokens_after:,} tokens")
+    return " · ".join(parts)
+
+
+def result_text(content: Any) -> str:
+    """A tool result's content (a string or content blocks) as the transcript shows it."""
+    return content_text(content, sep="\n", mark_other_blocks=True)
 
 
 def _tool_uses(blocks: Iterable[Any]) -> list[ToolUse]:
@@ -96,10 +101,8 @@ def child_of_result(name: str, text: str) -> str:
     return match.group(1) if match else ""
 
 
-def _texts(blocks: Iterable[Any]) -> str:
-    return "\n\n".join(
-        str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
-    )
+def _texts(blocks: list[Any]) -> str:
+    return content_text(blocks, sep="\n\n")
 
 
 def tool_use_ids(messages: Iterable[Message]) -> set[str]:
@@ -113,22 +116,37 @@ def tool_use_ids(messages: Iterable[Message]) -> set[str]:
 
 
 def items_from_message(
-    message: Message, *, tool_names: dict[str, str], summaries: dict[str, str]
+    message: Message, *, tool_names: dict[str, str], summaries: dict[str, Archive]
 ) -> list[TranscriptItem]:
-    """`tool_names`: tool_use id → name; `summaries`: archive id → its summary."""
+    """`tool_names`: tool_use id → name; `summaries`: archive id → the archive (its summary and
+    receipt)."""
     blocks = message.content if isinstance(message.content, list) else []
     kind = (message.metadata or {}).get("type")
     key = f"m{message.position}"
+    if kind == "carried":
+        # A copy of the running turn's message at a compaction: the original is shown already.
+        return []
     if kind == "compact":
         archive_id = str(message.metadata.get("previous_archive", ""))
+        archive = summaries.get(archive_id)
         return [
             TranscriptItem(
                 COMPACTION,
                 key,
-                text=summaries.get(archive_id, _texts(blocks)),
+                text=archive.summary if archive is not None else _texts(blocks),
                 archive_id=archive_id,
                 epoch=message.epoch,
                 position=message.position,
+                receipt=compaction_receipt(
+                    trigger=archive.trigger,
+                    kept=archive.kept_messages,
+                    masked=len(archive.masked or []),
+                    duration_ms=archive.duration_ms,
+                    tokens_before=archive.tokens_before,
+                    tokens_after=archive.tokens_after,
+                )
+                if archive is not None
+                else "",
             )
         ]
     if kind == "compaction_warning":
@@ -146,7 +164,7 @@ def items_from_message(
         if block.get("type") == "tool_result":
             tool_use_id = str(block.get("tool_use_id", ""))
             name = tool_names.get(tool_use_id, "tool")
-            text = content_text(block.get("content"))
+            text = result_text(block.get("content"))
             items.append(
                 TranscriptItem(
                     TOOL_RESULT,
@@ -168,7 +186,7 @@ def items_from_message(
 
 
 def items_from_messages(
-    messages: Iterable[Message], *, tool_names: dict[str, str], summaries: dict[str, str]
+    messages: Iterable[Message], *, tool_names: dict[str, str], summaries: dict[str, Archive]
 ) -> list[TranscriptItem]:
     return [
         item for m in messages for item in items_from_message(m, tool_names=tool_names, summaries=summaries)
@@ -193,7 +211,7 @@ def items_from_event(event: dict) -> list[TranscriptItem]:
         blocks = event.get("content") or []
         return [TranscriptItem(ASSISTANT, key, text=_texts(blocks), tool_uses=_tool_uses(blocks))]
     if kind == "tool.result":
-        name, text = str(event.get("name", "tool")), content_text(event.get("content"))
+        name, text = str(event.get("name", "tool")), result_text(event.get("content"))
         return [
             TranscriptItem(
                 TOOL_RESULT,
@@ -230,6 +248,14 @@ def items_from_event(event: dict) -> list[TranscriptItem]:
                 text=str(event.get("summary", "")),
                 archive_id=str(event.get("archive_id", "")),
                 epoch=event.get("epoch"),
+                receipt=compaction_receipt(
+                    trigger=str(event.get("trigger", "")),
+                    kept=int(event.get("kept_messages", 0)),
+                    masked=len(event.get("masked") or []),
+                    duration_ms=int(event.get("duration_ms", 0)),
+                    tokens_before=int(event.get("tokens_before", 0)),
+                    tokens_after=int(event.get("tokens_after", 0)),
+                ),
             )
         ]
     if kind == "error":

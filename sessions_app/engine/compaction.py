@@ -23,6 +23,7 @@ from typing import Any
 
 from django.conf import settings
 
+from sessions_app.engine.content import content_text, text_clip_middle
 from sessions_app.engine.context import StoredMessage
 from sessions_app.engine.prompts import (
     COMPACTION_COMBINE_INSTRUCTION,
@@ -48,9 +49,12 @@ SUMMARY_REQUEST_OVERHEAD_TOKENS = 300
 SUMMARY_INPUT_SHARE = 0.9
 # Longest rendering of one message in the transcript (tool results are the usual giants).
 TRANSCRIPT_ITEM_MAX_CHARS = 4000
-# Room kept between a request's estimate plus its max_tokens and the window: the estimate is
-# calibrated, not exact.
+# Room kept between a request's estimate plus its max_tokens and the window: a share of the window,
+# plus a share of the estimate for its error (larger before the provider has counted a prompt of
+# this session: the local tokenizer is not the model's).
 WINDOW_HEADROOM_SHARE = 0.03
+ESTIMATE_ERROR_SHARE = 0.15
+ESTIMATE_ERROR_SHARE_UNCALIBRATED = 0.3
 # The least output a turn's call is allowed (its max_tokens is lowered to fit the window).
 MIN_OUTPUT_TOKENS = 256
 # Older history worth a summary call: below this, summarizing cannot make room.
@@ -64,13 +68,19 @@ def threshold_tokens(session: SessionSnapshot) -> int:
     return int(session.context_window * session.compact_threshold)
 
 
-def window_headroom(session: SessionSnapshot) -> int:
-    return int(session.context_window * WINDOW_HEADROOM_SHARE)
+def window_headroom(session: SessionSnapshot, estimate: int = 0) -> int:
+    """Room for the estimate's error: once the provider has counted a prompt of this session, only
+    what was added since is estimated (`estimate_prompt_tokens`), so only that part may be off."""
+    if session.last_prompt_tokens is None:
+        uncertain = estimate * ESTIMATE_ERROR_SHARE_UNCALIBRATED
+    else:
+        uncertain = max(0, estimate - session.last_prompt_tokens) * ESTIMATE_ERROR_SHARE
+    return int(session.context_window * WINDOW_HEADROOM_SHARE + uncertain)
 
 
 def output_room(session: SessionSnapshot, estimate: int) -> int:
     """The max_tokens a call with this prompt estimate may ask for inside the window."""
-    return session.context_window - estimate - window_headroom(session)
+    return session.context_window - estimate - window_headroom(session, estimate)
 
 
 def estimate_prompt_tokens(session: SessionSnapshot, local_estimate: int) -> int:
@@ -84,22 +94,8 @@ def estimate_prompt_tokens(session: SessionSnapshot, local_estimate: int) -> int
 
 
 def _clip(text: str) -> str:
-    if len(text) <= TRANSCRIPT_ITEM_MAX_CHARS:
-        return text
     half = TRANSCRIPT_ITEM_MAX_CHARS // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
-
-
-def _result_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            b.get("text", "") if b.get("type") == "text" else f"[{b.get('type')} block]"
-            for b in content
-            if isinstance(b, dict)
-        )
-    return json.dumps(content, ensure_ascii=False)
+    return text_clip_middle(text, head=half, tail=half)
 
 
 def transcript_lines(
@@ -123,7 +119,8 @@ def transcript_lines(
             elif kind == "tool_result":
                 name = names.get(block.get("tool_use_id", ""), "tool")
                 status = "tool error" if block.get("is_error") else "tool result"
-                lines.append(f"[{status} {name}] {_clip(_result_text(block.get('content')))}")
+                result = content_text(block.get("content"), sep="\n", mark_other_blocks=True)
+                lines.append(f"[{status} {name}] {_clip(result)}")
     return lines
 
 
@@ -156,7 +153,7 @@ def summary_request(
 
 
 def _text(response: ModelResponse) -> str:
-    return "".join(b.get("text", "") for b in response.content if b.get("type") == "text").strip()
+    return content_text(response.content).strip()
 
 
 class CompactionFailed(Exception):
@@ -165,7 +162,7 @@ class CompactionFailed(Exception):
 
 def _max_tokens(session: SessionSnapshot, input_tokens: int) -> int:
     """The summary's own bound, lowered so that the call stays inside the window."""
-    room = session.context_window - input_tokens - window_headroom(session)
+    room = session.context_window - input_tokens - window_headroom(session, input_tokens)
     return max(SUMMARY_MIN_OUTPUT_TOKENS, min(session.setting("compaction", "summary_max_tokens"), room))
 
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import math
 import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sessions_app import selectors, services
 from sessions_app.engine import compaction
-from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage
+from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.db import db, db_heavy
 from sessions_app.engine.history import history_remember
 from sessions_app.engine.masking import Masked, mask_candidates, results_mask
@@ -89,11 +90,11 @@ class Compactor:
         self.turn_start = first if first is not None else self.history.last_position + 1
 
     # -- the estimate ------------------------------------------------------
-    async def _estimate(self) -> tuple[SessionSnapshot, BuiltRequest, int]:
+    async def estimate(self) -> tuple[SessionSnapshot, BuiltRequest, int]:
         snapshot, built = await db(self.runner.build)()
         return snapshot, built, compaction.estimate_prompt_tokens(snapshot, built.estimated_tokens)
 
-    def _older(self) -> list[StoredMessage]:
+    def older(self) -> list[StoredMessage]:
         """The epoch's history before the running turn, without the epoch's leading summary."""
         older = [m for m in self.history.stored if m.position < self.turn_start]
         return older[1:] if self.history.epoch > 0 and older else older
@@ -101,7 +102,7 @@ class Compactor:
     def _summarizable(self, snapshot: SessionSnapshot, *, force: bool = False) -> bool:
         """Older history worth a summary call (any, when the API refused the prompt), and the
         breaker not tripped."""
-        tokens = sum(m.token_estimate for m in self._older())
+        tokens = sum(m.token_estimate for m in self.older())
         least = 1 if force else compaction.MIN_SUMMARIZABLE_TOKENS
         return tokens >= least and snapshot.compaction_failures < services.COMPACTION_BREAKER_FAILURES
 
@@ -125,7 +126,7 @@ class Compactor:
         self, snapshot: SessionSnapshot, ids: list[str], *, excess: int | None, before: int
     ) -> tuple[SessionSnapshot, BuiltRequest, int]:
         masked = await self._mask(snapshot, ids, excess=excess)
-        snapshot, built, estimate = await self._estimate()
+        snapshot, built, estimate = await self.estimate()
         if masked:
             await db(services.compaction_masked_announce)(
                 session_id=self.runner.session_id,
@@ -140,7 +141,7 @@ class Compactor:
         """The request of the next call, with the tiers applied; `force` (the API said the prompt
         was too long) applies them whatever the estimate says. When it returns `warned`, the
         request holds the warning: the caller compacts after that step."""
-        snapshot, built, estimate = await self._estimate()
+        snapshot, built, estimate = await self.estimate()
         threshold = compaction.threshold_tokens(snapshot)
         if force:
             threshold = min(threshold, int(estimate * FORCED_SHARE))
@@ -167,7 +168,7 @@ class Compactor:
                 if compaction.output_room(snapshot, estimate + warning) >= compaction.MIN_OUTPUT_TOKENS:
                     return await self._warn(snapshot, estimate)
             if await self.compact(provider, snapshot, tokens_before=before, trigger=trigger):
-                snapshot, built, estimate = await self._estimate()
+                snapshot, built, estimate = await self.estimate()
                 threshold = compaction.threshold_tokens(snapshot)
                 if estimate <= threshold:
                     return await self._fit(Prepared(snapshot, built, estimate))
@@ -188,7 +189,7 @@ class Compactor:
         self.history.append(StoredMessage(warning.position, "user", warning.content, warning.token_estimate))
         self.warned = True
         self.warning_position = warning.position
-        snapshot, built, warned_estimate = await self._estimate()
+        snapshot, built, warned_estimate = await self.estimate()
         prepared = await self._fit(Prepared(snapshot, built, warned_estimate))
         prepared.warned = True
         prepared.estimate = estimate
@@ -199,7 +200,7 @@ class Compactor:
     ) -> tuple[SessionSnapshot, BuiltRequest, int]:
         ids = mask_candidates(self.history, keep_recent=1, from_position=self.turn_start)
         if estimate <= target or not ids:
-            snapshot, built, estimate = await self._estimate()
+            snapshot, built, estimate = await self.estimate()
             return snapshot, built, estimate
         return await self._mask_announced(snapshot, ids, excess=estimate - target, before=estimate)
 
@@ -244,7 +245,7 @@ class Compactor:
                     provider=provider,
                     session=snapshot,
                     previous_summary=previous,
-                    history=self._older(),
+                    history=self.older(),
                     record=runner.record_summary,
                 )
             )
@@ -295,3 +296,39 @@ class Compactor:
         )
         after = self.runner.build_with(snapshot, history)
         return round((snapshot.token_ratio or 1.0) * after.estimated_tokens)
+
+
+# Characters a token covers at most in practice: a longer text is refused without tokenizing it.
+MAX_CHARS_PER_TOKEN = 12
+
+
+def message_fits_check(*, session_id: uuid.UUID, content: str) -> None:
+    """Refuse a user message that cannot fit the session's window even with an empty history:
+    the system prompt, the tools and the memory plus the message itself leave no room for an
+    answer. Runs in a thread of its own (counting a huge text is heavy)."""
+    from sessions_app.engine.features import features
+    from sessions_app.models import AgentSession
+
+    snapshot = SessionSnapshot.from_session(AgentSession.objects.get(pk=session_id))
+    room = snapshot.context_window - compaction.window_headroom(snapshot) - compaction.MIN_OUTPUT_TOKENS
+    ratio = snapshot.token_ratio or 1.0
+    if len(content) > room * MAX_CHARS_PER_TOKEN / ratio:
+        tokens = round(len(content) / MAX_CHARS_PER_TOKEN)
+    else:
+        tokens = round(ratio * estimate_text_tokens(content))
+        if tokens <= room // 2:
+            return  # far from the limit: not worth building the fixed part
+        fixed = build_request(
+            session=snapshot,
+            history=PreparedHistory(),
+            server_tools=features().tools_for_session(snapshot),
+            max_tokens=compaction.MIN_OUTPUT_TOKENS,
+            sections=features().sections,
+        )
+        tokens += round(ratio * fixed.estimated_tokens)
+    if tokens > room:
+        raise ContextWindowTooSmall(
+            f"This message needs about {tokens} tokens with the system prompt, tools and memory, and the "
+            f"session's context window is {snapshot.context_window}: it cannot fit, whatever is "
+            "summarized. Send a shorter message (or share large text as a file or a client tool result)."
+        )

@@ -9,8 +9,9 @@ from __future__ import annotations
 import uuid
 from collections import OrderedDict
 
+from sessions_app import selectors
 from sessions_app.engine.context import PreparedHistory, StoredMessage
-from sessions_app.models import MaskedResult, Message
+from sessions_app.models import MaskedResult
 
 HISTORY_CACHE_SESSIONS = 64
 _histories: OrderedDict[uuid.UUID, PreparedHistory] = OrderedDict()
@@ -48,8 +49,10 @@ def history_for(session_id: uuid.UUID, epoch: int) -> PreparedHistory:
                 history.mask(tool_use_id, placeholder)
             else:
                 history.masks[tool_use_id] = placeholder
-    newer = Message.objects.filter(session_id=session_id, epoch=epoch, position__gt=history.last_position)
-    for m in newer.only("position", "role", "content", "token_estimate").order_by("position"):
+    newer = selectors.session_messages_after(
+        session_id=session_id, epoch=epoch, after_position=history.last_position
+    )
+    for m in newer:
         history.append(StoredMessage(m.position, m.role, m.content, m.token_estimate))
     history_remember(session_id, history)
     return history

@@ -1,4 +1,6 @@
-"""Context windows of known models (seed 002's table plus current Claude models)."""
+"""Context windows of known models (seed 002's table plus current Claude models).
+
+`providers.context_window_resolve` reads it (then the Models API, then the default)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,3 @@ MODEL_CONTEXT_WINDOWS: dict[str, int] = {
     "claude-opus-4-6": 200_000,
     "scripted": 200_000,
 }
-
-
-def context_window_for(model: str) -> int:
-    return MODEL_CONTEXT_WINDOWS.get(model, DEFAULT_CONTEXT_WINDOW)

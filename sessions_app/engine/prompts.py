@@ -1,5 +1,7 @@
-"""The texts of compaction (seeds 000 and 002), verbatim, in one place: the pre-compaction
-warning, the summary call's prompts, and the first message of a new epoch.
+"""The engine's own texts (seeds 000, 002 and 004), verbatim, in one place: the pre-compaction
+warning, the summary call's prompts, the first message of a new epoch, what a masked tool result
+reads as, and the marker of a text cut in the middle (which observations and compaction's
+transcript both use).
 
 Do not reword a seed's text here without changing the seed (DESIGN.md).
 """
@@ -64,3 +66,13 @@ COMPACTION_MERGE_INSTRUCTION = (
 )
 # Appended to every summary instruction: the summary's bound.
 COMPACTION_LENGTH_LIMIT = "Keep the summary under {words} words."
+
+
+# ---------------------------------------------------------------------------
+# A text cut in the middle (seed 004)
+# ---------------------------------------------------------------------------
+
+# Seed 004: "the first 500 characters + a placeholder with the exact number of characters
+# omitted + the last 500", shown in its example as "...\n[... 88500 characters omitted ...]\n...".
+# `content.omitted_marker(n)` fills it in.
+OMITTED_MARKER = "\n[... {omitted} characters omitted ...]\n"

@@ -14,12 +14,12 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
 from django.conf import settings
 
-from sessions_app import services
+from sessions_app import selectors, services
 from sessions_app.engine import compaction, compactor, records
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.db import db, db_heavy
@@ -37,7 +37,6 @@ from sessions_app.engine.tool_dispatch import (
 )
 from sessions_app.engine.tool_hooks import turn_started as tool_hooks_turn_started
 from sessions_app.engine.types import ModelCallData, PlannedToolCall
-from sessions_app.models import AgentSession
 
 logger = logging.getLogger("palimpsest.engine")
 
@@ -71,15 +70,23 @@ async def turns_wait_idle(timeout: float | None = None) -> None:
 async def turn_start(
     *, session_id: uuid.UUID, content: str, request_id: Any = None, provider: Provider | None = None
 ) -> uuid.UUID:
-    """Begin a turn (raises `services.TurnInProgress`) and run it in the background."""
+    """Begin a turn (raises `services.TurnInProgress`) and run it in the background. A message
+    that cannot fit the session's window at all, whatever is masked or summarized, is refused
+    (`compactor.ContextWindowTooSmall`) before anything is stored."""
+    await db_heavy(compactor.message_fits_check)(session_id=session_id, content=content)
     turn = await db(services.turn_begin)(session_id=session_id, content=content, request_id=request_id)
     runner = TurnRunner(session_id=session_id, turn_id=turn.id, provider=provider)
-    task = asyncio.create_task(runner.run(), name=f"turn-{turn.id}")
-    _running.add(task)
-    _turn_tasks[turn.id] = task
-    task.add_done_callback(_running.discard)
-    task.add_done_callback(lambda _: _turn_tasks.pop(turn.id, None))
+    register_task(runner.run(), turn.id)
     return turn.id
+
+
+def register_task(coroutine: Coroutine[Any, Any, str], turn_id: uuid.UUID) -> None:
+    """Run a turn (or an operator's compaction) in the background, known to `turn_wait`."""
+    task = asyncio.create_task(coroutine, name=f"turn-{turn_id}")
+    _running.add(task)
+    _turn_tasks[turn_id] = task
+    task.add_done_callback(_running.discard)
+    task.add_done_callback(lambda _: _turn_tasks.pop(turn_id, None))
 
 
 async def turn_wait(turn_id: uuid.UUID) -> str | None:
@@ -92,25 +99,46 @@ async def turn_wait(turn_id: uuid.UUID) -> str | None:
 
 
 class _DeltaBuffer:
-    """Coalesces streamed text into `assistant.delta` events at most every DELTA_FLUSH_SECONDS."""
+    """Coalesces streamed text into `assistant.delta` events at most every DELTA_FLUSH_SECONDS,
+    and at the latest DELTA_FLUSH_SECONDS after a piece arrived, even when the model then stalls
+    (a timer flushes what is waiting)."""
 
     def __init__(self, session_id: uuid.UUID) -> None:
         self.session_id = session_id
         self.parts: list[str] = []
         self.last_flush = time.monotonic()
+        self.timer: asyncio.Task | None = None
+        self.lock = asyncio.Lock()
 
     async def add(self, text: str) -> None:
         self.parts.append(text)
-        if time.monotonic() - self.last_flush >= DELTA_FLUSH_SECONDS:
+        waited = time.monotonic() - self.last_flush
+        if waited >= DELTA_FLUSH_SECONDS:
             await self.flush()
+        elif self.timer is None:
+            self.timer = asyncio.create_task(self._flush_later(DELTA_FLUSH_SECONDS - waited))
+
+    async def _flush_later(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self.timer = None
+        await self._emit()
 
     async def flush(self) -> None:
-        self.last_flush = time.monotonic()
-        if self.parts:
-            text, self.parts = "".join(self.parts), []
-            await db(services.event_emit)(
-                session_id=self.session_id, type="assistant.delta", payload={"text": text}
-            )
+        """Send what is waiting now; the end of a call (no timer outlives it)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        await self._emit()
+
+    async def _emit(self) -> None:
+        # One at a time, so that deltas keep their order.
+        async with self.lock:
+            self.last_flush = time.monotonic()
+            if self.parts:
+                text, self.parts = "".join(self.parts), []
+                await db(services.event_emit)(
+                    session_id=self.session_id, type="assistant.delta", payload={"text": text}
+                )
 
 
 class TurnRunner:
@@ -216,7 +244,7 @@ class TurnRunner:
 
     # -- the loop ----------------------------------------------------------
     def _load(self) -> SessionSnapshot:
-        session = AgentSession.objects.get(pk=self.session_id)
+        session = selectors.session_get(session_id=self.session_id)
         snapshot = SessionSnapshot.from_session(session)
         self.epoch = session.epoch
         self.history = history_for(self.session_id, session.epoch)
@@ -226,7 +254,7 @@ class TurnRunner:
     def build(self) -> tuple[SessionSnapshot, BuiltRequest]:
         """The next request (runs in a DB thread). The session row is read again every step: an
         operator may have changed its settings."""
-        snapshot = SessionSnapshot.from_session(AgentSession.objects.get(pk=self.session_id))
+        snapshot = SessionSnapshot.from_session(selectors.session_get(session_id=self.session_id))
         return snapshot, self.build_with(snapshot, self.history)
 
     def build_with(

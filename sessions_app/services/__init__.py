@@ -19,12 +19,19 @@ from sessions_app.services.compaction import (
     CompactionConflict,
     compaction_failure_record,
     compaction_masked_announce,
+    compaction_operator_begin,
+    compaction_operator_end,
     compaction_store,
     compaction_warning_store,
     masked_result_store,
 )
 from sessions_app.services.events import event_emit
-from sessions_app.services.sessions import default_model, session_create, session_status_set
+from sessions_app.services.sessions import (
+    default_model,
+    session_context_window_resolve,
+    session_create,
+    session_status_set,
+)
 from sessions_app.services.steps import (
     assistant_step_store,
     model_call_record,
@@ -57,6 +64,8 @@ __all__ = [
     "COMPACTION_BREAKER_FAILURES",
     "compaction_failure_record",
     "compaction_masked_announce",
+    "compaction_operator_begin",
+    "compaction_operator_end",
     "masked_result_store",
     "INTERRUPTED_TOOL_RESULT",
     "TOKEN_PREFIX",
@@ -79,6 +88,7 @@ __all__ = [
     "default_model",
     "event_emit",
     "model_call_record",
+    "session_context_window_resolve",
     "session_create",
     "session_status_set",
     "tool_call_submit_result",

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from django.db import transaction
 from django.db.models import F
+from django.utils import timezone
 
 from sessions_app.engine.prompts import COMPACTION_SUMMARY_MESSAGE, PRE_COMPACTION_WARNING
 from sessions_app.models import (
@@ -17,10 +18,11 @@ from sessions_app.models import (
     Message,
     MessageRole,
     SessionStatus,
+    Turn,
 )
 from sessions_app.services.events import event_emit
 from sessions_app.services.messages import message_write
-from sessions_app.services.turns import TurnLeaseLost, turn_lock
+from sessions_app.services.turns import TurnInProgress, TurnLeaseLost, lease_until, turn_lock
 
 
 class CompactionConflict(Exception):
@@ -212,3 +214,45 @@ def compaction_failure_record(*, session_id: uuid.UUID, message: str) -> int:
             payload={"message": message, "failures_in_a_row": failures},
         )
     return failures
+
+
+OPERATOR_COMPACTION = "operator_compaction"
+
+
+def compaction_operator_begin(*, session_id: uuid.UUID) -> Turn:
+    """Take the session's lease for a compaction an operator asked for (no turn may start while
+    it runs; `TurnInProgress` if one is running). It resets the breaker."""
+    with transaction.atomic():
+        session = AgentSession.objects.select_for_update().get(pk=session_id)
+        now = timezone.now()
+        if session.current_turn_id and session.lease_expires_at and session.lease_expires_at > now:
+            raise TurnInProgress
+        if session.current_turn_id:
+            Turn.objects.filter(pk=session.current_turn_id, ended_at__isnull=True).update(
+                ended_at=now, stop_reason="error", error="lease expired"
+            )
+        turn = Turn.objects.create(session=session)
+        AgentSession.objects.filter(pk=session_id).update(
+            current_turn_id=turn.id,
+            lease_expires_at=lease_until(),
+            cancel_requested=False,
+            compaction_failures=0,
+        )
+    return turn
+
+
+def compaction_operator_end(*, session_id: uuid.UUID, turn_id: uuid.UUID, error: str = "") -> None:
+    """Release the lease of an operator's compaction; an `error` event says why it failed."""
+    with transaction.atomic():
+        Turn.objects.filter(pk=turn_id).update(
+            ended_at=timezone.now(), stop_reason=OPERATOR_COMPACTION, error=error
+        )
+        released = AgentSession.objects.filter(pk=session_id, current_turn_id=turn_id).update(
+            current_turn_id=None, lease_expires_at=None, cancel_requested=False, status=SessionStatus.IDLE
+        )
+        if error:
+            event_emit(
+                session_id=session_id, type="error", payload={"code": "compaction_failed", "message": error}
+            )
+        if released:
+            event_emit(session_id=session_id, type="session.status", payload={"status": SessionStatus.IDLE})

@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.db import transaction
 
-from sessions_app.engine.model_table import context_window_for
+from sessions_app.engine.providers import context_window_resolve, context_window_resolve_sync
 from sessions_app.models import AgentSession, AgentToken
 from sessions_app.services.events import event_emit
 from sessions_app.validation import client_tools_clean, session_fields_clean, settings_clean
@@ -27,7 +27,11 @@ def session_create(
     settings: Any = None,
     reserved_tool_names: Iterable[str] = (),
 ) -> AgentSession:
-    """Validate and create a session. Raises `validation.SpecError` naming the bad field."""
+    """Validate and create a session. Raises `validation.SpecError` naming the bad field.
+
+    A session that names no `context_window` gets its model's (`context_window_resolve`: the
+    built-in table, else the Models API, else 128,000). Async callers resolve it first with
+    `session_context_window_resolve`, so that no database thread waits on the Models API."""
     fields = session_fields_clean(
         title=title,
         model=model,
@@ -43,11 +47,23 @@ def session_create(
         title=fields.get("title", ""),
         model=model_name,
         system_prompt=fields.get("system_prompt", ""),
-        context_window=fields.get("context_window") or context_window_for(model_name),
+        context_window=fields.get("context_window") or context_window_resolve_sync(model_name),
         compact_threshold=fields.get("compact_threshold", 0.8),
         settings=clean_settings,
         client_tools=clean_tools,
     )
+
+
+async def session_context_window_resolve(*, model: Any, context_window: Any) -> Any:
+    """The `context_window` to hand `session_create` for a new session of `model` (None: the
+    default model): the one asked for, else the model's own (`context_window_resolve`). Values
+    are passed on unchecked: `session_create` validates them."""
+    if context_window is not None:
+        return context_window
+    name = model or default_model()
+    if not isinstance(name, str):
+        return None
+    return await context_window_resolve(name)
 
 
 def default_model() -> str:

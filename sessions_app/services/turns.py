@@ -56,7 +56,7 @@ def turn_lock(session_id: uuid.UUID, turn_id: uuid.UUID) -> AgentSession:
     return session
 
 
-def _lease_until() -> Any:
+def lease_until() -> Any:
     return timezone.now() + timedelta(seconds=django_settings.PALIMPSEST_TURN_LEASE_SECONDS)
 
 
@@ -97,7 +97,7 @@ def turn_begin(*, session_id: uuid.UUID, content: str, request_id: Any = None) -
         turn = Turn.objects.create(session=session)
         AgentSession.objects.filter(pk=session.id).update(
             current_turn_id=turn.id,
-            lease_expires_at=_lease_until(),
+            lease_expires_at=lease_until(),
             cancel_requested=False,
             status=SessionStatus.RUNNING,
             # A new turn resets the compaction breaker (DESIGN.md).
@@ -121,7 +121,7 @@ def turn_heartbeat(*, session_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
     """Extend the lease; False when this turn no longer holds it."""
     return bool(
         AgentSession.objects.filter(pk=session_id, current_turn_id=turn_id).update(
-            lease_expires_at=_lease_until()
+            lease_expires_at=lease_until()
         )
     )
 

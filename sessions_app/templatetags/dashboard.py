@@ -9,7 +9,8 @@ from django import template
 from django.utils.safestring import SafeString
 
 from sessions_app.dashboard.markdown import markdown_to_html
-from sessions_app.dashboard.transcript import content_text
+from sessions_app.dashboard.transcript import result_text
+from sessions_app.engine.content import content_text
 
 register = template.Library()
 
@@ -69,9 +70,7 @@ def event_summary(frame: dict) -> str:
         return _short(str(frame.get("text", "")))
     if kind == "assistant.message":
         blocks = frame.get("content") or []
-        text = " ".join(
-            str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
-        )
+        text = content_text(blocks, sep=" ")
         calls = [str(b.get("name")) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
         return _short(text + (f" → {', '.join(calls)}" if calls else ""))
     if kind == "tool.call":
@@ -80,7 +79,7 @@ def event_summary(frame: dict) -> str:
     if kind == "tool.result":
         status = "error" if frame.get("is_error") else "ok"
         offloaded = f" · observation {frame['observation_id']}" if frame.get("observation_id") else ""
-        return _short(f"{frame.get('name')} {status}{offloaded}: {content_text(frame.get('content'))}")
+        return _short(f"{frame.get('name')} {status}{offloaded}: {result_text(frame.get('content'))}")
     if kind == "notepad.updated":
         return f"version {frame.get('version')} by {frame.get('author')}"
     if kind == "scratchpad.updated":
@@ -93,9 +92,18 @@ def event_summary(frame: dict) -> str:
     if kind == "compaction.warning":
         return f"about {frame.get('estimated_tokens')} tokens, threshold {frame.get('threshold_tokens')}"
     if kind == "compaction.completed":
+        masked = len(frame.get("masked") or [])
         return (
-            f"epoch {frame.get('epoch')}: {frame.get('tokens_before')} → {frame.get('tokens_after')} tokens"
+            f"epoch {frame.get('epoch')} ({frame.get('trigger', 'threshold')}): "
+            f"{frame.get('tokens_before')} → {frame.get('tokens_after')} tokens, "
+            f"{frame.get('kept_messages', 0)} kept, {masked} masked"
         )
+    if kind == "compaction.masked":
+        return f"{len(frame.get('masked') or [])} tool results masked: {frame.get('tokens_before')} → " + str(
+            frame.get("tokens_after")
+        )
+    if kind == "compaction.failed":
+        return _short(f"{frame.get('failures_in_a_row')} in a row: {frame.get('message')}")
     if kind == "turn.completed":
         return str(frame.get("stop_reason", ""))
     if kind == "error":

@@ -7,7 +7,7 @@ from typing import Any
 
 from django import template
 
-from sessions_app.dashboard.subsessions import FAMILY_TEMPLATE, family_context
+from sessions_app.dashboard.fragments import FAMILY_TEMPLATE, family_context
 from sessions_app.models import AgentSession
 
 register = template.Library()

@@ -16,6 +16,7 @@ from sessions_app import services
 from sessions_app.engine import runner
 from sessions_app.models import AgentSession, Message, SessionStatus, Turn
 from tests.dashboard.conftest import PASSWORD, session_new
+from tests.fake_anthropic import FakeAnthropicServer
 from tests.sessions_app.conftest import CLIENT_TOOL
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,6 +43,28 @@ async def socket(path: str, client: AsyncClient | None = None) -> WebsocketCommu
     connected, _ = await communicator.connect()
     assert connected
     return communicator
+
+
+async def test_the_dashboard_and_the_websocket_give_a_model_the_same_default_window(
+    operator_async_client, connect, settings
+):
+    with FakeAnthropicServer(models={"claude-custom-both-1": 54321, "claude-custom-sync-1": 65432}) as fake:
+        settings.PALIMPSEST_PROVIDER = "anthropic"
+        settings.ANTHROPIC_API_KEY = "k"
+        settings.ANTHROPIC_BASE_URL = fake.url
+        # The table does not know the model: the dashboard asks the Models API, as the websocket does.
+        response = await operator_async_client.post("/sessions/new/", {"model": "claude-custom-both-1"})
+        assert response.status_code == 302
+        from_dashboard = await sync_to_async(AgentSession.objects.get)(model="claude-custom-both-1")
+        client = await connect()
+        from_websocket = await client.create(model="claude-custom-both-1")
+        assert from_dashboard.context_window == from_websocket["context_window"] == 54321
+        # Sync code (a script, the benchmarks) creating a session gets the same rule.
+        session = await sync_to_async(services.session_create)(owner=None, model="claude-custom-sync-1")
+        assert session.context_window == 65432
+        lookups = [r.path for r in fake.other_requests]
+        assert lookups == ["/v1/models/claude-custom-both-1", "/v1/models/claude-custom-sync-1"]
+        await client.close()
 
 
 async def receive_until(communicator: WebsocketCommunicator, needle: str, timeout: float = 5) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 from memory_app.notepad import services as memory_services
 from memory_app.notepad.models import NotepadRevision
 from sessions_app import services
+from sessions_app.authors import AGENT_AUTHOR
 from sessions_app.engine.db import db
 from sessions_app.models import AgentSession, SessionEvent
 
@@ -44,7 +45,7 @@ async def turn(client: Any, content: str = "go") -> list[dict]:
 
 async def notepad_preset(session: dict, content: str) -> None:
     await db(memory_services.notepad_write)(
-        session_id=uuid.UUID(session["id"]), content=content, author=memory_services.NOTEPAD_AGENT_AUTHOR
+        session_id=uuid.UUID(session["id"]), content=content, author=AGENT_AUTHOR
     )
 
 

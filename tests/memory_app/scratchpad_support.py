@@ -10,7 +10,8 @@ from asgiref.sync import sync_to_async
 
 from memory_app.scratchpad import prompts
 from memory_app.scratchpad.selectors import ScratchpadView, scratchpad_get
-from memory_app.scratchpad.services import AGENT_AUTHOR, ScratchpadLimits, scratchpad_apply
+from memory_app.scratchpad.services import ScratchpadLimits, scratchpad_apply
+from sessions_app.authors import AGENT_AUTHOR
 from sessions_app.models import AgentSession
 from tests.conftest import Client
 from tests.fake_anthropic import FakeAnthropicServer, text, tool_use

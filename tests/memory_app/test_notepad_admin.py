@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from memory_app.notepad import services
 from memory_app.notepad.models import NotepadRevision
+from sessions_app.authors import AGENT_AUTHOR
 from sessions_app.models import AgentSession
 from sessions_app.validation import default_settings
 from tests.memory_app.notepad_support import notepad_events, notepad_row, revisions, session_make
@@ -29,7 +30,7 @@ def form_data(client: Client, session: AgentSession) -> dict[str, Any]:
 
 
 def agent_writes(session: AgentSession, content: str) -> None:
-    services.notepad_write(session_id=session.id, content=content, author=services.NOTEPAD_AGENT_AUTHOR)
+    services.notepad_write(session_id=session.id, content=content, author=AGENT_AUTHOR)
 
 
 def test_change_page_shows_the_notepad_and_the_version_it_is_at(admin_client: Client) -> None:

@@ -19,6 +19,7 @@ from django.db import connection
 
 from memory_app.notepad import selectors, services
 from memory_app.notepad.services import NotepadConflict
+from sessions_app.authors import AGENT_AUTHOR
 from tests.memory_app.notepad_support import notepad_events, revisions, session_make
 
 EDITS_PER_WRITER = 15
@@ -63,7 +64,7 @@ def _race() -> tuple[str, int, int]:
                 session_id=session.id,
                 operation="append",
                 content=f"{name} {i}\n",
-                author=services.NOTEPAD_AGENT_AUTHOR,
+                author=AGENT_AUTHOR,
             )
             agent_wrote.set()
 

@@ -10,11 +10,12 @@ from django.db import transaction
 from memory_app.notepad import services
 from memory_app.notepad.services import NotepadConflict, NotepadEditError
 from sessions_app import announce
+from sessions_app.authors import AGENT_AUTHOR
 from tests.memory_app.notepad_support import notepad_events, notepad_row, revisions, session_make
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("without_scratchpad")]
 
-AGENT = services.NOTEPAD_AGENT_AUTHOR
+AGENT = AGENT_AUTHOR
 
 
 def write(session: Any, content: str, **kwargs: Any) -> Any:
@@ -65,10 +66,6 @@ def test_every_change_is_a_revision_with_author_operation_and_content_after() ->
         (2, "operator:alice", "append", "a\nb\n"),
         (3, "agent", "find_replace", "A\nb\n"),
     ]
-
-
-def test_operator_author_names_the_operator() -> None:
-    assert services.notepad_operator_author(username="alice") == "operator:alice"
 
 
 # -- operations ----------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from memory_app.observations.models import Observation
-from memory_app.observations.selectors import observation_parts
+from memory_app.observations.references import observation_parts
 from sessions_app.models import ToolCall
 from tests.fake_anthropic import FakeAnthropicServer, text, tool_use
 from tests.memory_app.observation_helpers import (

@@ -15,13 +15,12 @@ import pytest
 from django.utils import timezone
 
 from memory_app.observations.content import ResultParts, result_parts
+from memory_app.observations.grep import GREP_LINE_MAX_CHARS, observation_grep
 from memory_app.observations.models import Observation, ObservationChunk, ObservationKind
+from memory_app.observations.references import observation_parts
 from memory_app.observations.selectors import (
-    GREP_LINE_MAX_CHARS,
     ObservationReadError,
     observation_get_for_read,
-    observation_grep,
-    observation_parts,
     observation_read_lines,
     observation_slice,
     observations_in_scope_exist,
@@ -126,7 +125,7 @@ def test_lines_of_a_text_ending_with_a_newline(turn: Turn) -> None:
 
 
 def test_lines_stop_at_the_read_limit(turn: Turn, settings: Any, monkeypatch: Any) -> None:
-    monkeypatch.setattr("memory_app.observation_selectors.READ_MAX_CHARS", 10)
+    monkeypatch.setattr("memory_app.observations.selectors.READ_MAX_CHARS", 10)
     observation = store(turn, "1234\n5678\nabcd\n", chunk_size=4)
     result = observation_read_lines(observation=observation, start_line=1, end_line=3)
     assert (result["content"], result["end_line"]) == ("1234\n5678\n", 2)

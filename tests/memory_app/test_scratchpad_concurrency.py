@@ -15,13 +15,12 @@ from django.db import connection, connections, transaction
 
 from memory_app.scratchpad.selectors import scratchpad_get, scratchpad_revisions
 from memory_app.scratchpad.services import (
-    AGENT_AUTHOR,
     ScratchpadConflict,
     ScratchpadLimits,
-    operator_author,
     scratchpad_apply,
     scratchpad_space_set,
 )
+from sessions_app.authors import AGENT_AUTHOR, operator_author
 from sessions_app.models import SessionEvent
 from sessions_app.services import session_create
 

@@ -12,7 +12,8 @@ from asgiref.sync import sync_to_async
 from memory_app.scratchpad import prompts
 from memory_app.scratchpad.context import scratchpad_block_render
 from memory_app.scratchpad.selectors import ScratchpadView
-from memory_app.scratchpad.services import ScratchpadLimits, operator_author, scratchpad_space_set
+from memory_app.scratchpad.services import ScratchpadLimits, scratchpad_space_set
+from sessions_app.authors import operator_author
 from sessions_app.models import Message, ModelCall
 from tests.fake_anthropic import text, tool_use
 from tests.memory_app.scratchpad_support import (

@@ -10,16 +10,15 @@ import pytest
 from memory_app.scratchpad.models import ScratchpadRevision
 from memory_app.scratchpad.selectors import scratchpad_get, scratchpad_revisions
 from memory_app.scratchpad.services import (
-    AGENT_AUTHOR,
     ScratchpadActionError,
     ScratchpadConflict,
     ScratchpadInvalidValue,
     ScratchpadLimits,
-    operator_author,
     scratchpad_apply,
     scratchpad_space_set,
 )
 from sessions_app import announce
+from sessions_app.authors import AGENT_AUTHOR, operator_author
 from sessions_app.models import AgentSession, SessionEvent
 from sessions_app.services import session_create
 

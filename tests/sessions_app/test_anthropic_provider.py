@@ -8,11 +8,11 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from sessions_app import selectors
-from sessions_app.engine.providers.anthropic import AnthropicProvider, anthropic_client
+from sessions_app.engine.providers.anthropic import STREAM_RETRIES, AnthropicProvider, anthropic_client
 from sessions_app.engine.providers.base import ProviderError
-from sessions_app.models import AgentSession, ModelCall
+from sessions_app.models import AgentSession, Message, ModelCall, ToolCall
 from tests.conftest import alist
-from tests.fake_anthropic import error, text, tool_use
+from tests.fake_anthropic import aborted, error, overloaded_mid_stream, stalled, text, tool_use, truncated
 from tests.sessions_app.conftest import CLIENT_TOOL, NO_MEMORY
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -233,3 +233,161 @@ async def test_an_empty_answer_is_not_stored_and_the_next_request_stays_valid(
 async def chat_frames(client, content: str) -> list[dict]:
     await client.send({"type": "user.message", "content": content})
     return await client.until("turn.completed")
+
+
+# -- streams that break (a truncated stream is not an answer) ---------------------------------
+BODY = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]}
+LOOKUP = {"q": "the weather in a town with a long name"}
+
+
+def _fast_provider(url: str, **kwargs) -> AnthropicProvider:
+    return AnthropicProvider(api_key="k", base_url=url, stream_retry_seconds=0.01, **kwargs)
+
+
+@pytest.mark.parametrize("breakage", [truncated, aborted])
+async def test_a_stream_broken_before_any_text_is_retried_from_scratch(fake_anthropic, breakage):
+    fake_anthropic.enqueue(breakage(text("lost")), text("whole answer"))
+    seen: list[str] = []
+
+    async def on_text(chunk: str) -> None:
+        seen.append(chunk)
+
+    response = await _fast_provider(fake_anthropic.url).complete(BODY, on_text=on_text)
+    assert response.content == [{"type": "text", "text": "whole answer"}]
+    assert "".join(seen) == "whole answer"
+    assert len(fake_anthropic.requests) == 2
+
+
+@pytest.mark.parametrize("breakage", [truncated, aborted])
+async def test_a_stream_broken_after_text_was_streamed_is_a_retryable_model_error(fake_anthropic, breakage):
+    fake_anthropic.enqueue(breakage(text("one two three four five"), after_events=5), text("never asked"))
+    with pytest.raises(ProviderError) as caught:
+        await _fast_provider(fake_anthropic.url).complete(BODY, on_text=_ignore)
+    assert caught.value.kind == "stream"
+    assert caught.value.retryable
+    assert len(fake_anthropic.requests) == 1  # its text reached clients already: not retried
+
+
+async def test_a_stream_that_keeps_breaking_fails_after_bounded_retries(fake_anthropic):
+    fake_anthropic.enqueue(*[aborted(text("x"))] * (STREAM_RETRIES + 1), text("too late"))
+    with pytest.raises(ProviderError) as caught:
+        await _fast_provider(fake_anthropic.url).complete(BODY)
+    assert caught.value.kind == "stream"
+    assert len(fake_anthropic.requests) == STREAM_RETRIES + 1
+
+
+async def test_an_overloaded_error_inside_the_stream_is_retried(fake_anthropic):
+    fake_anthropic.enqueue(overloaded_mid_stream(text("busy")), text("made it"))
+    response = await _fast_provider(fake_anthropic.url).complete(BODY)
+    assert response.content == [{"type": "text", "text": "made it"}]
+    assert len(fake_anthropic.requests) == 2
+
+
+async def test_a_silent_stream_is_a_model_error_and_retried(fake_anthropic):
+    fake_anthropic.enqueue(stalled(text("slow"), seconds=10), text("awake"))
+    provider = _fast_provider(fake_anthropic.url, idle_seconds=0.5)
+    response = await provider.complete(BODY)
+    assert response.content == [{"type": "text", "text": "awake"}]
+    assert len(fake_anthropic.requests) == 2
+
+
+async def test_a_silent_stream_fails_as_idle_when_it_stays_silent(fake_anthropic):
+    fake_anthropic.enqueue(*[stalled(text("slow"), seconds=10)] * (STREAM_RETRIES + 1))
+    provider = _fast_provider(fake_anthropic.url, idle_seconds=0.3)
+    with pytest.raises(ProviderError) as caught:
+        await provider.complete(BODY)
+    assert caught.value.kind == "idle" and caught.value.retryable
+
+
+async def test_a_short_pause_is_not_silence(fake_anthropic):
+    fake_anthropic.enqueue(stalled(text("fine"), after_events=3, seconds=0.2))
+    response = await _fast_provider(fake_anthropic.url, idle_seconds=2).complete(BODY)
+    assert response.content == [{"type": "text", "text": "fine"}]
+
+
+async def _ignore(chunk: str) -> None:
+    pass
+
+
+async def test_a_truncated_answer_is_never_stored_as_the_final_text(connect, fake_anthropic, settings):
+    fake_anthropic.enqueue(truncated(text("half of an answer that goes on"), after_events=5))
+    client = await connect()
+    await client.create(model=MODEL)
+    frames = await chat_frames(client, "tell me")
+    err = next(f for f in frames if f["type"] == "error")
+    assert err["code"] == "model_error"
+    assert not any(f["type"] == "assistant.message" for f in frames)
+    assert frames[-1]["stop_reason"] == "error"
+    stored = await alist(Message.objects.filter(role="assistant"))
+    assert stored == []
+    await client.close()
+
+
+async def test_an_aborted_stream_is_a_model_error_not_an_internal_error(connect, fake_anthropic, settings):
+    fake_anthropic.enqueue(aborted(text("half of an answer that goes on"), after_events=5))
+    client = await connect()
+    await client.create(model=MODEL)
+    frames = await chat_frames(client, "tell me")
+    assert [f["code"] for f in frames if f["type"] == "error"] == ["model_error"]
+    assert frames[-1]["stop_reason"] == "error"
+    await client.close()
+
+
+async def test_a_cut_off_tool_call_is_never_run_with_empty_input(connect, fake_anthropic, settings):
+    # message_start, content_block_start, ping, then two of the input's JSON pieces: cut there.
+    cut = aborted(tool_use("client_lookup", LOOKUP), after_events=5)
+    fake_anthropic.enqueue(*[cut] * (STREAM_RETRIES + 1))
+    client = await connect()
+    await client.create(model=MODEL, tools=[CLIENT_TOOL])
+    frames = await chat_frames(client, "look it up")
+    assert not any(f["type"] == "tool.call" for f in frames)
+    assert [f["code"] for f in frames if f["type"] == "error"] == ["model_error"]
+    assert await sync_to_async(ToolCall.objects.count)() == 0
+    await client.close()
+
+
+async def test_a_cut_off_tool_call_is_asked_again_and_run_with_its_whole_input(
+    connect, fake_anthropic, settings
+):
+    whole = tool_use("client_lookup", LOOKUP)
+    fake_anthropic.enqueue(truncated(whole, after_events=5), whole, text("thanks"))
+    client = await connect()
+    await client.create(model=MODEL, tools=[CLIENT_TOOL])
+    await client.send({"type": "user.message", "content": "look it up"})
+    call = (await client.until("tool.call"))[-1]
+    assert call["input"] == LOOKUP
+    await client.send({"type": "tool.result", "tool_use_id": call["tool_use_id"], "content": "sunny"})
+    assert (await client.until("turn.completed"))[-1]["stop_reason"] == "end_turn"
+    await client.close()
+
+
+async def test_the_idle_limit_comes_from_settings(settings):
+    from sessions_app.engine.providers import provider_for_model
+
+    settings.PALIMPSEST_PROVIDER = "anthropic"
+    settings.PALIMPSEST_MODEL_IDLE_SECONDS = 7.5
+    provider = provider_for_model(MODEL)
+    assert isinstance(provider, AnthropicProvider) and provider.idle_seconds == 7.5
+
+
+async def test_silence_before_the_stream_starts_is_left_to_the_sdks_retries(fake_anthropic):
+    fake_anthropic.latency_seconds = 1.0  # no headers for a second
+    provider = _fast_provider(fake_anthropic.url, idle_seconds=0.3, max_retries=1)
+    with pytest.raises(ProviderError) as caught:
+        await provider.complete(BODY)
+    assert caught.value.kind == "idle"
+    assert len(fake_anthropic.requests) == 2  # the SDK's two attempts, none of ours on top
+
+
+async def test_streamed_text_reaches_clients_while_the_model_stalls(connect, fake_anthropic, settings):
+    # Three words arrive, then the stream goes silent for far longer than the test waits for them:
+    # the text already streamed must be flushed by the buffer's timer, not by the next piece.
+    settings.PALIMPSEST_MODEL_IDLE_SECONDS = 60
+    fake_anthropic.enqueue(stalled(text("one two three four"), after_events=6, seconds=60))
+    client = await connect()
+    await client.create(model=MODEL)
+    await client.send({"type": "user.message", "content": "hi"})
+    frames = await client.until("assistant.delta", timeout=20)
+    assert frames[-1]["text"].startswith("one ")
+    await client.send({"type": "turn.cancel"})
+    await client.until("turn.completed", timeout=20)

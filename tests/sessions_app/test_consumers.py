@@ -708,3 +708,69 @@ async def test_a_cancel_accepted_during_the_last_step_still_ends_the_turn_cancel
     frames = await client.until("turn.completed")
     assert frames[-1]["stop_reason"] == "cancelled"
     await client.close()
+
+
+# -- limits before lookups (PROTOCOL.md v1.1) -------------------------------------------------
+async def test_a_model_name_over_100_characters_is_refused_before_any_lookup(connect, fake_anthropic):
+    from sessions_app.engine import providers
+
+    client = await connect()
+    await client.send({"type": "session.create", "model": "m" * 101, "request_id": "long"})
+    reply = await client.recv()
+    assert (reply["code"], reply["request_id"]) == ("invalid_value", "long")
+    assert "m" * 101 not in providers._api_windows
+    assert fake_anthropic.other_requests == []  # the Models API was not asked
+    assert await sync_to_async(AgentSession.objects.count)() == 0
+    await client.close()
+
+
+async def test_a_bad_field_is_refused_before_the_model_is_looked_up(connect, fake_anthropic):
+    client = await connect()
+    await client.send({"type": "session.create", "model": "claude-new-model", "settings": {"bogus": 1}})
+    assert (await client.recv())["code"] == "invalid_settings"
+    assert fake_anthropic.other_requests == []
+    await client.close()
+
+
+async def test_the_models_api_answers_are_remembered_in_a_bounded_cache(fake_anthropic):
+    from sessions_app.engine import providers
+
+    providers._api_windows.clear()
+    fake_anthropic.models = {"claude-next": 500_000}
+    assert await providers.context_window_resolve("claude-next") == 500_000
+    assert await providers.context_window_resolve("claude-next") == 500_000
+    assert len(fake_anthropic.other_requests) == 1  # the second answer came from the cache
+    for n in range(providers.MODEL_WINDOW_CACHE_SIZE + 10):
+        providers._api_windows.set(f"model-{n}", 128_000)
+    assert len(providers._api_windows) == providers.MODEL_WINDOW_CACHE_SIZE
+    providers._api_windows.clear()
+
+
+# -- values Python parses but nothing downstream can hold ------------------------------------
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [
+        ('{"type": "session.create", "title": "x", "n": ' + "9" * 5000 + "}", "invalid_frame"),
+        ('{"type": "session.create", "title": "\\ud800"}', "invalid_frame"),
+        ('{"type": "session.create", "settings": {"\\udfff": 1}}', "invalid_frame"),
+        ('{"type": "session.create", "context_window": 1e999}', "invalid_frame"),
+        ('{"type": "session.create", "compact_threshold": NaN}', "invalid_json"),
+        ('{"type": "session.create", "compact_threshold": -Infinity}', "invalid_json"),
+        ('{"type": "session.attach", "session_id": "x", "since_seq": 9223372036854775808}', "invalid_frame"),
+    ],
+)
+async def test_unrepresentable_values_are_an_error_frame_not_a_traceback(connect, caplog, frame, code):
+    client = await connect()
+    await client.send(frame)
+    reply = await client.recv()
+    assert (reply["type"], reply["code"]) == ("error", code)
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert (await client.create())["id"]
+    await client.close()
+
+
+async def test_a_surrogate_pair_written_as_escapes_is_one_character_and_fine(connect):
+    client = await connect()
+    session = await client.create(title="\ud83d\ude00")
+    assert session["title"] == "\U0001f600"
+    await client.close()

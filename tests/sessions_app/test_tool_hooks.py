@@ -25,21 +25,21 @@ async def _handler(ctx: Any, tool_input: dict) -> str:
     return "ok"
 
 
-def _registry(offered: Any) -> FeatureSet:
+def _feature_set(offered: Any) -> FeatureSet:
     always = ToolSpec("always", "", {"type": "object"}, _handler)
     per_turn = ToolSpec("per_turn", "", {"type": "object"}, _handler, offered_in_turn=offered)
     return FeatureSet([Feature(name="a", tools=[always]), Feature(name="b", tools=[per_turn])])
 
 
 def test_a_per_turn_tool_is_offered_when_its_check_says_so() -> None:
-    registry = _registry(lambda session, turn_id: turn_id == TURN)
-    assert [s.name for s in registry.tools_for_session(SESSION, turn_id=TURN)] == ["always", "per_turn"]
-    assert [s.name for s in registry.tools_for_session(SESSION, turn_id=uuid.uuid4())] == ["always"]
+    feature_set = _feature_set(lambda session, turn_id: turn_id == TURN)
+    assert [s.name for s in feature_set.tools_for_session(SESSION, turn_id=TURN)] == ["always", "per_turn"]
+    assert [s.name for s in feature_set.tools_for_session(SESSION, turn_id=uuid.uuid4())] == ["always"]
 
 
 def test_a_per_turn_tool_is_not_offered_without_a_turn() -> None:
-    registry = _registry(lambda session, turn_id: True)
-    assert [s.name for s in registry.tools_for_session(SESSION)] == ["always"]
+    feature_set = _feature_set(lambda session, turn_id: True)
+    assert [s.name for s in feature_set.tools_for_session(SESSION)] == ["always"]
 
 
 class _Hook:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
 
+from sessions_app.bounded import LRUCache
 from sessions_app.engine.model_table import DEFAULT_CONTEXT_WINDOW, MODEL_CONTEXT_WINDOWS
 from sessions_app.engine.providers.base import ModelResponse, Provider, ProviderError, Usage
 from sessions_app.validation import MAX_MODEL_CHARS
@@ -14,40 +16,65 @@ __all__ = [
     "ProviderError",
     "Usage",
     "context_window_resolve",
+    "context_window_resolve_sync",
     "provider_for_model",
 ]
 
 SCRIPTED_MODEL = "scripted"
-# Context windows the Models API told this process, per model.
-_api_windows: dict[str, int] = {}
+# Context windows the Models API told this process, per model. Clients name models, so the
+# cache is bounded: a model pushed out is simply asked about again.
+MODEL_WINDOW_CACHE_SIZE = 256
+_api_windows: LRUCache[str, int] = LRUCache(MODEL_WINDOW_CACHE_SIZE)
 
 
 def _uses_scripted(model: str) -> bool:
     return model == SCRIPTED_MODEL or settings.PALIMPSEST_PROVIDER == "scripted"
 
 
+def _window_known(model: str) -> int | None:
+    """The window of `model` without asking the Models API: the table's, or an answer (or the
+    lack of one) this process remembers (the last MODEL_WINDOW_CACHE_SIZE models); None when only
+    the Models API can tell. A name no session may have (empty, or over MAX_MODEL_CHARS) is
+    neither looked up nor remembered: callers validate first (PROTOCOL.md v1.1)."""
+    if model in MODEL_CONTEXT_WINDOWS:
+        return MODEL_CONTEXT_WINDOWS[model]
+    if not 0 < len(model) <= MAX_MODEL_CHARS or _uses_scripted(model):
+        return DEFAULT_CONTEXT_WINDOW
+    return _api_windows.get(model)
+
+
 async def context_window_resolve(model: str) -> int:
     """A session's default window (PROTOCOL.md): the model's entry in the built-in table; for a
     model the table does not know, the Models API's `max_input_tokens` when reachable; else
-    128,000. Each answer, or the lack of one, is remembered for the process."""
-    if model in MODEL_CONTEXT_WINDOWS:
-        return MODEL_CONTEXT_WINDOWS[model]
-    if model in _api_windows:
-        return _api_windows[model]
-    value = None
-    if not _uses_scripted(model) and 0 < len(model) <= MAX_MODEL_CHARS:
-        from sessions_app.engine.providers.anthropic import anthropic_max_input_tokens
+    128,000.
 
-        value = await anthropic_max_input_tokens(
-            api_key=settings.ANTHROPIC_API_KEY, base_url=settings.ANTHROPIC_BASE_URL, model=model
-        )
-    _api_windows[model] = value or DEFAULT_CONTEXT_WINDOW
-    return _api_windows[model]
+    The one rule for every way a session is created: the agent websocket and the dashboard await
+    this; sync code calls `context_window_resolve_sync`, which shares its answers."""
+    known = _window_known(model)
+    if known is not None:
+        return known
+    from sessions_app.engine.providers.anthropic import anthropic_max_input_tokens
+
+    value = await anthropic_max_input_tokens(
+        api_key=settings.ANTHROPIC_API_KEY, base_url=settings.ANTHROPIC_BASE_URL, model=model
+    )
+    window = value or DEFAULT_CONTEXT_WINDOW
+    _api_windows.set(model, window)
+    return window
+
+
+def context_window_resolve_sync(model: str) -> int:
+    """`context_window_resolve` for sync code (never in an event loop's thread). A model the
+    process already knows costs nothing; a lookup runs the async resolver, so it blocks the
+    calling thread (up to the Models API's timeout): async callers resolve first instead."""
+    known = _window_known(model)
+    return known if known is not None else async_to_sync(context_window_resolve)(model)
 
 
 def provider_for_model(model: str) -> Provider:
     """The scripted model for `model == "scripted"` or when PALIMPSEST_PROVIDER is `scripted`;
-    else Anthropic (with ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL as given)."""
+    else Anthropic (with ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL as given, and the model-stream
+    limits PALIMPSEST_MODEL_IDLE_SECONDS and PALIMPSEST_MODEL_STREAM_RETRY_SECONDS)."""
     if _uses_scripted(model):
         from sessions_app.engine.features import features
         from sessions_app.engine.providers.scripted import ScriptedProvider
@@ -58,4 +85,9 @@ def provider_for_model(model: str) -> Provider:
         )
     from sessions_app.engine.providers.anthropic import AnthropicProvider
 
-    return AnthropicProvider(api_key=settings.ANTHROPIC_API_KEY, base_url=settings.ANTHROPIC_BASE_URL)
+    return AnthropicProvider(
+        api_key=settings.ANTHROPIC_API_KEY,
+        base_url=settings.ANTHROPIC_BASE_URL,
+        idle_seconds=settings.PALIMPSEST_MODEL_IDLE_SECONDS,
+        stream_retry_seconds=settings.PALIMPSEST_MODEL_STREAM_RETRY_SECONDS,
+    )

@@ -38,11 +38,19 @@ class ModelResponse:
     first_token_ms: int | None = None
 
 
+# Failures that asking again may cure: the service was busy or the answer did not arrive whole.
+RETRYABLE_KINDS = frozenset({"connection", "stream", "idle"})
+RETRYABLE_STATUS_MIN = 500
+STATUS_TOO_MANY_REQUESTS = 429
+
+
 class ProviderError(Exception):
     """The model call failed after the provider's own retries.
 
-    `kind` is `prompt_too_long` (the request exceeds the model's window), `api` (an error status)
-    or `connection`.
+    `kind` is `prompt_too_long` (the request exceeds the model's window), `api` (an error status),
+    `connection` (the model could not be reached), `stream` (the answer's stream broke off or
+    ended without its end: a truncated answer is never returned) or `idle` (the stream sent
+    nothing for `PALIMPSEST_MODEL_IDLE_SECONDS`).
     """
 
     def __init__(self, message: str, *, kind: str = "api", status: int | None = None) -> None:
@@ -50,10 +58,24 @@ class ProviderError(Exception):
         self.kind = kind
         self.status = status
 
+    @property
+    def retryable(self) -> bool:
+        """Whether the same request might succeed if sent again (a 5xx, a 429, a broken stream)."""
+        if self.kind in RETRYABLE_KINDS:
+            return True
+        return self.status is not None and (
+            self.status >= RETRYABLE_STATUS_MIN or self.status == STATUS_TOO_MANY_REQUESTS
+        )
+
 
 class Provider(Protocol):
     name: str
 
     async def complete(self, body: dict[str, Any], *, on_text: TextCallback | None = None) -> ModelResponse:
-        """Send `body` (Anthropic Messages format, without `stream`) and stream text to `on_text`."""
+        """Send `body` (Anthropic Messages format, without `stream`) and stream text to `on_text`.
+
+        Text given to `on_text` is final for this call: a provider never takes it back. If the
+        answer fails after some text was given, the call raises `ProviderError` (the text
+        streamed so far was a preview of an answer that never came whole).
+        """
         ...

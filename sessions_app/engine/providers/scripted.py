@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessions_app.engine.content import content_text
 from sessions_app.engine.providers.base import ModelResponse, TextCallback, Usage
 from sessions_app.engine.tokens import estimate_json_tokens
 
@@ -61,15 +62,6 @@ def scripted_rule(help_line: str | None = None) -> Callable[[ScriptedRule], Scri
     return mark
 
 
-def text_of(content: Any) -> str:
-    """The text of a message's or a tool result's content (a string or blocks)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return ""
-
-
 def parse_input(body: dict[str, Any]) -> ScriptedInput:
     messages: list[dict[str, Any]] = body.get("messages", [])
     last: dict[str, Any] = messages[-1] if messages else {"role": "user", "content": []}
@@ -86,7 +78,7 @@ def parse_input(body: dict[str, Any]) -> ScriptedInput:
     results = [
         {
             "name": names_by_id.get(b.get("tool_use_id", ""), "tool"),
-            "content": text_of(b.get("content")),
+            "content": content_text(b.get("content")),
             "is_error": bool(b.get("is_error")),
         }
         for b in content
@@ -99,7 +91,7 @@ def parse_input(body: dict[str, Any]) -> ScriptedInput:
         user_text=texts[-1] if texts and not results else None,
         tool_results=results or None,
         tool_names=[t["name"] for t in body.get("tools", [])],
-        system_text=system if isinstance(system, str) else text_of(system),
+        system_text=system if isinstance(system, str) else content_text(system),
     )
 
 

@@ -35,7 +35,8 @@ class Command(BaseCommand):
         else:
             self.stdout.write("Log in with your superuser (or: python manage.py createsuperuser).")
         self.stdout.write(f"Model provider: {settings.PALIMPSEST_PROVIDER}.")
+        dev = "PALIMPSEST_DEV=1 " if settings.PALIMPSEST_DEV else ""
         self.stdout.write(
-            "Agent clients: `.venv/bin/python manage.py create_agent_token NAME` prints a token for "
-            f"ws://{options['host']}:{options['port']}/ws/agent/\n"
+            f"Agent clients: `{dev}.venv/bin/python manage.py create_agent_token NAME` prints a token for "
+            f"ws://{options['host']}:{options['port']}/ws/agent/ (revoke_agent_token NAME revokes it)\n"
         )

@@ -1,0 +1,85 @@
+"""Per-process maps whose memory is bounded: a client can add keys, never without limit.
+
+`LRUCache` keeps at most `maxsize` entries, dropping the least recently used. `ExpiringMap`
+also forgets entries not touched for `ttl_seconds` (swept as it is used), so counters of clients
+that went away do not stay. Both are plain, single-threaded structures: each process's event
+loop owns its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class LRUCache(Generic[K, V]):
+    def __init__(self, maxsize: int) -> None:
+        if maxsize < 1:
+            raise ValueError("maxsize must be at least 1")
+        self.maxsize = maxsize
+        self._data: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        value = self._data.get(key)
+        if value is not None:
+            self._data.move_to_end(key)
+        return value
+
+    def set(self, key: K, value: V) -> None:
+        self._data[key] = value
+        self._data.move_to_end(key)
+        while len(self._data) > self.maxsize:
+            self._data.popitem(last=False)
+
+    def pop(self, key: K) -> V | None:
+        return self._data.pop(key, None)
+
+    def clear(self) -> None:
+        self._data.clear()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+class ExpiringMap(Generic[K, V]):
+    """An `LRUCache` whose entries also expire `ttl_seconds` after they were last touched."""
+
+    def __init__(self, *, maxsize: int, ttl_seconds: float, clock: Callable[[], float] = time.monotonic):
+        self.ttl_seconds = ttl_seconds
+        self._clock = clock
+        self._data: LRUCache[K, tuple[float, V]] = LRUCache(maxsize)
+
+    def get(self, key: K) -> V | None:
+        entry = self._data.get(key)
+        if entry is None:
+            return None
+        touched, value = entry
+        if self._clock() - touched > self.ttl_seconds:
+            self._data.pop(key)
+            return None
+        return value
+
+    def set(self, key: K, value: V) -> None:
+        self._data.set(key, (self._clock(), value))
+        self._sweep()
+
+    def _sweep(self) -> None:
+        # The least recently touched entries come first: drop expired ones until a live one.
+        now = self._clock()
+        data = self._data._data
+        while data:
+            key, (touched, _) = next(iter(data.items()))
+            if now - touched <= self.ttl_seconds:
+                return
+            data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)

@@ -1,0 +1,107 @@
+"""Every read of the operator dashboard, composed from the apps' selectors, one module per
+concern: `sessions` (the list), `history` (transcript, archives, stream, timeline), `gauge`,
+`inspector`, `memory` (notepad, scratchpad, observations), `subsessions` (trees of sessions).
+
+Operators may see every session, but a session, archive, model call or observation named in a
+URL is always looked up within its session: a bad or foreign id is `NotFound`, never a crash.
+Each selector runs a bounded number of queries, whatever the size of the session.
+
+Callers use `from sessions_app.dashboard import selectors` and `selectors.transcript_page(...)`:
+the names below are the package's public surface.
+"""
+
+from __future__ import annotations
+
+from sessions_app.dashboard.selectors.common import NotFound, session_get_for_operator
+from sessions_app.dashboard.selectors.gauge import GAUGE_LABELS, ContextGauge, GaugePart, context_gauge
+from sessions_app.dashboard.selectors.history import (
+    ARCHIVE_MESSAGES_PAGE_SIZE,
+    TIMELINE_SIZE,
+    TRANSCRIPT_PAGE_SIZE,
+    ArchivedPage,
+    ArchiveStep,
+    TranscriptPage,
+    archive_messages_page,
+    archive_step,
+    stream_in_progress,
+    timeline,
+    transcript_page,
+)
+from sessions_app.dashboard.selectors.inspector import (
+    INSPECTOR_MESSAGES_SHOWN,
+    InspectedBlock,
+    InspectedMessage,
+    InspectedRequest,
+    InspectedTool,
+    model_call_get,
+    request_inspect,
+)
+from sessions_app.dashboard.selectors.memory import (
+    NOTEPAD_REVISIONS_SHOWN,
+    OBSERVATIONS_SHOWN,
+    SCRATCHPAD_REVISIONS_SHOWN,
+    SpaceView,
+    notepad_panel,
+    observation_get_for_operator,
+    observations_of,
+    scratchpad_spaces,
+)
+from sessions_app.dashboard.selectors.sessions import (
+    SESSION_LIST_PAGE_SIZE,
+    session_list,
+    session_list_row,
+    session_models,
+)
+from sessions_app.dashboard.selectors.subsessions import (
+    TREE_ROWS_SHOWN,
+    Family,
+    descendant_count,
+    session_family,
+    subsession_tree_shown,
+    transcript_link_children,
+)
+
+__all__ = [
+    "ARCHIVE_MESSAGES_PAGE_SIZE",
+    "GAUGE_LABELS",
+    "INSPECTOR_MESSAGES_SHOWN",
+    "NOTEPAD_REVISIONS_SHOWN",
+    "OBSERVATIONS_SHOWN",
+    "SCRATCHPAD_REVISIONS_SHOWN",
+    "SESSION_LIST_PAGE_SIZE",
+    "TIMELINE_SIZE",
+    "TRANSCRIPT_PAGE_SIZE",
+    "TREE_ROWS_SHOWN",
+    "ArchiveStep",
+    "ArchivedPage",
+    "ContextGauge",
+    "Family",
+    "GaugePart",
+    "InspectedBlock",
+    "InspectedMessage",
+    "InspectedRequest",
+    "InspectedTool",
+    "NotFound",
+    "SpaceView",
+    "TranscriptPage",
+    "archive_messages_page",
+    "archive_step",
+    "context_gauge",
+    "descendant_count",
+    "model_call_get",
+    "notepad_panel",
+    "observation_get_for_operator",
+    "observations_of",
+    "request_inspect",
+    "scratchpad_spaces",
+    "session_family",
+    "session_get_for_operator",
+    "session_list",
+    "session_list_row",
+    "session_models",
+    "stream_in_progress",
+    "subsession_tree_shown",
+    "timeline",
+    "transcript_link_children",
+    "transcript_page",
+]

@@ -1,0 +1,153 @@
+"""What a session said: the transcript, its archived epochs (the archive stepper), the text a
+running step has streamed so far, and the event timeline.
+
+The transcript and an archived epoch are pages of the same query (`_items_page`): stored
+messages as transcript items, with the names of their tool calls and the summaries that start
+their epochs. Three queries a page, whatever the session's length.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import QuerySet
+
+from memory_app.notepad import selectors as notepad_selectors
+from sessions_app.dashboard import transcript
+from sessions_app.dashboard.selectors.common import NotFound
+from sessions_app.dashboard.selectors.subsessions import transcript_link_children
+from sessions_app.models import AgentSession, Archive, Message, SessionEvent, ToolCall
+
+TRANSCRIPT_PAGE_SIZE = 60
+ARCHIVE_MESSAGES_PAGE_SIZE = 50
+TIMELINE_SIZE = 60
+# A running step's text so far is the run of deltas at the end of the event log (bounded).
+STREAM_TAIL_MAX_EVENTS = 5000
+
+
+def _items_page(
+    messages_qs: QuerySet[Message], *, session_id: uuid.UUID, limit: int, backwards: bool
+) -> tuple[list[transcript.TranscriptItem], int | None]:
+    """`limit` messages of `messages_qs` as transcript items, in order, and the position the next
+    page continues from (None: there is none). `backwards` reads from the end (the next page is
+    older: continue before the position given), else from the start (continue after it)."""
+    ordered = messages_qs.only("position", "epoch", "role", "content", "metadata").order_by(
+        "-position" if backwards else "position"
+    )
+    messages = list(ordered[: limit + 1])
+    has_more = len(messages) > limit
+    messages = messages[:limit]
+    if backwards:
+        messages.reverse()
+    names = dict(
+        ToolCall.objects.filter(
+            session_id=session_id, tool_use_id__in=transcript.tool_use_ids(messages)
+        ).values_list("tool_use_id", "name")
+    )
+    summaries = {
+        str(archive.pk): archive
+        for archive in Archive.objects.filter(session_id=session_id, pk__in=transcript.archive_ids(messages))
+    }
+    items = transcript.items_from_messages(messages, tool_names=names, summaries=summaries)
+    if not (has_more and messages):
+        return items, None
+    return items, (messages[0] if backwards else messages[-1]).position
+
+
+# ---------------------------------------------------------------------------
+# The transcript
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TranscriptPage:
+    items: list[transcript.TranscriptItem]
+    # Load the page before this position next (None: this page starts the session).
+    older_before: int | None
+
+
+def transcript_page(
+    *, session_id: uuid.UUID, before_position: int | None = None, limit: int = TRANSCRIPT_PAGE_SIZE
+) -> TranscriptPage:
+    """The `limit` messages before `before_position` (the latest ones without it), every epoch,
+    as transcript items in order."""
+    messages_qs = Message.objects.filter(session_id=session_id)
+    if before_position is not None:
+        messages_qs = messages_qs.filter(position__lt=before_position)
+    items, older_before = _items_page(messages_qs, session_id=session_id, limit=limit, backwards=True)
+    items = transcript_link_children(session_id=session_id, items=items)
+    return TranscriptPage(items=items, older_before=older_before)
+
+
+def stream_in_progress(*, session: AgentSession) -> str:
+    """The text a running model step has streamed so far (not yet stored as a message)."""
+    if session.current_turn_id is None:
+        return ""
+    tail = SessionEvent.objects.filter(session_id=session.pk).order_by("-seq").values_list("type", "payload")
+    parts: list[str] = []
+    for event_type, payload in tail[:STREAM_TAIL_MAX_EVENTS]:
+        if event_type != "assistant.delta":
+            break
+        parts.append(str(payload.get("text", "")))
+    return "".join(reversed(parts))
+
+
+def timeline(*, session_id: uuid.UUID, limit: int = TIMELINE_SIZE) -> list[dict[str, Any]]:
+    """The latest events as frames, newest first."""
+    events = SessionEvent.objects.filter(session_id=session_id).order_by("-seq")[:limit]
+    return [event.as_frame() for event in events]
+
+
+# ---------------------------------------------------------------------------
+# The archive stepper
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ArchiveStep:
+    archive: Archive
+    count: int
+    position: int  # 1-based among the session's archives
+    previous_epoch: int | None
+    next_epoch: int | None
+    notepad: notepad_selectors.NotepadState  # as it was when the archive was made
+
+
+def archive_step(*, session_id: uuid.UUID, epoch: Any = None) -> ArchiveStep | None:
+    """The archive of `epoch` (the latest without one) with its neighbours; None when the session
+    has not compacted yet. Raises `NotFound` for an epoch it has no archive of."""
+    archives = Archive.objects.filter(session_id=session_id)
+    if epoch in (None, ""):
+        archive = archives.order_by("-epoch").first()
+        if archive is None:
+            return None
+    else:
+        try:
+            archive = archives.get(epoch=int(epoch))
+        except (Archive.DoesNotExist, TypeError, ValueError) as exc:
+            raise NotFound from exc
+    epochs = list(archives.order_by("epoch").values_list("epoch", flat=True))
+    index = epochs.index(archive.epoch)
+    return ArchiveStep(
+        archive=archive,
+        count=len(epochs),
+        position=index + 1,
+        previous_epoch=epochs[index - 1] if index > 0 else None,
+        next_epoch=epochs[index + 1] if index + 1 < len(epochs) else None,
+        notepad=notepad_selectors.notepad_as_of(session_id=session_id, moment=archive.created_at),
+    )
+
+
+@dataclass(frozen=True)
+class ArchivedPage:
+    items: list[transcript.TranscriptItem]
+    next_after: int | None  # load the page after this position next (None: the epoch's end)
+
+
+def archive_messages_page(
+    *, archive: Archive, after_position: int | None = None, limit: int = ARCHIVE_MESSAGES_PAGE_SIZE
+) -> ArchivedPage:
+    """The archived messages of `archive`'s epoch, `limit` at a time, in order."""
+    messages_qs = Message.objects.filter(session_id=archive.session_id, epoch=archive.epoch)
+    if after_position is not None:
+        messages_qs = messages_qs.filter(position__gt=after_position)
+    items, next_after = _items_page(messages_qs, session_id=archive.session_id, limit=limit, backwards=False)
+    return ArchivedPage(items=items, next_after=next_after)

@@ -1,0 +1,86 @@
+"""The archive stepper and the prompt inspector: what a session's compactions archived and
+what each model call was sent."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from sessions_app import selectors as session_selectors
+from sessions_app.dashboard import selectors
+from sessions_app.dashboard.auth import operator_required
+from sessions_app.dashboard.views.common import HtmxHttpRequest, session_or_404
+
+
+# ---------------------------------------------------------------------------
+# The archive stepper
+# ---------------------------------------------------------------------------
+@require_GET
+@operator_required
+def archive_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    session = session_or_404(session_id)
+    try:
+        step = selectors.archive_step(session_id=session.pk, epoch=request.GET.get("epoch"))
+    except selectors.NotFound:
+        raise Http404("No archive of that epoch.") from None
+    context: dict[str, Any] = {"session": session, "step": step}
+    if step is not None:
+        context["archived"] = selectors.archive_messages_page(archive=step.archive)
+    return render(request, "dashboard/archive.html#stepper", context)
+
+
+@require_GET
+@operator_required
+def archive_messages(request: HtmxHttpRequest, session_id: uuid.UUID, epoch: int) -> HttpResponse:
+    session = session_or_404(session_id)
+    try:
+        step = selectors.archive_step(session_id=session.pk, epoch=epoch)
+        after = int(request.GET["after"])
+    except (selectors.NotFound, KeyError, ValueError):
+        raise Http404("No such page of archived messages.") from None
+    assert step is not None
+    archived = selectors.archive_messages_page(archive=step.archive, after_position=after)
+    return render(
+        request, "dashboard/archive.html#messages", {"session": session, "step": step, "archived": archived}
+    )
+
+
+# ---------------------------------------------------------------------------
+# The prompt inspector
+# ---------------------------------------------------------------------------
+@require_GET
+@operator_required
+def inspector_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    session = session_or_404(session_id)
+    call_id = request.GET.get("call")
+    try:
+        call = selectors.model_call_get(session_id=session.pk, call_id=call_id)
+    except selectors.NotFound:
+        raise Http404("No such model call in this session.") from None
+    context = {
+        "session": session,
+        "inspected": selectors.request_inspect(call=call) if call is not None else None,
+        # Without a chosen call the panel follows the latest one live.
+        "follow": not call_id,
+    }
+    return render(request, "dashboard/inspector.html#inspector", context)
+
+
+@require_GET
+@operator_required
+def model_call_request_json(request: HtmxHttpRequest, session_id: uuid.UUID, call_id: int) -> HttpResponse:
+    """The exact request body of a model call, as JSON (the inspector shows its last messages)."""
+    session = session_or_404(session_id)
+    try:
+        call = selectors.model_call_get(session_id=session.pk, call_id=call_id)
+    except selectors.NotFound:
+        raise Http404("No such model call in this session.") from None
+    assert call is not None
+    body = session_selectors.model_call_request(call=call)
+    response = JsonResponse(body, json_dumps_params={"ensure_ascii": False, "indent": 2})
+    response["Content-Disposition"] = f'inline; filename="request-{call.pk}.json"'
+    return response

@@ -1,0 +1,157 @@
+"""The session page: the page itself, its status, older transcript pages, the message box and
+cancel, the context gauge and the timeline.
+
+Pages render whole templates; htmx requests get a partial of the same template
+(`"page.html#part"`). Live changes arrive over the dashboard websocket (`consumers.py`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+from urllib.parse import urlencode
+
+from asgiref.sync import sync_to_async
+from django.http import Http404, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET, require_POST
+
+from sessions_app import services
+from sessions_app.dashboard import selectors
+from sessions_app.dashboard.auth import operator_required
+from sessions_app.dashboard.forms import MessageForm
+from sessions_app.dashboard.views.common import HtmxHttpRequest, session_or_404
+from sessions_app.engine import runner
+from sessions_app.engine.compactor import ContextWindowTooSmall
+from sessions_app.engine.operator import compaction_operator_start
+from sessions_app.models import AgentSession
+
+TABS = ("context", "notepad", "scratchpad", "observations", "archives", "inspector", "timeline")
+
+
+def session_page_context(session: AgentSession) -> dict[str, Any]:
+    """What the session page shows when it loads (every panel but the lazy ones)."""
+    last_seq = session.last_seq  # before the transcript: what is newer arrives over the websocket
+    context: dict[str, Any] = {
+        "session": session,
+        "last_seq": last_seq,
+        "page": selectors.transcript_page(session_id=session.pk),
+        "streaming": selectors.stream_in_progress(session=session),
+        "gauge": selectors.context_gauge(session=session),
+        "timeline": selectors.timeline(session_id=session.pk),
+        "observations": selectors.observations_of(session_id=session.pk),
+        "message_form": MessageForm(),
+    }
+    context.update(selectors.notepad_panel(session_id=session.pk))
+    context["spaces"] = selectors.scratchpad_spaces(session=session)
+    return context
+
+
+@require_GET
+@operator_required
+def session_detail(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    session = session_or_404(session_id)
+    context = session_page_context(session)
+    tab = request.GET.get("tab", "")
+    context["tab"] = tab if tab in TABS else "context"
+    # Bookmarked archive and request: the lazy panel loads with them.
+    context["archive_query"] = urlencode({"epoch": request.GET["epoch"]}) if request.GET.get("epoch") else ""
+    context["call_query"] = urlencode({"call": request.GET["call"]}) if request.GET.get("call") else ""
+    return render(request, "dashboard/session.html", context)
+
+
+@require_GET
+@operator_required
+def session_status(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    return render(request, "dashboard/session.html#status", {"session": session_or_404(session_id)})
+
+
+@require_GET
+@operator_required
+def transcript_older(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    session = session_or_404(session_id)
+    try:
+        before = int(request.GET["before"])
+    except (KeyError, ValueError):
+        raise Http404("before must be a message position") from None
+    page = selectors.transcript_page(session_id=session.pk, before_position=before)
+    return render(request, "dashboard/session.html#transcript-older", {"session": session, "page": page})
+
+
+@require_POST
+@operator_required
+async def message_send(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    """Talk to the session as a client would: the message starts a turn (refused while one runs)."""
+    session = await sync_to_async(session_or_404)(session_id)
+    form = MessageForm(request.POST)
+    error = ""
+    if form.is_valid():
+        try:
+            await runner.turn_start(session_id=session.pk, content=form.cleaned_data["content"])
+        except services.TurnInProgress:
+            error = "A turn is running in this session: wait for it to finish, or cancel it."
+        except ContextWindowTooSmall as exc:
+            error = str(exc)
+        else:
+            form = MessageForm()
+    context = {"session": session, "message_form": form, "message_error": error}
+    return await sync_to_async(render)(
+        request, "dashboard/session.html#message-form", context, status=409 if error else 200
+    )
+
+
+@require_POST
+@operator_required
+async def compaction_start(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    """Compact the session now (an operator's compaction): refused while a turn runs."""
+    session = await sync_to_async(session_or_404)(session_id)
+    error = ""
+    try:
+        await compaction_operator_start(session_id=session.pk)
+    except services.TurnInProgress:
+        error = "A turn is running in this session: compact once it has finished."
+    context = {"session": session, "message_form": MessageForm(), "message_error": error}
+    return await sync_to_async(render)(
+        request, "dashboard/session.html#message-form", context, status=409 if error else 200
+    )
+
+
+@require_POST
+@operator_required
+async def turn_cancel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    session = await sync_to_async(session_or_404)(session_id)
+    error = ""
+    try:
+        await sync_to_async(services.turn_cancel_request)(session_id=session.pk)
+    except services.NoTurnInProgress:
+        error = "No turn is running."
+    else:
+        # In this process the turn wakes at once; in another it sees the request on its next poll.
+        runner.turn_notify(session.pk)
+    context = {"session": session, "message_form": MessageForm(), "message_error": error}
+    return await sync_to_async(render)(request, "dashboard/session.html#message-form", context)
+
+
+# ---------------------------------------------------------------------------
+# Context gauge and timeline
+# ---------------------------------------------------------------------------
+@require_GET
+@operator_required
+def context_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    session = session_or_404(session_id)
+    return render(
+        request,
+        "dashboard/context.html#gauge",
+        {"session": session, "gauge": selectors.context_gauge(session=session)},
+    )
+
+
+@require_GET
+@operator_required
+def timeline_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    session = session_or_404(session_id)
+    return render(
+        request,
+        "dashboard/context.html#timeline",
+        {"session": session, "timeline": selectors.timeline(session_id=session.pk)},
+    )

@@ -1,0 +1,85 @@
+"""The session list and creating a session from it."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from asgiref.sync import sync_to_async
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from sessions_app import services
+from sessions_app.dashboard import selectors
+from sessions_app.dashboard.auth import operator_required
+from sessions_app.dashboard.forms import SessionCreateForm
+from sessions_app.dashboard.views.common import HtmxHttpRequest
+from sessions_app.engine.features import features
+from sessions_app.models import SessionStatus
+from sessions_app.validation import SpecError
+
+
+def _list_filters(request: HtmxHttpRequest) -> dict[str, str]:
+    return {
+        "query": request.GET.get("q", "").strip(),
+        "status": request.GET.get("status", ""),
+        "model": request.GET.get("model", ""),
+    }
+
+
+def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
+    filters = _list_filters(request)
+    try:
+        page = max(1, int(request.GET.get("page", "1")))
+    except ValueError:
+        page = 1
+    size = selectors.SESSION_LIST_PAGE_SIZE
+    rows = list(selectors.session_list(**filters)[(page - 1) * size : page * size + 1])
+    query_string = urlencode({"q": filters["query"], "status": filters["status"], "model": filters["model"]})
+    return {
+        "sessions": rows[:size],
+        "filters": filters,
+        "page": page,
+        "has_next": len(rows) > size,
+        "query_string": query_string,
+        "statuses": SessionStatus.choices,
+        "models": selectors.session_models(),
+    }
+
+
+@require_GET
+@operator_required
+def session_list(request: HtmxHttpRequest) -> HttpResponse:
+    context = _list_context(request)
+    if request.htmx and request.htmx.target == "session-table":
+        return render(request, "dashboard/session_list.html#session-table", context)
+    context["create_form"] = SessionCreateForm()
+    return render(request, "dashboard/session_list.html", context)
+
+
+@require_POST
+@operator_required
+async def session_create(request: HtmxHttpRequest) -> HttpResponse:
+    """A session no client owns. Its default context window is the one the agent websocket would
+    give it: resolved here, on the event loop, as the websocket does."""
+    form = SessionCreateForm(request.POST)
+    if form.is_valid():
+        fields = form.session_fields()
+        fields["context_window"] = await services.session_context_window_resolve(
+            model=fields["model"], context_window=fields["context_window"]
+        )
+        try:
+            session = await sync_to_async(services.session_create)(
+                owner=None, reserved_tool_names=features().tool_names(), **fields
+            )
+        except SpecError as exc:
+            form.add_error(None, exc.message)
+        else:
+            url = reverse("dashboard:session", args=[session.pk])
+            return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    return await sync_to_async(render)(
+        request, "dashboard/session_list.html#create-form", {"create_form": form}, status=422
+    )

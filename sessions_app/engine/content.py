@@ -1,0 +1,52 @@
+"""The rules about message content that every part of the service shares: the text of content
+(a message's, a tool result's: a string or a list of content blocks) and the omission marker of
+a text cut in the middle (seed 004's `[... N characters omitted ...]`).
+
+Plain functions, no database: the engine, the features and the dashboard all read content the
+same way through these.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sessions_app.engine.prompts import OMITTED_MARKER
+
+
+def content_text(content: Any, *, sep: str = "", mark_other_blocks: bool = False) -> str:
+    """The text of `content`: a string as it is; of a list of blocks, the texts of its `text`
+    blocks joined with `sep` (what the model wrote reads joined with "", what a reader is shown
+    with a line break or a blank line).
+
+    With `mark_other_blocks` (showing a tool result to a reader: the dashboard, the summary
+    call's transcript) every other block stands as `[<type> block]` in its place, and content
+    that is neither a string nor a list is shown as JSON; without it, only text counts and such
+    content has none.
+    """
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            elif mark_other_blocks:
+                parts.append(f"[{block.get('type')} block]")
+        return sep.join(parts)
+    return json.dumps(content, ensure_ascii=False) if mark_other_blocks else ""
+
+
+def omitted_marker(omitted: int) -> str:
+    """Seed 004's placeholder for `omitted` characters cut out of a text, its line breaks included."""
+    return OMITTED_MARKER.format(omitted=omitted)
+
+
+def text_clip_middle(text: str, *, head: int, tail: int) -> str:
+    """`text` itself when it has at most `head + tail` characters; else its first `head` and its
+    last `tail` characters around `omitted_marker` with the exact number left out."""
+    if len(text) <= head + tail:
+        return text
+    return text[:head] + omitted_marker(len(text) - head - tail) + text[len(text) - tail :]
