@@ -9,7 +9,7 @@ PORT ?= 8000
 # PALIMPSEST_MAX_FRAME_BYTES (16 MiB by default).
 WS_LIMIT := 33554432
 
-.PHONY: run test test-services lint format browsers clean
+.PHONY: run test test-services lint format browsers sandbox clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,16 +17,23 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+<<<<<<< HEAD
 # The local development defaults (DEBUG, a fixed key, plain HTTP) are chosen explicitly here;
 # a deployment sets SECRET_KEY and friends instead (docs/deploy.md).
 run: $(STAMP)
 	PALIMPSEST_DEV=1 $(PY) manage.py migrate --noinput
 	PALIMPSEST_DEV=1 $(PY) manage.py palimpsest_welcome --host $(HOST) --port $(PORT)
 	PALIMPSEST_DEV=1 PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS=$${PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS:-0.03} \
+=======
+run: $(STAMP) sandbox
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py palimpsest_welcome --host $(HOST) --port $(PORT)
+	PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS=$${PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS:-0.03} \
+>>>>>>> feat/sandbox
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) --websocket-max-message-size $(WS_LIMIT) \
 		--websocket-max-frame-size $(WS_LIMIT) config.asgi:application
 
-test: $(STAMP) browsers
+test: $(STAMP) browsers sandbox
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory test-services
 
@@ -46,6 +53,13 @@ browsers:
 	@command -v chromium >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 		else echo "chromium is missing: install Debian's chromium package (sudo apt-get install chromium)"; exit 1; fi; }
+
+# The code sandbox runs programs under Debian's bubblewrap (docs/sandbox.md). Installed here when
+# missing; needs root (CI is root) or bubblewrap already installed. PALIMPSEST_SANDBOX=off skips it.
+sandbox:
+	@[ "$${PALIMPSEST_SANDBOX:-auto}" = off ] || command -v bwrap >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+		else echo "bwrap is missing: install Debian's bubblewrap package (sudo apt-get install bubblewrap), or set PALIMPSEST_SANDBOX=off"; exit 1; fi; }
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -209,6 +209,8 @@ PALIMPSEST_MAX_OUTPUT_TOKENS = env_int("PALIMPSEST_MAX_OUTPUT_TOKENS", 8192)
 PALIMPSEST_MAX_FRAME_BYTES = env_int("PALIMPSEST_MAX_FRAME_BYTES", 16 * 1024 * 1024)
 # The only folder built-in file tools may read; empty means those tools are off.
 PALIMPSEST_FS_ROOT = os.environ.get("PALIMPSEST_FS_ROOT", "")
+# The code sandbox (run_sandbox_code): auto (on where a trial bubblewrap run succeeds), bwrap (required), off.
+PALIMPSEST_SANDBOX = os.environ.get("PALIMPSEST_SANDBOX", "auto")
 # A turn holds its session's lease this long between heartbeats; a crashed process's lease runs out.
 PALIMPSEST_TURN_LEASE_SECONDS = env_int("PALIMPSEST_TURN_LEASE_SECONDS", 60)
 # How long a turn waits for a client's tool.result before giving the model a tool error.

@@ -30,7 +30,7 @@ from sessions_app.engine.masking import Masked, mask_candidates, results_mask
 from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
 from sessions_app.engine.providers import Provider
 from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tokens import estimate_text_tokens
+from sessions_app.engine.tokens import FALLBACK_CHARS_PER_TOKEN, estimate_json_tokens, estimate_text_tokens
 from sessions_app.models import Message, SessionStatus
 
 if TYPE_CHECKING:
@@ -298,26 +298,33 @@ class Compactor:
         return round((snapshot.token_ratio or 1.0) * after.estimated_tokens)
 
 
-# Characters a token covers at most in practice: a longer text is refused without tokenizing it.
-MAX_CHARS_PER_TOKEN = 12
+# A user message longer than this is estimated, not tokenized (seconds of work for megabytes).
+HUGE_TEXT_CHARS = 1_000_000
+MESSAGE_JSON_OVERHEAD_TOKENS = 10
 
 
-def message_fits_check(*, session_id: uuid.UUID, content: str) -> None:
+def message_estimate(content: str) -> int:
+    """The stored estimate of a user message: counted with the tokenizer, or for a huge text
+    (over HUGE_TEXT_CHARS) a cheap bound, `len / FALLBACK_CHARS_PER_TOKEN` (seed 002's ratio)."""
+    if len(content) > HUGE_TEXT_CHARS:
+        return math.ceil(len(content) / FALLBACK_CHARS_PER_TOKEN) + MESSAGE_JSON_OVERHEAD_TOKENS
+    return estimate_json_tokens([{"type": "text", "text": content}])
+
+
+def message_fits_check(*, session_id: uuid.UUID, content: str) -> int:
     """Refuse a user message that cannot fit the session's window even with an empty history:
     the system prompt, the tools and the memory plus the message itself leave no room for an
-    answer. Runs in a thread of its own (counting a huge text is heavy)."""
+    answer. Returns the message's estimate (to be stored with it). Runs in a thread of its own:
+    counting a huge text is heavy."""
     from sessions_app.engine.features import features
     from sessions_app.models import AgentSession
 
     snapshot = SessionSnapshot.from_session(AgentSession.objects.get(pk=session_id))
     room = snapshot.context_window - compaction.window_headroom(snapshot) - compaction.MIN_OUTPUT_TOKENS
     ratio = snapshot.token_ratio or 1.0
-    if len(content) > room * MAX_CHARS_PER_TOKEN / ratio:
-        tokens = round(len(content) / MAX_CHARS_PER_TOKEN)
-    else:
-        tokens = round(ratio * estimate_text_tokens(content))
-        if tokens <= room // 2:
-            return  # far from the limit: not worth building the fixed part
+    estimate = message_estimate(content)
+    tokens = round(ratio * estimate)
+    if tokens > room // 2:
         fixed = build_request(
             session=snapshot,
             history=PreparedHistory(),
@@ -332,3 +339,4 @@ def message_fits_check(*, session_id: uuid.UUID, content: str) -> None:
             f"session's context window is {snapshot.context_window}: it cannot fit, whatever is "
             "summarized. Send a shorter message (or share large text as a file or a client tool result)."
         )
+    return estimate

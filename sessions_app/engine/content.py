@@ -50,3 +50,20 @@ def text_clip_middle(text: str, *, head: int, tail: int) -> str:
     if len(text) <= head + tail:
         return text
     return text[:head] + omitted_marker(len(text) - head - tail) + text[len(text) - tail :]
+
+
+# PostgreSQL cannot store U+0000 in text or jsonb: what a model or a tool wrote is stored with the
+# replacement character in its place, the same everywhere (messages, events, records, memory).
+NUL = "\x00"
+NUL_REPLACEMENT = "\ufffd"
+
+
+def nul_free(value: Any) -> Any:
+    """`value` (text, or JSON of lists and objects) with every U+0000 replaced by U+FFFD."""
+    if isinstance(value, str):
+        return value.replace(NUL, NUL_REPLACEMENT) if NUL in value else value
+    if isinstance(value, list):
+        return [nul_free(v) for v in value]
+    if isinstance(value, dict):
+        return {nul_free(k): nul_free(v) for k, v in value.items()}
+    return value

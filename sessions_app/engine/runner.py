@@ -21,6 +21,7 @@ from django.conf import settings
 
 from sessions_app import selectors, services
 from sessions_app.engine import compaction, compactor, records
+from sessions_app.engine.content import nul_free
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.db import db, db_heavy
 from sessions_app.engine.features import features
@@ -29,6 +30,7 @@ from sessions_app.engine.prefix import stable_prefix_bytes
 from sessions_app.engine.providers import Provider, ProviderError, provider_for_model
 from sessions_app.engine.providers.base import ModelResponse
 from sessions_app.engine.snapshot import SessionSnapshot
+from sessions_app.engine.tokens import estimate_json_tokens
 from sessions_app.engine.tool_dispatch import (
     CANCELLED_TOOL_RESULT,
     ToolDispatch,
@@ -73,8 +75,10 @@ async def turn_start(
     """Begin a turn (raises `services.TurnInProgress`) and run it in the background. A message
     that cannot fit the session's window at all, whatever is masked or summarized, is refused
     (`compactor.ContextWindowTooSmall`) before anything is stored."""
-    await db_heavy(compactor.message_fits_check)(session_id=session_id, content=content)
-    turn = await db(services.turn_begin)(session_id=session_id, content=content, request_id=request_id)
+    tokens = await db_heavy(compactor.message_fits_check)(session_id=session_id, content=content)
+    turn = await db(services.turn_begin)(
+        session_id=session_id, content=content, request_id=request_id, token_estimate=tokens
+    )
     runner = TurnRunner(session_id=session_id, turn_id=turn.id, provider=provider)
     register_task(runner.run(), turn.id)
     return turn.id
@@ -96,6 +100,20 @@ async def turn_wait(turn_id: uuid.UUID) -> str | None:
     if task is None:
         return None
     return await asyncio.shield(task)
+
+
+# Content larger than this (characters of JSON, roughly) is counted in a worker thread.
+ESTIMATE_INLINE_MAX_CHARS = 65_536
+
+
+async def _estimate_off_the_db_thread(content: list[dict]) -> int:
+    """A message's token estimate, counted before its write goes to Django's shared database
+    thread (where counting a large text would hold up every session's writes)."""
+    if sum(len(str(b.get("text") or b.get("content") or b.get("input") or "")) for b in content) < (
+        ESTIMATE_INLINE_MAX_CHARS
+    ):
+        return estimate_json_tokens(content)
+    return await asyncio.to_thread(estimate_json_tokens, content)
 
 
 class _DeltaBuffer:
@@ -303,6 +321,7 @@ class TurnRunner:
                 content=content,
                 call=call_data,
                 tool_calls=[PlannedToolCall(c.tool_use_id, c.name, c.input, c.executor) for c in calls],
+                token_estimate=await _estimate_off_the_db_thread(content),
             )
             if message is not None:
                 self.history.append(
@@ -312,7 +331,11 @@ class TurnRunner:
             if calls:
                 outcomes = await self.tools.run(snapshot, calls)
                 stored = await db(services.tool_results_store)(
-                    session_id=self.session_id, turn_id=self.turn_id, epoch=self.epoch, outcomes=outcomes
+                    session_id=self.session_id,
+                    turn_id=self.turn_id,
+                    epoch=self.epoch,
+                    outcomes=outcomes,
+                    token_estimate=await _estimate_off_the_db_thread(services.tool_result_blocks(outcomes)),
                 )
                 self.history.append(
                     StoredMessage(stored.position, "user", stored.content, stored.token_estimate)
@@ -360,7 +383,9 @@ class TurnRunner:
             predicted_prompt_tokens=compaction.estimate_prompt_tokens(snapshot, built.estimated_tokens),
         )
         try:
-            response = await self.cancellable(provider.complete(built.body, on_text=deltas.add))
+            response = await self.cancellable(
+                provider.complete(built.body, on_text=lambda text: deltas.add(nul_free(text)))
+            )
         except ProviderError as exc:
             await deltas.flush()
             await db(services.model_call_record)(
@@ -368,4 +393,6 @@ class TurnRunner:
             )
             raise
         await deltas.flush()
+        # What the model wrote is stored as it will be stored everywhere: without U+0000.
+        response.content = nul_free(response.content)
         return response, call.answered(response)

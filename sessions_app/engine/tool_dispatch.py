@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -19,6 +20,7 @@ from django.conf import settings
 
 from sessions_app import selectors
 from sessions_app.engine import tool_hooks
+from sessions_app.engine.content import nul_free
 from sessions_app.engine.db import db, db_heavy
 from sessions_app.engine.features import FeatureSet
 from sessions_app.engine.snapshot import SessionSnapshot
@@ -135,7 +137,11 @@ class ToolDispatch:
         except TurnCancelled:
             for call in calls:
                 outcomes.setdefault(call.tool_use_id, self._outcome_error(call, CANCELLED_TOOL_RESULT))
-        ordered = [outcomes[c.tool_use_id] for c in calls]
+        # A tool's output may hold U+0000 (a file read as text): stored everywhere without it.
+        ordered = [
+            dataclasses.replace(o, raw=nul_free(o.raw), content=nul_free(o.content))
+            for o in (outcomes[c.tool_use_id] for c in calls)
+        ]
         if not self.features.hooks:
             return ordered
         return await db_heavy(tool_hooks.outcomes_process)(
@@ -171,7 +177,7 @@ class ToolDispatch:
             sandbox=self.features.sandbox_for(snapshot),
         )
         try:
-            raw = await spec.handler(context, call.input)
+            raw = nul_free(await spec.handler(context, call.input))
         except ToolError as exc:
             return self._outcome_error(call, str(exc))
         except Exception:

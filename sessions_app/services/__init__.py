@@ -36,6 +36,7 @@ from sessions_app.services.steps import (
     assistant_step_store,
     model_call_record,
     tool_call_submit_result,
+    tool_result_blocks,
     tool_results_store,
 )
 from sessions_app.services.tokens import (
@@ -92,6 +93,7 @@ __all__ = [
     "session_create",
     "session_status_set",
     "tool_call_submit_result",
+    "tool_result_blocks",
     "tool_results_store",
     "turn_begin",
     "turn_cancel_request",

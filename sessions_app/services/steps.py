@@ -63,6 +63,7 @@ def assistant_step_store(
     content: list[dict],
     call: ModelCallData,
     tool_calls: list[PlannedToolCall],
+    token_estimate: int | None = None,
 ) -> Message | None:
     """Store the model's answer, its usage and the tool calls it asks for, and announce them.
 
@@ -87,6 +88,7 @@ def assistant_step_store(
                 role=MessageRole.ASSISTANT,
                 content=content,
                 turn_id=turn_id,
+                token_estimate=token_estimate,
             )
         ratio = session.token_ratio
         if call.estimated_prompt_tokens > 0 and prompt_tokens > 0:
@@ -134,8 +136,28 @@ def assistant_step_store(
     return message
 
 
+def tool_result_blocks(outcomes: list[ToolOutcome]) -> list[dict]:
+    """The user message's content that answers one step's tool calls."""
+    blocks: list[dict] = []
+    for outcome in outcomes:
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": outcome.tool_use_id,
+            "content": outcome.content,
+        }
+        if outcome.is_error:
+            block["is_error"] = True
+        blocks.append(block)
+    return blocks
+
+
 def tool_results_store(
-    *, session_id: uuid.UUID, turn_id: uuid.UUID, epoch: int, outcomes: list[ToolOutcome]
+    *,
+    session_id: uuid.UUID,
+    turn_id: uuid.UUID,
+    epoch: int,
+    outcomes: list[ToolOutcome],
+    token_estimate: int | None = None,
 ) -> Message:
     """Store the results of one step's tool calls as one user message and announce each result.
 
@@ -143,7 +165,7 @@ def tool_results_store(
     """
     with transaction.atomic():
         turn_lock(session_id, turn_id)
-        blocks: list[dict] = []
+        blocks = tool_result_blocks(outcomes)
         now = timezone.now()
         for outcome in outcomes:
             ToolCall.objects.filter(session_id=session_id, tool_use_id=outcome.tool_use_id).update(
@@ -152,14 +174,6 @@ def tool_results_store(
                 is_error=outcome.is_error,
                 completed_at=now,
             )
-            block: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": outcome.tool_use_id,
-                "content": outcome.content,
-            }
-            if outcome.is_error:
-                block["is_error"] = True
-            blocks.append(block)
             payload: dict[str, Any] = {
                 "tool_use_id": outcome.tool_use_id,
                 "name": outcome.name,
@@ -169,7 +183,12 @@ def tool_results_store(
             payload.update(outcome.extra or {})
             event_emit(session_id=session_id, type="tool.result", payload=payload)
         message = message_write(
-            session_id=session_id, epoch=epoch, role=MessageRole.USER, content=blocks, turn_id=turn_id
+            session_id=session_id,
+            epoch=epoch,
+            role=MessageRole.USER,
+            content=blocks,
+            turn_id=turn_id,
+            token_estimate=token_estimate,
         )
     return message
 

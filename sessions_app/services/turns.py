@@ -60,8 +60,13 @@ def lease_until() -> Any:
     return timezone.now() + timedelta(seconds=django_settings.PALIMPSEST_TURN_LEASE_SECONDS)
 
 
-def turn_begin(*, session_id: uuid.UUID, content: str, request_id: Any = None) -> Turn:
+def turn_begin(
+    *, session_id: uuid.UUID, content: str, request_id: Any = None, token_estimate: int | None = None
+) -> Turn:
     """Take the session's turn lease, store the user's message and announce the turn.
+
+    `token_estimate` is the message's estimate when the caller counted it already (the engine
+    counts off Django's shared database thread, where a huge text would stall every session).
 
     Raises `TurnInProgress` while another turn holds an unexpired lease. A history left with
     unanswered tool calls by a crashed turn is repaired first (each gets an error result), so
@@ -105,7 +110,12 @@ def turn_begin(*, session_id: uuid.UUID, content: str, request_id: Any = None) -
         )
         blocks = [{"type": "text", "text": content}]
         message_write(
-            session_id=session.id, epoch=session.epoch, role=MessageRole.USER, content=blocks, turn_id=turn.id
+            session_id=session.id,
+            epoch=session.epoch,
+            role=MessageRole.USER,
+            content=blocks,
+            turn_id=turn.id,
+            token_estimate=token_estimate,
         )
         event_emit(
             session_id=session.id, type="user.message", payload={"turn_id": str(turn.id), "content": content}

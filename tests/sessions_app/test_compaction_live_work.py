@@ -399,3 +399,21 @@ async def test_a_message_that_cannot_fit_at_all_is_refused_and_nothing_is_stored
     assert await sync_to_async(MaskedResult.objects.count)() == 0
     frames = await chat(client, "echo still here")
     assert frames[-1]["stop_reason"] == "end_turn"
+
+
+async def test_a_huge_message_is_estimated_off_the_shared_thread_and_never_tokenized(connect, monkeypatch):
+    from sessions_app.engine import compactor
+    from sessions_app.services import messages
+
+    def no_tokenizing_here(content: Any) -> int:
+        raise AssertionError("the shared database thread tokenized a user message")
+
+    monkeypatch.setattr(messages, "estimate_json_tokens", no_tokenizing_here)
+    client = await connect()
+    await client.create(context_window=10_000_000, settings=NO_MEMORY)
+    huge = "palimpsest " * 200_000  # 2.2 MB
+    frames = await chat(client, "echo " + huge)
+    assert frames[-1]["stop_reason"] == "end_turn"
+    stored = await sync_to_async(Message.objects.filter(role="user").first)()
+    assert stored is not None and stored.token_estimate == compactor.message_estimate("echo " + huge)
+    assert stored.token_estimate < len(huge)  # the cheap bound, not a character count
