@@ -242,6 +242,7 @@ PALIMPSEST_FEATURES = [
     "sessions_app.builtin_tools.feature.FILES_FEATURE",
     "memory_app.observations.feature.FEATURE",
     "memory_app.sandbox.feature.FEATURE",
+    "memory_app.subsessions.feature.FEATURE",
 ]
 # Where committed events go to reach watchers (the channel layer; tests may swap it).
 PALIMPSEST_ANNOUNCER = "sessions_app.channel_announcer.announce_via_channel_layer"

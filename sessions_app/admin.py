@@ -111,7 +111,7 @@ class AgentSessionAdmin(SessionNotepadAdminMixin, SessionRowAdmin):
         "context_window",
         "last_activity_at",
     ]
-    list_filter = ["status", "model", "created_at"]
+    list_filter = ["status", "model", "depth", "created_at"]
     search_fields = ["id", "title", "model", "owner__name"]
     list_select_related = ["owner"]
     readonly_fields = [
@@ -126,6 +126,12 @@ class AgentSessionAdmin(SessionNotepadAdminMixin, SessionRowAdmin):
         "status",
         "created_at",
         "last_activity_at",
+        # Sub-sessions (seed 000): set once, when the child is spawned or forked.
+        "parent_session",
+        "root_session",
+        "depth",
+        "spawn_mode",
+        "spawned_by_tool_use_id",
     ]
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:

@@ -25,6 +25,28 @@ logger = logging.getLogger("palimpsest.ws")
 CLOSE_UNAUTHORIZED = 4401
 
 
+def _since_seqs(value: Any, request_id: Any) -> dict[uuid.UUID, int]:
+    """`session.attach`'s `since_seqs`: descendant session id → the last seq the client saw."""
+    if not isinstance(value, dict):
+        raise FrameError("invalid_frame", "session.attach: since_seqs must be an object", request_id)
+    seqs: dict[uuid.UUID, int] = {}
+    for key, seq in value.items():
+        try:
+            session_id = uuid.UUID(str(key))
+        except ValueError:
+            raise FrameError(
+                "invalid_frame", f"session.attach: since_seqs key {key!r} is not a session id", request_id
+            ) from None
+        if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq <= MAX_FRAME_INT:
+            raise FrameError(
+                "invalid_frame",
+                f"session.attach: since_seqs values must be integers from 0 to {MAX_FRAME_INT}",
+                request_id,
+            )
+        seqs[session_id] = seq
+    return seqs
+
+
 def _bearer_token(scope: dict) -> str:
     for name, value in scope.get("headers", []):
         if name.lower() == b"authorization":
@@ -50,6 +72,8 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
     token_verified_at: float = 0.0
     registered: bool = False
     closing: bool = False
+    # A client sees the events of the attached session's sub-sessions too (PROTOCOL.md v1.1).
+    follow_children = True
 
     async def connect(self) -> None:
         self.session_id = None
@@ -170,14 +194,44 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
             raise FrameError(
                 "invalid_frame", f"session.attach: since_seq must be from 0 to {MAX_FRAME_INT}", request_id
             )
+        since_seqs = _since_seqs(frame.get("since_seqs") or {}, request_id)
         session = await self._session_for_token(frame["session_id"], request_id)
         await self.stream_join(session.id, since_seq=since_seq)
+        self.stream_hint(since_seqs)
+        # Joined first, listed after: a child spawned meanwhile is announced to a group we are in.
+        descendants = await database_sync_to_async(selectors.session_descendants)(session=session)
+        for descendant in descendants:
+            await self.stream_follow(descendant.pk)
         # Events written while we replay are queued behind this handler and delivered in order.
+        # The session's own events first, then each descendant's (a child spawned meanwhile is
+        # followed and replayed where its `session.spawned` is).
         await self.stream_replay()
+        for descendant in descendants:
+            await self.stream_replay(descendant.pk)
         await self._send(
-            {"type": "session.attached", "session_id": str(session.id), "last_seq": self.last_sent_seq},
+            {
+                "type": "session.attached",
+                "session_id": str(session.id),
+                "last_seq": self.last_sent_seq,
+                "descendants": await self._descendants_state(session),
+            },
             request_id,
         )
+
+    async def _descendants_state(self, session: AgentSession) -> list[dict[str, Any]]:
+        descendants = await database_sync_to_async(selectors.session_descendants)(session=session)
+        seqs = self.followed_seqs
+        return [
+            {
+                "session_id": str(d.pk),
+                "parent_session_id": str(d.parent_session_id),
+                "depth": d.depth,
+                "title": d.title,
+                "status": d.status,
+                "last_seq": seqs.get(d.pk, 0),
+            }
+            for d in descendants
+        ]
 
     async def on_user_message(self, frame: dict, request_id: Any) -> None:
         session_id = self._attached(request_id)
@@ -195,8 +249,12 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
             await self._send_error(exc.code, str(exc), request_id)
 
     async def on_tool_result(self, frame: dict, request_id: Any) -> None:
-        session_id = self._attached(request_id)
+        attached = self._attached(request_id)
         tool_result_content_check(frame["content"])
+        # The call may be a sub-session's: its events reach this connection too.
+        session_id = await database_sync_to_async(selectors.client_tool_call_session)(
+            session_id=attached, tool_use_id=frame["tool_use_id"]
+        )
         try:
             await database_sync_to_async(services.tool_call_submit_result)(
                 session_id=session_id,
@@ -207,7 +265,7 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
         except services.UnknownToolUse:
             await self._send_error(
                 "unknown_tool_use_id",
-                f"no client tool call {frame['tool_use_id']!r} is waiting in this session",
+                f"no client tool call {frame['tool_use_id']!r} waits in this session or its sub-sessions",
                 request_id,
             )
             return

@@ -1,4 +1,4 @@
-"""Following one session's events over a websocket, in `seq` order, missing none.
+"""Following a session's events over a websocket, in `seq` order, missing none.
 
 Shared by the agent websocket and the dashboard's: join the session's channel-layer group, replay
 what was stored after `since_seq`, then take broadcasts, filling from the database any gap that
@@ -8,6 +8,12 @@ broadcasts from several processes may leave. What is sent for the events is the 
 Sends are flow-controlled (`ws_flow`): a replay is read from the database a page at a time and
 each page is sent only as fast as the client reads, so a large session's replay is never queued
 whole for a client that does not read.
+
+A connection may follow more sessions than the one it is attached to (`stream_follow`), each
+with its own `seq`: an agent client sees the events of the attached session's sub-sessions
+(PROTOCOL.md v1.1). With `follow_children`, each child a followed session announces
+(`session.spawned`) is followed too, from its first event, so no child's event is missed
+whichever process runs it.
 """
 
 from __future__ import annotations
@@ -23,19 +29,36 @@ from sessions_app.ws_flow import FlowControlledSend
 
 # Events read from the database at once for a replay (a page is sent before the next is read).
 REPLAY_PAGE_EVENTS = 100
+SPAWNED_EVENT = "session.spawned"
 
 
 class SessionEventStream(FlowControlledSend):
-    """Mixin for an `AsyncWebsocketConsumer` that follows one session at a time."""
+    """Mixin for an `AsyncWebsocketConsumer` that follows one session at a time (and, for agent
+    clients, its sub-sessions)."""
 
     channel_layer: Any
     channel_name: str
     session_id: uuid.UUID | None = None
     last_sent_seq: int = 0
+    # Follow the children that followed sessions spawn (agent clients; the dashboard shows one
+    # session per page).
+    follow_children: bool = False
 
     async def deliver_events(self, events: list[dict]) -> None:
-        """Send `events` (new, consecutive, in order) to the client."""
+        """Send `events` (new, consecutive, of one session, in order) to the client."""
         raise NotImplementedError
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The sessions followed besides the attached one: id → the last seq sent of it.
+        self._followed: dict[uuid.UUID, int] = {}
+        # Where to start a session followed later (a client's `since_seqs`); 0 when not named.
+        self._since_hints: dict[uuid.UUID, int] = {}
+
+    @property
+    def followed_seqs(self) -> dict[uuid.UUID, int]:
+        """The sessions followed besides the attached one, with the last seq sent of each."""
+        return dict(self._followed)
 
     async def stream_join(self, session_id: uuid.UUID, *, since_seq: int) -> None:
         """Follow `session_id` from `since_seq` on (call `stream_replay` to catch up)."""
@@ -45,53 +68,102 @@ class SessionEventStream(FlowControlledSend):
         if self.channel_layer is not None:
             await self.channel_layer.group_add(session_group_name(str(session_id)), self.channel_name)
 
-    async def stream_leave(self) -> None:
-        if self.session_id is not None and self.channel_layer is not None:
-            await self.channel_layer.group_discard(
-                session_group_name(str(self.session_id)), self.channel_name
-            )
+    async def stream_follow(self, session_id: uuid.UUID, *, since_seq: int | None = None) -> bool:
+        """Also follow `session_id`, from `since_seq` on (default: the hint given to
+        `stream_hint`, else its first event); call `stream_replay(session_id)` to catch up.
+        False when it is followed already."""
+        if session_id == self.session_id or session_id in self._followed:
+            return False
+        start = since_seq if since_seq is not None else self._since_hints.get(session_id, 0)
+        self._followed[session_id] = start
+        if self.channel_layer is not None:
+            await self.channel_layer.group_add(session_group_name(str(session_id)), self.channel_name)
+        return True
 
-    async def stream_replay(self) -> None:
-        """Send every stored event after the last one sent, page by page, until caught up.
+    def stream_hint(self, since_seqs: dict[uuid.UUID, int]) -> None:
+        """Where to start each session that `stream_follow` will follow without a `since_seq`."""
+        self._since_hints.update(since_seqs)
+
+    async def stream_leave(self) -> None:
+        if self.channel_layer is not None:
+            followed = [self.session_id, *self._followed] if self.session_id is not None else []
+            for session_id in followed:
+                await self.channel_layer.group_discard(session_group_name(str(session_id)), self.channel_name)
+        self._followed.clear()
+        self._since_hints.clear()
+
+    def _last_seq(self, session_id: uuid.UUID) -> int | None:
+        if session_id == self.session_id:
+            return self.last_sent_seq
+        return self._followed.get(session_id)
+
+    async def stream_replay(self, session_id: uuid.UUID | None = None) -> None:
+        """Send every stored event of a followed session (the attached one by default) after the
+        last one sent, page by page, until caught up.
 
         Each page (REPLAY_PAGE_EVENTS events) is read from the database only once the previous
         one is sent, and sending waits while the client is not reading; the replay stops if the
         connection is closed meanwhile. Broadcasts of events written meanwhile are queued behind
         the caller and arrive after it, where `session_event` drops what was replayed already.
         """
+        target = session_id or self.session_id
+        assert target is not None
         while await self.flow_wait_writable():
-            events = await self._stored_after(self.last_sent_seq, limit=REPLAY_PAGE_EVENTS)
+            last = self._last_seq(target)
+            if last is None:
+                return
+            events = await self._stored_after(target, last, limit=REPLAY_PAGE_EVENTS)
             if not events:
                 return
-            await self._deliver(events)
+            await self._deliver(target, events)
 
     async def session_event(self, message: dict) -> None:
-        """A committed event broadcast to the session's group."""
+        """A committed event broadcast to a followed session's group."""
         event = message["event"]
-        if self.session_id is None or event["session_id"] != str(self.session_id):
+        try:
+            session_id = uuid.UUID(str(event["session_id"]))
+        except ValueError:
             return
+        last = self._last_seq(session_id)
         seq = event["seq"]
-        if seq <= self.last_sent_seq:
-            return  # replayed from the database already
+        if last is None or seq <= last:
+            return  # not followed, or replayed from the database already
         # Broadcasts from two processes can overtake each other: fill the gap from the database
         # so the client sees every seq, in order.
-        while seq > self.last_sent_seq + 1:
-            missing = await self._stored_after(self.last_sent_seq, upto_seq=seq - 1)
+        while seq > (self._last_seq(session_id) or 0) + 1:
+            missing = await self._stored_after(session_id, self._last_seq(session_id) or 0, upto_seq=seq - 1)
             if not missing:
                 break
-            await self._deliver(missing)
-        await self._deliver([event])
+            await self._deliver(session_id, missing)
+        await self._deliver(session_id, [event])
 
     async def _stored_after(
-        self, after_seq: int, *, upto_seq: int | None = None, limit: int = REPLAY_PAGE_EVENTS
+        self,
+        session_id: uuid.UUID,
+        after_seq: int,
+        *,
+        upto_seq: int | None = None,
+        limit: int = REPLAY_PAGE_EVENTS,
     ) -> list[dict]:
-        assert self.session_id is not None
         return await database_sync_to_async(selectors.session_events_after)(
-            session_id=self.session_id, after_seq=after_seq, upto_seq=upto_seq, limit=limit
+            session_id=session_id, after_seq=after_seq, upto_seq=upto_seq, limit=limit
         )
 
-    async def _deliver(self, events: list[dict]) -> None:
-        fresh = [event for event in events if event["seq"] > self.last_sent_seq]
-        if fresh:
+    async def _deliver(self, session_id: uuid.UUID, events: list[dict]) -> None:
+        last = self._last_seq(session_id)
+        if last is None:
+            return
+        fresh = [event for event in events if event["seq"] > last]
+        if not fresh:
+            return
+        if session_id == self.session_id:
             self.last_sent_seq = fresh[-1]["seq"]
-            await self.deliver_events(fresh)
+        else:
+            self._followed[session_id] = fresh[-1]["seq"]
+        await self.deliver_events(fresh)
+        if self.follow_children:
+            for event in fresh:
+                if event["type"] == SPAWNED_EVENT:
+                    child_id = uuid.UUID(str(event["child_session_id"]))
+                    if await self.stream_follow(child_id):
+                        await self.stream_replay(child_id)

@@ -20,7 +20,11 @@ FRAME_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "tools": ((list,), False),
         "settings": ((dict,), False),
     },
-    "session.attach": {"session_id": ((str,), True), "since_seq": ((int,), False)},
+    "session.attach": {
+        "session_id": ((str,), True),
+        "since_seq": ((int,), False),
+        "since_seqs": ((dict,), False),
+    },
     "user.message": {"content": ((str,), True)},
     "tool.result": {
         "tool_use_id": ((str,), True),

@@ -87,6 +87,19 @@ class AgentSession(TimestampedModel):
     # Summary calls that failed in a row: at COMPACTION_BREAKER_FAILURES the engine stops trying
     # them until a new turn or an operator's compaction resets it (DESIGN.md).
     compaction_failures = models.PositiveSmallIntegerField(default=0, editable=False)
+    # Sub-sessions (seed 000's `spawn_session` / `fork_session`): a child is a full session with a
+    # parent. `root_session` is null for a root (a root is its own root: `root_id`), so creating a
+    # root needs nothing; `depth` is 0 for a root. `spawn_mode` and `spawned_by_tool_use_id` say how
+    # the child was made and by which of the parent's tool calls. Set once, at creation.
+    parent_session = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children", editable=False
+    )
+    root_session = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="descendants", editable=False
+    )
+    depth = models.PositiveSmallIntegerField(default=0, editable=False)
+    spawn_mode = models.CharField(max_length=8, blank=True, editable=False)
+    spawned_by_tool_use_id = models.CharField(max_length=128, blank=True, editable=False)
 
     class Meta:
         ordering = ["-last_activity_at"]
@@ -96,10 +109,21 @@ class AgentSession(TimestampedModel):
                 name="session_compact_threshold_in_range",
             ),
             models.CheckConstraint(condition=Q(context_window__gt=0), name="session_context_window_positive"),
+            # A root has no parent, no root and depth 0; a child has all three.
+            models.CheckConstraint(
+                condition=Q(parent_session__isnull=True, root_session__isnull=True, depth=0)
+                | Q(parent_session__isnull=False, root_session__isnull=False, depth__gte=1),
+                name="session_tree_consistent",
+            ),
         ]
 
     def __str__(self) -> str:
         return self.title or str(self.id)
+
+    @property
+    def root_id(self) -> uuid.UUID:
+        """The id of the root of this session's tree (its own id for a root)."""
+        return self.root_session_id or self.id
 
 
 class Turn(models.Model):

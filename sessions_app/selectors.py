@@ -7,7 +7,17 @@ import uuid
 from typing import Any
 
 from sessions_app.engine.context import canonical_json
-from sessions_app.models import AgentSession, AgentToken, Archive, Message, ModelCall, SessionEvent, ToolCall
+from sessions_app.models import (
+    AgentSession,
+    AgentToken,
+    Archive,
+    Message,
+    ModelCall,
+    SessionEvent,
+    ToolCall,
+    ToolCallStatus,
+    ToolExecutor,
+)
 
 EVENT_PAGE_SIZE = 500
 
@@ -60,7 +70,41 @@ def session_public_state(*, session: AgentSession) -> dict[str, Any]:
         "last_activity_at": session.last_activity_at.isoformat(),
         "server_tools": offered,
         "sandbox": "run_sandbox_code" in offered,
+        # v1.1 (sub-sessions): where the session sits in its tree; a root is its own root.
+        "parent_session_id": str(session.parent_session_id) if session.parent_session_id else None,
+        "root_session_id": str(session.root_id),
+        "depth": session.depth,
     }
+
+
+def session_descendants(*, session: AgentSession) -> list[AgentSession]:
+    """Every sub-session below `session` (children, their children, ...), level by level, oldest
+    first within a level. One query over the session's tree."""
+    tree = AgentSession.objects.filter(root_session_id=session.root_id).order_by("depth", "created_at", "pk")
+    below: list[AgentSession] = []
+    wanted = {session.pk}
+    for candidate in tree:
+        if candidate.parent_session_id in wanted:
+            below.append(candidate)
+            wanted.add(candidate.pk)
+    return below
+
+
+def client_tool_call_session(*, session_id: uuid.UUID, tool_use_id: str) -> uuid.UUID:
+    """Which session of the tree below (and including) `session_id` holds the client tool call
+    `tool_use_id` (a child's calls reach its ancestors' connections): the session itself if the
+    call is its own or nobody's, else the descendant waiting for it."""
+    session = AgentSession.objects.only("id", "root_session_id").get(pk=session_id)
+    ids = [session.pk, *(s.pk for s in session_descendants(session=session))]
+    holders = dict(
+        ToolCall.objects.filter(
+            session_id__in=ids, tool_use_id=tool_use_id, executor=ToolExecutor.CLIENT
+        ).values_list("session_id", "status")
+    )
+    if not holders or session.pk in holders:
+        return session.pk
+    waiting = [sid for sid, status in holders.items() if status == ToolCallStatus.PENDING]
+    return (waiting or list(holders))[0]
 
 
 def session_events_after(

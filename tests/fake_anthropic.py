@@ -122,6 +122,10 @@ class RecordedRequest:
     body: dict[str, Any]
     usage: dict[str, Any] | None = None
     prompt_tokens: int | None = None  # counted when the server has a window
+    # time.monotonic() when the request arrived and when its answer was sent (concurrent calls
+    # overlap: one starts before the other ends).
+    started: float = 0.0
+    ended: float = 0.0
 
 
 @lru_cache(maxsize=1)
@@ -432,6 +436,7 @@ class FakeAnthropicServer:
         except ValueError:
             body = None
         record = RecordedRequest(handler.path, headers, body if isinstance(body, dict) else {})
+        record.started = time.monotonic()
         with self._lock:
             if method == "POST" and path == "/v1/messages":
                 self.requests.append(record)
@@ -499,6 +504,7 @@ class FakeAnthropicServer:
             handler.send_sse(self._events(message), self.chunk_delay_seconds, broken)
         else:
             handler.send_json(200, message)
+        record.ended = time.monotonic()
 
     def _handle_models(self, handler: _Handler, path: str) -> None:
         infos = {

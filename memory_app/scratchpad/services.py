@@ -294,3 +294,25 @@ def scratchpad_space_set(
             space=space, value=value, limits=ScratchpadLimits.from_settings(session.settings)
         )
         return _write(pad=pad, space=space, value=clean, author=author, action=OPERATOR_ACTION)
+
+
+# The revision `action` of a space copied from a parent session when it was forked (seed 000).
+FORK_ACTION = "fork"
+
+
+def scratchpad_copy(*, source_session_id: uuid.UUID, target_session_id: uuid.UUID, author: str) -> None:
+    """Give the target session the source's spaces as they are now (`fork_session`, seed 000).
+
+    Each non-empty space is one change of the target (a version, a revision with action `fork`,
+    a `scratchpad.updated` event); empty spaces stay untouched. Nothing of the source changes, and
+    afterwards the two scratchpads are independent.
+    """
+    with transaction.atomic():
+        source = Scratchpad.objects.filter(pk=source_session_id).first()
+        if source is None or source.is_empty:
+            return
+        pad = _pad_of(scratchpad_session_lock(target_session_id))
+        for space in ScratchpadSpace.values:
+            value = source.value_of(space)
+            if value:
+                _write(pad=pad, space=space, value=value, author=author, action=FORK_ACTION)

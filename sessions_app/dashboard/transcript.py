@@ -8,10 +8,12 @@ transcript that was streamed in looks exactly like one loaded later.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory_app.subsessions.selectors import DELEGATING_TOOLS
 from sessions_app.engine.content import content_text
 from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
 from sessions_app.models import Archive, Message
@@ -24,6 +26,10 @@ WARNING = "warning"
 ERROR = "error"
 # A turn that ended other than by the model's own end (cancelled, max steps, error).
 TURN_END = "turn_end"
+# A sub-session started by one of the session's spawn/fork calls (live, from `session.spawned`).
+SPAWNED = "spawned"
+# The child's id at the start of a spawn/fork call's result (`{"session_id": ...}`).
+_CHILD_ID_RE = re.compile(r'^\{"session_id": "([0-9a-f-]{36})"')
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,8 @@ class ToolUse:
     input_json: str
     # The input's `code` (run_sandbox_code), shown as code.
     code: str = ""
+    # The sub-session a spawn/fork call made (filled in by `subsessions.transcript_link_children`).
+    child_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,8 @@ class TranscriptItem:
     position: int | None = None
     # compaction: its receipt in one line (trigger, kept, masked, duration, tokens).
     receipt: str = ""
+    # spawned, and a spawn/fork call's tool_result: the sub-session it concerns.
+    child_id: str = ""
     # tool_result of run_sandbox_code: {exit_code, stdout, stderr, timed_out, duration_ms}.
     run: dict[str, Any] | None = None
 
@@ -102,6 +112,14 @@ def _tool_uses(blocks: Iterable[Any]) -> list[ToolUse]:
         for b in blocks
         if isinstance(b, dict) and b.get("type") == "tool_use"
     ]
+
+
+def child_of_result(name: str, text: str) -> str:
+    """The sub-session a spawn/fork call's result names ("" for any other result)."""
+    if name not in DELEGATING_TOOLS:
+        return ""
+    match = _CHILD_ID_RE.match(text)
+    return match.group(1) if match else ""
 
 
 def _texts(blocks: list[Any]) -> str:
@@ -166,15 +184,18 @@ def items_from_message(
             continue
         if block.get("type") == "tool_result":
             tool_use_id = str(block.get("tool_use_id", ""))
+            name = tool_names.get(tool_use_id, "tool")
+            text = result_text(block.get("content"))
             items.append(
                 TranscriptItem(
                     TOOL_RESULT,
                     f"{key}-{index}",
-                    text=result_text(block.get("content")),
-                    name=tool_names.get(tool_use_id, "tool"),
+                    text=text,
+                    name=name,
                     is_error=bool(block.get("is_error")),
                     position=message.position,
-                    run=sandbox_run_of(tool_names.get(tool_use_id, ""), result_text(block.get("content"))),
+                    run=sandbox_run_of(name, text),
+                    child_id=child_of_result(name, text),
                 )
             )
         elif block.get("type") == "text":
@@ -212,14 +233,26 @@ def items_from_event(event: dict) -> list[TranscriptItem]:
         blocks = event.get("content") or []
         return [TranscriptItem(ASSISTANT, key, text=_texts(blocks), tool_uses=_tool_uses(blocks))]
     if kind == "tool.result":
+        name, text = str(event.get("name", "tool")), result_text(event.get("content"))
         return [
             TranscriptItem(
                 TOOL_RESULT,
                 key,
-                text=result_text(event.get("content")),
-                name=str(event.get("name", "tool")),
+                text=text,
+                name=name,
                 is_error=bool(event.get("is_error")),
-                run=sandbox_run_of(str(event.get("name", "")), result_text(event.get("content"))),
+                run=sandbox_run_of(name, text),
+                child_id=child_of_result(name, text),
+            )
+        ]
+    if kind == "session.spawned":
+        return [
+            TranscriptItem(
+                SPAWNED,
+                key,
+                text=str(event.get("title", "")),
+                name=str(event.get("mode", "")),
+                child_id=str(event.get("child_session_id", "")),
             )
         ]
     if kind == "compaction.warning":

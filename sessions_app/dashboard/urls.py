@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from sessions_app.dashboard.views import memory, records, session, sessions
+from sessions_app.dashboard.views import memory, records, session, sessions, subsessions
 
 app_name = "dashboard"
 
@@ -11,6 +11,7 @@ urlpatterns = [
     path("sessions/new/", sessions.session_create, name="session_create"),
     path("sessions/<uuid:session_id>/", session.session_detail, name="session"),
     path("sessions/<uuid:session_id>/status/", session.session_status, name="status"),
+    path("sessions/<uuid:session_id>/subtree/", subsessions.subtree, name="subtree"),
     path("sessions/<uuid:session_id>/transcript/", session.transcript_older, name="transcript"),
     path("sessions/<uuid:session_id>/messages/", session.message_send, name="message_send"),
     path("sessions/<uuid:session_id>/cancel/", session.turn_cancel, name="turn_cancel"),

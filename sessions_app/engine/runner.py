@@ -350,6 +350,8 @@ class TurnRunner:
                 await self.compactor.compact(
                     provider, snapshot, tokens_before=prepared.estimate, trigger=compactor.TRIGGER_THRESHOLD
                 )
+                if ends_turn:  # e.g. a child reported its result in the warning step
+                    return "end_turn"
                 continue
             if not calls or ends_turn:
                 return "end_turn"

@@ -21,6 +21,11 @@ class SessionSnapshot:
     last_estimated_tokens: int | None = None
     token_ratio: float = 1.0
     compaction_failures: int = 0
+    # Where the session sits in its tree of sub-sessions: 0 and no parent for a root (whose
+    # `root_id` is its own id).
+    depth: int = 0
+    parent_id: uuid.UUID | None = None
+    root_id: uuid.UUID | None = None
 
     @classmethod
     def from_session(cls, session: Any) -> SessionSnapshot:
@@ -37,6 +42,9 @@ class SessionSnapshot:
             last_estimated_tokens=session.last_estimated_tokens,
             token_ratio=session.token_ratio,
             compaction_failures=session.compaction_failures,
+            depth=session.depth,
+            parent_id=session.parent_session_id,
+            root_id=session.root_session_id or session.id,
         )
 
     def setting(self, *path: str) -> Any:

@@ -1,6 +1,7 @@
 """A model step's tool calls: planned from the answer, rewritten by the features' hooks, run (server
-tools here, one after another; client tools by waiting for the client's `tool.result`), and their
-outcomes processed by the hooks again before they are stored and shown to the model."""
+tools here, one after another or, for concurrent tools, together; client tools by waiting for the
+client's `tool.result`), and their outcomes processed by the hooks again before they are stored
+and shown to the model."""
 
 from __future__ import annotations
 
@@ -114,14 +115,22 @@ class ToolDispatch:
         outcomes: dict[str, ToolOutcome] = {}
         try:
             # Server tools run one after another, in the model's order: later calls may depend on
-            # what earlier ones changed (e.g. two notepad edits).
+            # what earlier ones changed (e.g. two notepad edits). Consecutive calls of concurrent
+            # tools (`ToolSpec.concurrent`) run together, as one place in that order.
+            together: list[PendingCall] = []
             for call in calls:
                 if call.error is not None:
                     outcomes[call.tool_use_id] = self._outcome_error(call, call.error)
                 elif call.executor == ToolExecutor.SERVER:
+                    if self._concurrent(snapshot, call):
+                        together.append(call)
+                        continue
+                    await self._run_together(snapshot, together, outcomes)
+                    together = []
                     outcomes[call.tool_use_id] = await self.turn.cancellable(
                         self._run_server_tool(snapshot, call)
                     )
+            await self._run_together(snapshot, together, outcomes)
             client_calls = [c for c in calls if c.executor == ToolExecutor.CLIENT]
             if client_calls:
                 outcomes.update(await self._wait_client_results(client_calls))
@@ -139,11 +148,26 @@ class ToolDispatch:
             hooks=self.features.hooks, session=snapshot, turn_id=self.turn.turn_id, outcomes=ordered
         )
 
+    def _concurrent(self, snapshot: SessionSnapshot, call: PendingCall) -> bool:
+        spec = self.features.tool(call.name)
+        return spec is not None and spec.concurrent and spec.enabled(snapshot)
+
+    async def _run_together(
+        self, snapshot: SessionSnapshot, calls: list[PendingCall], outcomes: dict[str, ToolOutcome]
+    ) -> None:
+        if not calls:
+            return
+        done = await self.turn.cancellable(
+            asyncio.gather(*(self._run_server_tool(snapshot, call) for call in calls))
+        )
+        outcomes.update((outcome.tool_use_id, outcome) for outcome in done)
+
     async def _run_server_tool(self, snapshot: SessionSnapshot, call: PendingCall) -> ToolOutcome:
         spec = self.features.tool(call.name)
         if spec is None or not spec.enabled(snapshot):
+            refusal = spec.refusal(snapshot) if spec is not None and spec.refusal is not None else None
             return self._outcome_error(
-                call, f"Unknown tool {call.name!r}. Use one of the tools you were given."
+                call, refusal or f"Unknown tool {call.name!r}. Use one of the tools you were given."
             )
         context = ToolContext(
             session=snapshot,

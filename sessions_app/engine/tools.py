@@ -51,6 +51,13 @@ class ToolSpec:
     # Whether it is offered in a given turn too (e.g. only while the turn holds observations);
     # called in a DB thread. A tool with this check is offered only when a turn is known.
     offered_in_turn: Callable[[SessionSnapshot, uuid.UUID], bool] | None = None
+    # What the model is told when it calls the tool where `enabled` says no (e.g. a sub-session
+    # at the depth limit); None: the generic unknown-tool error.
+    refusal: Callable[[SessionSnapshot], str] | None = None
+    # Consecutive calls of concurrent tools in one step run together (`asyncio.gather`) instead of
+    # one after another, e.g. sub-sessions that wait for their own model; results keep the model's
+    # order. A tool is concurrent only if calls of it never depend on each other's effects.
+    concurrent: bool = False
 
     def definition(self) -> dict:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}

@@ -315,3 +315,29 @@ def test_observation_browser_greps_an_offloaded_log(new_page, scripted_server, s
     page.screenshot(path=screenshots / "observations.png")
     page.goto(scripted_server.url + "/")  # every session of this module's tests
     page.screenshot(path=screenshots / "sessions.png")
+
+
+def test_a_parent_page_leads_to_its_sub_session_and_back(new_page, scripted_server, screenshots):
+    page = logged_in(new_page, scripted_server)
+    parent_url = session_created(page, scripted_server, "Delegation demo")
+    said(page, "spawn echo 42")
+    # Live: the child's start is marked in the transcript, the family block lists what it returned.
+    page.wait_for_selector("#transcript .marker.spawned a.child-link")
+    page.wait_for_selector("#session-family .child-row .outcome-reported")
+    page.screenshot(path=screenshots / "subsessions.png")
+    page.click("#session-family [data-child-link]")
+    page.wait_for_url(re.compile(r".*/sessions/[0-9a-f-]{36}/$"))
+    child_url = page.url
+    assert child_url != parent_url
+    page.wait_for_selector("#transcript article.msg.assistant:has-text('42')")
+    assert "report_result" in page.locator("#transcript").inner_text()
+    page.click("#session-family [data-parent-link]")
+    page.wait_for_url(parent_url)
+    # From the list: the root's collapsed tree opens onto the child.
+    page.goto(scripted_server.url + "/")
+    row = page.locator(f"#session-row-{parent_url.rstrip('/').split('/')[-1]}")
+    assert row.locator("details.subtree").get_attribute("open") is None
+    row.locator("details.subtree summary").click()
+    row.locator("[data-subtree-link]").click()
+    page.wait_for_url(child_url)
+    page.wait_for_selector("#session-family [data-parent-link]:has-text('Delegation demo')")

@@ -17,3 +17,16 @@ def without_scratchpad(monkeypatch: Any) -> None:
 @pytest.fixture
 def without_notepad(monkeypatch: Any) -> None:
     monkeypatch.setitem(default_settings()["notepad"], "enabled", False)
+
+
+@pytest.fixture
+def strict_anthropic(settings: Any) -> Any:
+    """The fake Messages API in strict mode (a request the real API would refuse for its tool
+    pairs or roles gets a 400), with the service pointed at it through the real SDK."""
+    from tests.fake_anthropic import FakeAnthropicServer
+
+    with FakeAnthropicServer(strict=True) as server:
+        settings.PALIMPSEST_PROVIDER = "anthropic"
+        settings.ANTHROPIC_API_KEY = "test-key"
+        settings.ANTHROPIC_BASE_URL = server.url
+        yield server

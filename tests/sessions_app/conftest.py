@@ -22,5 +22,11 @@ CLIENT_TOOL = {
 }
 
 
-# Settings for tests that assert exact requests of the bare engine: no memory features.
-NO_MEMORY = {"notepad": {"enabled": False}, "scratchpad": {"enabled": False}, "sandbox": {"enabled": False}}
+# Settings for tests that assert exact requests of the bare engine: no memory features, and no
+# sub-session tools.
+NO_MEMORY = {
+    "notepad": {"enabled": False},
+    "scratchpad": {"enabled": False},
+    "sandbox": {"enabled": False},
+    "subsessions": {"enabled": False},
+}

@@ -494,6 +494,7 @@ async def test_attach_replays_events_after_since_seq(connect, make_token):
         "type": "session.attached",
         "session_id": session["id"],
         "last_seq": 6,
+        "descendants": [],  # PROTOCOL.md v1.1: the session's sub-sessions (none here)
         "request_id": "a",
     }
     await second.send({"type": "session.attach", "session_id": session["id"]})

@@ -1,6 +1,6 @@
 """Every read of the operator dashboard, composed from the apps' selectors, one module per
 concern: `sessions` (the list), `history` (transcript, archives, stream, timeline), `gauge`,
-`inspector`, `memory` (notepad, scratchpad, observations).
+`inspector`, `memory` (notepad, scratchpad, observations), `subsessions` (trees of sessions).
 
 Operators may see every session, but a session, archive, model call or observation named in a
 URL is always looked up within its session: a bad or foreign id is `NotFound`, never a crash.
@@ -52,6 +52,14 @@ from sessions_app.dashboard.selectors.sessions import (
     session_list_row,
     session_models,
 )
+from sessions_app.dashboard.selectors.subsessions import (
+    TREE_ROWS_SHOWN,
+    Family,
+    descendant_count,
+    session_family,
+    subsession_tree_shown,
+    transcript_link_children,
+)
 
 __all__ = [
     "ARCHIVE_MESSAGES_PAGE_SIZE",
@@ -63,9 +71,11 @@ __all__ = [
     "SESSION_LIST_PAGE_SIZE",
     "TIMELINE_SIZE",
     "TRANSCRIPT_PAGE_SIZE",
+    "TREE_ROWS_SHOWN",
     "ArchiveStep",
     "ArchivedPage",
     "ContextGauge",
+    "Family",
     "GaugePart",
     "InspectedBlock",
     "InspectedMessage",
@@ -77,17 +87,21 @@ __all__ = [
     "archive_messages_page",
     "archive_step",
     "context_gauge",
+    "descendant_count",
     "model_call_get",
     "notepad_panel",
     "observation_get_for_operator",
     "observations_of",
     "request_inspect",
     "scratchpad_spaces",
+    "session_family",
     "session_get_for_operator",
     "session_list",
     "session_list_row",
     "session_models",
     "stream_in_progress",
+    "subsession_tree_shown",
     "timeline",
+    "transcript_link_children",
     "transcript_page",
 ]

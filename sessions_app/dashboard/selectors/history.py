@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 from memory_app.notepad import selectors as notepad_selectors
 from sessions_app.dashboard import transcript
 from sessions_app.dashboard.selectors.common import NotFound
+from sessions_app.dashboard.selectors.subsessions import transcript_link_children
 from sessions_app.models import AgentSession, Archive, Message, SessionEvent, ToolCall
 
 TRANSCRIPT_PAGE_SIZE = 60
@@ -74,6 +75,7 @@ def transcript_page(
     if before_position is not None:
         messages_qs = messages_qs.filter(position__lt=before_position)
     items, older_before = _items_page(messages_qs, session_id=session_id, limit=limit, backwards=True)
+    items = transcript_link_children(session_id=session_id, items=items)
     return TranscriptPage(items=items, older_before=older_before)
 
 

@@ -9,6 +9,7 @@ from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquer
 from django.db.models.functions import Coalesce
 
 from sessions_app.dashboard.selectors.common import uuid_or_not_found
+from sessions_app.dashboard.selectors.subsessions import descendant_count
 from sessions_app.models import AgentSession, Archive, Message, SessionStatus
 
 SESSION_LIST_PAGE_SIZE = 50
@@ -26,13 +27,19 @@ def _count_of(model: Any) -> Coalesce:
 
 
 def session_list(*, query: str = "", status: str = "", model: str = "") -> QuerySet[AgentSession]:
-    """Sessions, latest activity first, with `message_count` and `compaction_count`.
+    """Sessions, latest activity first, with `message_count`, `compaction_count` and
+    `descendant_count` (sub-sessions).
 
-    `query` matches the title, the model, the owner's token name or the start of the id.
+    `query` matches the title, the model, the owner's token name or the start of the id. Without
+    one, only roots are listed: sub-sessions are shown under their root.
     """
     sessions = AgentSession.objects.select_related("owner").annotate(
-        message_count=_count_of(Message), compaction_count=_count_of(Archive)
+        message_count=_count_of(Message),
+        compaction_count=_count_of(Archive),
+        descendant_count=descendant_count(),
     )
+    if not query.strip():
+        sessions = sessions.filter(parent_session__isnull=True)
     if status in SessionStatus.values:
         sessions = sessions.filter(status=status)
     if model:

@@ -1,0 +1,214 @@
+"""Creating sub-sessions (seed 000's `spawn_session` and `fork_session`; DESIGN.md's contract).
+
+A child is a full session (history, notepad, scratchpad, compaction, events) with the parent's
+owner, model, system prompt, context window, client tools and settings, one level deeper in the
+parent's tree. What it starts with:
+- spawn: an empty history and scratchpad; an empty notepad, or a copy of the parent's with
+  `copy_notepad`;
+- fork: a copy of the parent's current epoch as the model sees it, up to the parent's last
+  completed step (`fork_history`), and copies of the parent's notepad and scratchpad.
+After creation parent and child memory are independent. The child, its copies and the
+`session.spawned` event on the parent are written in one transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+
+from memory_app.notepad import services as notepad_services
+from memory_app.scratchpad import services as scratchpad_services
+from memory_app.subsessions import prompts
+from sessions_app.authors import AGENT_AUTHOR
+from sessions_app.engine.snapshot import SessionSnapshot
+from sessions_app.engine.tokens import estimate_json_tokens
+from sessions_app.models import AgentSession, Message, MessageRole
+from sessions_app.services import event_emit
+
+MODE_SPAWN = "spawn"
+MODE_FORK = "fork"
+# A child's title when the call names none: the start of its task.
+TITLE_FROM_TASK_CHARS = 80
+TITLE_MAX_CHARS = AgentSession._meta.get_field("title").max_length or 200
+# Copied memory is the parent agent's own writing, so its author is the agent (PROTOCOL.md's
+# `notepad.updated` / `scratchpad.updated` authors are unchanged).
+COPY_AUTHOR = AGENT_AUTHOR
+
+
+class SubsessionRefused(Exception):
+    """The session may not start a sub-session now; the message is written for the model."""
+
+
+def subsession_limits_check(session: SessionSnapshot) -> None:
+    """Raise `SubsessionRefused` where `session` may not start a child (switched off, or at
+    `subsessions.max_depth`)."""
+    if not session.setting("subsessions", "enabled"):
+        raise SubsessionRefused(prompts.DISABLED)
+    max_depth = session.setting("subsessions", "max_depth")
+    if session.depth >= max_depth:
+        raise SubsessionRefused(prompts.DEPTH_LIMIT.format(depth=session.depth, max_depth=max_depth))
+
+
+def _title(title: str | None, task: str) -> str:
+    if title and title.strip():
+        return title.strip()[:TITLE_MAX_CHARS]
+    first_line = task.strip().splitlines()[0] if task.strip() else ""
+    if len(first_line) > TITLE_FROM_TASK_CHARS:
+        return first_line[: TITLE_FROM_TASK_CHARS - 1] + "…"
+    return first_line
+
+
+def subsession_create(
+    *,
+    parent_id: uuid.UUID,
+    tool_use_id: str,
+    mode: str,
+    task: str,
+    title: str | None = None,
+    copy_notepad: bool = False,
+) -> AgentSession:
+    """Create the child of `parent_id` that its call `tool_use_id` asks for, and announce it.
+
+    Raises `SubsessionRefused` (nothing written) where the parent may not start children. The
+    child's `task` is not stored here: it becomes the child's first user message when its turn
+    begins. Emits `session.spawned` (`child_session_id`, `mode`, `tool_use_id`, `title`) on the
+    parent. Returns the child.
+    """
+    if mode not in (MODE_SPAWN, MODE_FORK):
+        raise ValueError(f"unknown sub-session mode {mode!r}")
+    with transaction.atomic():
+        parent = AgentSession.objects.select_for_update().get(pk=parent_id)
+        subsession_limits_check(SessionSnapshot.from_session(parent))
+        child = AgentSession.objects.create(
+            owner_id=parent.owner_id,
+            title=_title(title, task),
+            model=parent.model,
+            system_prompt=parent.system_prompt,
+            context_window=parent.context_window,
+            compact_threshold=parent.compact_threshold,
+            settings=parent.settings,
+            client_tools=parent.client_tools,
+            token_ratio=parent.token_ratio,
+            parent_session=parent,
+            root_session_id=parent.root_id,
+            depth=parent.depth + 1,
+            spawn_mode=mode,
+            spawned_by_tool_use_id=tool_use_id,
+        )
+        if (mode == MODE_FORK or copy_notepad) and parent.notepad:
+            notepad_services.notepad_write(session_id=child.pk, content=parent.notepad, author=COPY_AUTHOR)
+        if mode == MODE_FORK:
+            _history_copy(parent=parent, child=child, tool_use_id=tool_use_id)
+            scratchpad_services.scratchpad_copy(
+                source_session_id=parent.pk, target_session_id=child.pk, author=COPY_AUTHOR
+            )
+        event_emit(
+            session_id=parent.pk,
+            type="session.spawned",
+            payload={
+                "child_session_id": str(child.pk),
+                "mode": mode,
+                "tool_use_id": tool_use_id,
+                "title": child.title,
+            },
+        )
+    return child
+
+
+# ---------------------------------------------------------------------------
+# A fork's history
+# ---------------------------------------------------------------------------
+def _holds_tool_use(message: Message, tool_use_id: str) -> bool:
+    return message.role == MessageRole.ASSISTANT and any(
+        isinstance(b, dict) and b.get("type") == "tool_use" and b.get("id") == tool_use_id
+        for b in message.content
+    )
+
+
+def fork_history(messages: Sequence[Message], *, tool_use_id: str) -> list[tuple[Message, list[dict]]]:
+    """What a fork made by the call `tool_use_id` starts with: the epoch's messages before the
+    assistant message holding that call (the parent's running step is not complete), without the
+    pre-compaction warning (an instruction to the parent, not to the fork), and with no orphan
+    tool_use or tool_result (`tool_pairs_complete`). Each kept message with its content."""
+    cut = next((i for i, m in enumerate(messages) if _holds_tool_use(m, tool_use_id)), len(messages))
+    kept = [m for m in messages[:cut] if (m.metadata or {}).get("type") != "compaction_warning"]
+    contents = tool_pairs_complete([(m.role, list(m.content)) for m in kept])
+    return [(m, content) for m, content in zip(kept, contents, strict=True) if content]
+
+
+def tool_pairs_complete(messages: Sequence[tuple[str, list[dict]]]) -> list[list[dict]]:
+    """The messages' contents with every tool_use that the next user turn does not answer, and
+    every tool_result that answers no tool_use of the assistant turn before it, taken out (an
+    emptied message is an empty list). Consecutive messages of one role are one turn, as the
+    request merges them. Repeated until stable: taking a block out may merge two turns."""
+    contents = [list(content) for _, content in messages]
+    roles = [role for role, _ in messages]
+    while True:
+        turns: list[list[int]] = []
+        for index, content in enumerate(contents):
+            if not content:
+                continue
+            if turns and roles[turns[-1][-1]] == roles[index]:
+                turns[-1].append(index)
+            else:
+                turns.append([index])
+        changed = False
+        for number, members in enumerate(turns):
+            if roles[members[0]] != MessageRole.USER:
+                continue
+            before = turns[number - 1] if number else []
+            asked = {b.get("id") for i in before for b in contents[i] if b.get("type") == "tool_use"}
+            answered = {
+                b.get("tool_use_id") for i in members for b in contents[i] if b.get("type") == "tool_result"
+            }
+            paired = asked & answered
+            for i in members:
+                kept = [
+                    b for b in contents[i] if b.get("type") != "tool_result" or b.get("tool_use_id") in paired
+                ]
+                changed |= len(kept) != len(contents[i])
+                contents[i] = kept
+            for i in before:
+                kept = [b for b in contents[i] if b.get("type") != "tool_use" or b.get("id") in paired]
+                changed |= len(kept) != len(contents[i])
+                contents[i] = kept
+        # An assistant turn at the end asks what nobody answered.
+        if turns and roles[turns[-1][0]] == MessageRole.ASSISTANT:
+            for i in turns[-1]:
+                kept = [b for b in contents[i] if b.get("type") != "tool_use"]
+                changed |= len(kept) != len(contents[i])
+                contents[i] = kept
+        if not changed:
+            return contents
+
+
+def _history_copy(*, parent: AgentSession, child: AgentSession, tool_use_id: str) -> None:
+    messages = list(
+        Message.objects.filter(session_id=parent.pk, epoch=parent.epoch)
+        .only("position", "role", "content", "token_estimate", "metadata")
+        .order_by("position")
+    )
+    copied: list[Message] = []
+    for position, (message, content) in enumerate(fork_history(messages, tool_use_id=tool_use_id)):
+        unchanged = content == message.content
+        metadata: dict[str, Any] = {
+            "type": "forked",
+            "from_session": str(parent.pk),
+            "from_position": message.position,
+        }
+        copied.append(
+            Message(
+                session=child,
+                position=position,
+                epoch=0,
+                role=message.role,
+                content=content,
+                token_estimate=message.token_estimate if unchanged else estimate_json_tokens(content),
+                metadata=metadata,
+            )
+        )
+    Message.objects.bulk_create(copied)
+    AgentSession.objects.filter(pk=child.pk).update(next_position=len(copied))

@@ -1,0 +1,134 @@
+"""The sub-session tools (seed 000; schemas and returns as DESIGN.md fixes them):
+`spawn_session {task, title?, copy_notepad?}`, `fork_session {task, title?}` and, in children
+only, `report_result {result}`.
+
+spawn and fork are concurrent tools: several calls in one step run their children together
+(`runs.child_run` bounds how many at once). Every misuse is a `ToolError` the model can read,
+raised before anything is created.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory_app.subsessions import prompts, runs, services
+from memory_app.subsessions.context import delegation_offered, delegation_refusal, is_child
+from memory_app.subsessions.selectors import FORK_SESSION, REPORT_RESULT, SPAWN_SESSION
+from sessions_app.engine.db import db
+from sessions_app.engine.features import EndTurn, ToolContext, ToolError, ToolSpec
+
+SPAWN_SESSION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "task": {"type": "string", "description": prompts.TASK_DESCRIPTION},
+        "title": {"type": "string", "description": prompts.TITLE_DESCRIPTION},
+        "copy_notepad": {"type": "boolean", "description": prompts.COPY_NOTEPAD_DESCRIPTION},
+    },
+    "required": ["task"],
+}
+
+FORK_SESSION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "task": {"type": "string", "description": prompts.FORK_TASK_DESCRIPTION},
+        "title": {"type": "string", "description": prompts.TITLE_DESCRIPTION},
+    },
+    "required": ["task"],
+}
+
+REPORT_RESULT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"result": {"type": "string", "description": prompts.RESULT_DESCRIPTION}},
+    "required": ["result"],
+}
+
+REPORTED: dict[str, Any] = {"ok": True}
+
+
+def _optional(tool: str, tool_input: dict, field: str, kind: type) -> Any:
+    # A null is taken as "not given": models sometimes send every field, unused ones as null.
+    value = tool_input.get(field)
+    if value is not None and (not isinstance(value, kind) or (kind is not bool and isinstance(value, bool))):
+        text = prompts.NOT_A_BOOLEAN if kind is bool else prompts.NOT_A_STRING
+        raise ToolError(text.format(tool=tool, field=field, kind=type(value).__name__))
+    return value
+
+
+def _task(tool: str, tool_input: dict) -> str:
+    task = _optional(tool, tool_input, "task", str)
+    if task is None or not task.strip():
+        raise ToolError(prompts.TASK_MISSING.format(tool=tool))
+    return task
+
+
+async def _delegate(ctx: ToolContext, *, mode: str, task: str, title: str | None, copy_notepad: bool) -> Any:
+    try:
+        child = await db(services.subsession_create)(
+            parent_id=ctx.session.id,
+            tool_use_id=ctx.tool_use_id,
+            mode=mode,
+            task=task,
+            title=title,
+            copy_notepad=copy_notepad,
+        )
+    except services.SubsessionRefused as exc:
+        raise ToolError(str(exc)) from exc
+    return await runs.child_run(
+        child_id=child.pk,
+        task=task,
+        parent_turn_id=ctx.turn_id,
+        max_concurrent=ctx.session.setting("subsessions", "max_concurrent"),
+    )
+
+
+async def spawn_session(ctx: ToolContext, tool_input: dict) -> Any:
+    task = _task(SPAWN_SESSION, tool_input)
+    title = _optional(SPAWN_SESSION, tool_input, "title", str)
+    copy_notepad = bool(_optional(SPAWN_SESSION, tool_input, "copy_notepad", bool))
+    return await _delegate(ctx, mode=services.MODE_SPAWN, task=task, title=title, copy_notepad=copy_notepad)
+
+
+async def fork_session(ctx: ToolContext, tool_input: dict) -> Any:
+    task = _task(FORK_SESSION, tool_input)
+    title = _optional(FORK_SESSION, tool_input, "title", str)
+    return await _delegate(ctx, mode=services.MODE_FORK, task=task, title=title, copy_notepad=True)
+
+
+async def report_result(ctx: ToolContext, tool_input: dict) -> Any:
+    if not is_child(ctx.session):
+        raise ToolError(prompts.REPORT_NOT_A_CHILD)
+    result = _optional(REPORT_RESULT, tool_input, "result", str)
+    if result is None or not result.strip():
+        raise ToolError(prompts.REPORT_MISSING)
+    # The parent's call reads the result from this call's stored input (`selectors`).
+    return EndTurn(REPORTED)
+
+
+SPAWN_SESSION_TOOL = ToolSpec(
+    name=SPAWN_SESSION,
+    description=prompts.SPAWN_SESSION_DESCRIPTION,
+    input_schema=SPAWN_SESSION_SCHEMA,
+    handler=spawn_session,
+    enabled=delegation_offered,
+    refusal=delegation_refusal,
+    concurrent=True,
+)
+
+FORK_SESSION_TOOL = ToolSpec(
+    name=FORK_SESSION,
+    description=prompts.FORK_SESSION_DESCRIPTION,
+    input_schema=FORK_SESSION_SCHEMA,
+    handler=fork_session,
+    enabled=delegation_offered,
+    refusal=delegation_refusal,
+    concurrent=True,
+)
+
+REPORT_RESULT_TOOL = ToolSpec(
+    name=REPORT_RESULT,
+    description=prompts.REPORT_RESULT_DESCRIPTION,
+    input_schema=REPORT_RESULT_SCHEMA,
+    handler=report_result,
+    enabled=is_child,
+    refusal=lambda session: prompts.REPORT_NOT_A_CHILD,
+)
