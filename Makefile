@@ -17,19 +17,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-<<<<<<< HEAD
 # The local development defaults (DEBUG, a fixed key, plain HTTP) are chosen explicitly here;
 # a deployment sets SECRET_KEY and friends instead (docs/deploy.md).
-run: $(STAMP)
+run: $(STAMP) sandbox
 	PALIMPSEST_DEV=1 $(PY) manage.py migrate --noinput
 	PALIMPSEST_DEV=1 $(PY) manage.py palimpsest_welcome --host $(HOST) --port $(PORT)
 	PALIMPSEST_DEV=1 PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS=$${PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS:-0.03} \
-=======
-run: $(STAMP) sandbox
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py palimpsest_welcome --host $(HOST) --port $(PORT)
-	PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS=$${PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS:-0.03} \
->>>>>>> feat/sandbox
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) --websocket-max-message-size $(WS_LIMIT) \
 		--websocket-max-frame-size $(WS_LIMIT) config.asgi:application
 
