@@ -54,7 +54,10 @@ TRANSCRIPT_ITEM_MAX_CHARS = 4000
 # this session: the local tokenizer is not the model's).
 WINDOW_HEADROOM_SHARE = 0.03
 ESTIMATE_ERROR_SHARE = 0.15
-ESTIMATE_ERROR_SHARE_UNCALIBRATED = 0.3
+# Before any prompt of the session was counted (its provider/local ratio is unknown); and after a
+# compaction, when the ratio is known but the new epoch's prompt not counted yet.
+ESTIMATE_ERROR_SHARE_UNCALIBRATED = 0.25
+ESTIMATE_ERROR_SHARE_RATIO_KNOWN = 0.1
 # The least output a turn's call is allowed (its max_tokens is lowered to fit the window).
 MIN_OUTPUT_TOKENS = 256
 # Older history worth a summary call: below this, summarizing cannot make room.
@@ -72,7 +75,10 @@ def window_headroom(session: SessionSnapshot, estimate: int = 0) -> int:
     """Room for the estimate's error: once the provider has counted a prompt of this session, only
     what was added since is estimated (`estimate_prompt_tokens`), so only that part may be off."""
     if session.last_prompt_tokens is None:
-        uncertain = estimate * ESTIMATE_ERROR_SHARE_UNCALIBRATED
+        known = session.token_ratio != 1.0  # a ratio was observed: only its drift is uncertain
+        uncertain = estimate * (
+            ESTIMATE_ERROR_SHARE_RATIO_KNOWN if known else ESTIMATE_ERROR_SHARE_UNCALIBRATED
+        )
     else:
         uncertain = max(0, estimate - session.last_prompt_tokens) * ESTIMATE_ERROR_SHARE
     return int(session.context_window * WINDOW_HEADROOM_SHARE + uncertain)

@@ -320,11 +320,11 @@ def message_fits_check(*, session_id: uuid.UUID, content: str) -> int:
     from sessions_app.models import AgentSession
 
     snapshot = SessionSnapshot.from_session(AgentSession.objects.get(pk=session_id))
-    room = snapshot.context_window - compaction.window_headroom(snapshot) - compaction.MIN_OUTPUT_TOKENS
+    room = snapshot.context_window - compaction.MIN_OUTPUT_TOKENS
     ratio = snapshot.token_ratio or 1.0
     estimate = message_estimate(content)
     tokens = round(ratio * estimate)
-    if tokens > room // 2:
+    if tokens > room // 3:
         fixed = build_request(
             session=snapshot,
             history=PreparedHistory(),
@@ -333,7 +333,8 @@ def message_fits_check(*, session_id: uuid.UUID, content: str) -> int:
             sections=features().sections,
         )
         tokens += round(ratio * fixed.estimated_tokens)
-    if tokens > room:
+    # The same measure the turn's calls are held to (`Compactor._fit`): refused here, or never.
+    if compaction.output_room(snapshot, tokens) < compaction.MIN_OUTPUT_TOKENS:
         raise ContextWindowTooSmall(
             f"This message needs about {tokens} tokens with the system prompt, tools and memory, and the "
             f"session's context window is {snapshot.context_window}: it cannot fit, whatever is "
