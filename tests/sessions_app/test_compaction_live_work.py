@@ -417,3 +417,16 @@ async def test_a_huge_message_is_estimated_off_the_shared_thread_and_never_token
     stored = await sync_to_async(Message.objects.filter(role="user").first)()
     assert stored is not None and stored.token_estimate == compactor.message_estimate("echo " + huge)
     assert stored.token_estimate < len(huge)  # the cheap bound, not a character count
+
+
+async def test_a_small_window_with_every_tool_keeps_answering_across_compactions(connect):
+    # Seen when trying it: after its first compaction such a session refused every message, its
+    # headroom treating a new epoch as if the session's token ratio were unknown.
+    client = await connect()
+    await client.create(context_window=4000, compact_threshold=0.5)
+    stops, compactions = [], 0
+    for index in range(5):
+        frames = await chat(client, f"request {index}: {FILLER}")
+        stops.append(frames[-1]["stop_reason"])
+        compactions += sum(f["type"] == "compaction.completed" for f in frames)
+    assert stops == ["end_turn"] * 5 and compactions >= 2
