@@ -22,7 +22,7 @@ from sessions_app.models import (
 )
 from sessions_app.services.events import event_emit
 from sessions_app.services.messages import message_write
-from sessions_app.services.turns import TurnInProgress, TurnLeaseLost, lease_until, turn_lock
+from sessions_app.services.turns import TurnLeaseLost, lease_lock_free, lease_until, turn_lock
 
 
 class CompactionConflict(Exception):
@@ -223,14 +223,7 @@ def compaction_operator_begin(*, session_id: uuid.UUID) -> Turn:
     """Take the session's lease for a compaction an operator asked for (no turn may start while
     it runs; `TurnInProgress` if one is running). It resets the breaker."""
     with transaction.atomic():
-        session = AgentSession.objects.select_for_update().get(pk=session_id)
-        now = timezone.now()
-        if session.current_turn_id and session.lease_expires_at and session.lease_expires_at > now:
-            raise TurnInProgress
-        if session.current_turn_id:
-            Turn.objects.filter(pk=session.current_turn_id, ended_at__isnull=True).update(
-                ended_at=now, stop_reason="error", error="lease expired"
-            )
+        session = lease_lock_free(session_id)
         turn = Turn.objects.create(session=session)
         AgentSession.objects.filter(pk=session_id).update(
             current_turn_id=turn.id,

@@ -60,6 +60,21 @@ def lease_until() -> Any:
     return timezone.now() + timedelta(seconds=django_settings.PALIMPSEST_TURN_LEASE_SECONDS)
 
 
+def lease_lock_free(session_id: uuid.UUID) -> AgentSession:
+    """Lock the session row (inside the caller's transaction) for a new holder of its lease:
+    `TurnInProgress` while a turn holds an unexpired lease; a turn whose lease ran out (its
+    process died) is closed as an error."""
+    session = AgentSession.objects.select_for_update().get(pk=session_id)
+    now = timezone.now()
+    if session.current_turn_id and session.lease_expires_at and session.lease_expires_at > now:
+        raise TurnInProgress
+    if session.current_turn_id:
+        Turn.objects.filter(pk=session.current_turn_id, ended_at__isnull=True).update(
+            ended_at=now, stop_reason="error", error="lease expired"
+        )
+    return session
+
+
 def turn_begin(
     *, session_id: uuid.UUID, content: str, request_id: Any = None, token_estimate: int | None = None
 ) -> Turn:
@@ -73,14 +88,7 @@ def turn_begin(
     the next request is valid.
     """
     with transaction.atomic():
-        session = AgentSession.objects.select_for_update().get(pk=session_id)
-        now = timezone.now()
-        if session.current_turn_id and session.lease_expires_at and session.lease_expires_at > now:
-            raise TurnInProgress
-        if session.current_turn_id:
-            Turn.objects.filter(pk=session.current_turn_id, ended_at__isnull=True).update(
-                ended_at=now, stop_reason="error", error="lease expired"
-            )
+        session = lease_lock_free(session_id)
         dangling = dangling_tool_uses(session)
         if dangling:
             message_write(
