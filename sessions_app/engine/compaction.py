@@ -84,6 +84,19 @@ def window_headroom(session: SessionSnapshot, estimate: int = 0) -> int:
     return int(session.context_window * WINDOW_HEADROOM_SHARE + uncertain)
 
 
+def fit_limit(session: SessionSnapshot) -> int:
+    """The largest prompt estimate a call may have and still leave MIN_OUTPUT_TOKENS of answer
+    inside the window (the headroom grows with the estimate, so this is searched for)."""
+    low, high = 0, session.context_window
+    while low < high:
+        middle = (low + high + 1) // 2
+        if output_room(session, middle) >= MIN_OUTPUT_TOKENS:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 def output_room(session: SessionSnapshot, estimate: int) -> int:
     """The max_tokens a call with this prompt estimate may ask for inside the window."""
     return session.context_window - estimate - window_headroom(session, estimate)

@@ -61,6 +61,12 @@ class Prepared:
     warned: bool = False
 
 
+def _limit(snapshot: SessionSnapshot) -> int:
+    """What a call's estimate may be without any tier: the threshold, or less where the window
+    with its headroom holds less."""
+    return min(compaction.threshold_tokens(snapshot), compaction.fit_limit(snapshot))
+
+
 class Compactor:
     def __init__(self, runner: TurnRunner) -> None:
         self.runner = runner
@@ -142,7 +148,9 @@ class Compactor:
         was too long) applies them whatever the estimate says. When it returns `warned`, the
         request holds the warning: the caller compacts after that step."""
         snapshot, built, estimate = await self.estimate()
-        threshold = compaction.threshold_tokens(snapshot)
+        # The tiers run over the threshold, and also under it when the call would not fit the
+        # window with the headroom its estimate needs (a large step right after a compaction).
+        threshold = _limit(snapshot)
         if force:
             threshold = min(threshold, int(estimate * FORCED_SHARE))
         if estimate <= threshold:
@@ -165,11 +173,13 @@ class Compactor:
                     snapshot, built, estimate = await self._mask_running(
                         snapshot, estimate, target=threshold - warning
                     )
+                    if estimate <= threshold:  # that alone was enough: no summary needed
+                        return await self._fit(Prepared(snapshot, built, estimate))
                 if compaction.output_room(snapshot, estimate + warning) >= compaction.MIN_OUTPUT_TOKENS:
                     return await self._warn(snapshot, estimate)
             if await self.compact(provider, snapshot, tokens_before=before, trigger=trigger):
                 snapshot, built, estimate = await self.estimate()
-                threshold = compaction.threshold_tokens(snapshot)
+                threshold = _limit(snapshot)
                 if estimate <= threshold:
                     return await self._fit(Prepared(snapshot, built, estimate))
         # Tier 3: the running turn's older results (its newest stays whole).
