@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=8000)
     # Not the sessions' default 0.8: at 0.8 an epoch's first request, estimated whole with a 30%
     # error margin, can be refused as too large although masking would make room (README).
-    parser.add_argument("--threshold", type=float, default=0.7)
+    parser.add_argument("--threshold", type=float, default=0.8)
     parser.add_argument("--files", type=int, default=2, choices=range(1, 9), help="log files per work turn")
     parser.add_argument("--file-lines", type=int, default=20, help="lines per log file (~80 bytes each)")
     parser.add_argument("--ratio", type=float, default=1.3, help="server tokens per cl100k token")
