@@ -243,6 +243,7 @@ PALIMPSEST_FEATURES = [
     "memory_app.observations.feature.FEATURE",
     "memory_app.sandbox.feature.FEATURE",
     "memory_app.subsessions.feature.FEATURE",
+    "memory_app.tasks.feature.FEATURE",
 ]
 # Where committed events go to reach watchers (the channel layer; tests may swap it).
 PALIMPSEST_ANNOUNCER = "sessions_app.channel_announcer.announce_via_channel_layer"

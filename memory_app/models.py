@@ -6,6 +6,7 @@ from __future__ import annotations
 from memory_app.notepad.models import NotepadOperation, NotepadRevision
 from memory_app.observations.models import Observation, ObservationChunk, ObservationKind
 from memory_app.scratchpad.models import Scratchpad, ScratchpadRevision, ScratchpadSpace
+from memory_app.tasks.models import Task, TaskStatus
 
 __all__ = [
     "NotepadOperation",
@@ -16,4 +17,6 @@ __all__ = [
     "Scratchpad",
     "ScratchpadRevision",
     "ScratchpadSpace",
+    "Task",
+    "TaskStatus",
 ]

@@ -25,7 +25,7 @@ from sessions_app import selectors, services
 from sessions_app.engine import compaction
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.db import db, db_heavy
-from sessions_app.engine.history import history_remember
+from sessions_app.engine.history import history_remember, history_view
 from sessions_app.engine.masking import Masked, mask_candidates, results_mask
 from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
 from sessions_app.engine.providers import Provider
@@ -195,6 +195,7 @@ class Compactor:
             epoch=runner.epoch,
             estimated_tokens=estimate,
             threshold_tokens=compaction.threshold_tokens(snapshot),
+            notes=await db(runner.features.warning_notes)(snapshot),
         )
         self.history.append(StoredMessage(warning.position, "user", warning.content, warning.token_estimate))
         self.warned = True
@@ -281,11 +282,9 @@ class Compactor:
         )
         runner.epoch += 1
         masks = {tool_use_id: self.history.masks[tool_use_id] for tool_use_id in self.history.masks}
-        runner.history = PreparedHistory(
-            [StoredMessage(m.position, m.role, m.content, m.token_estimate) for m in messages],
-            epoch=runner.epoch,
-            masks=masks,
-        )
+        stored = [StoredMessage(m.position, m.role, m.content, m.token_estimate) for m in messages]
+        view = await db(history_view)(runner.session_id, runner.epoch, stored)
+        runner.history = PreparedHistory(stored, epoch=runner.epoch, masks=masks, view=view)
         history_remember(runner.session_id, runner.history)
         self.turn_start = messages[1].position if len(messages) > 1 else runner.history.last_position + 1
         self.warning_position = None

@@ -12,227 +12,35 @@ Prompt-caching layout (prefix order is tools → system → messages):
 from __future__ import annotations
 
 import copy
-import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
 
+from sessions_app.engine.prepared import (  # re-exported: they lived here first
+    PROMPT_ORDER,
+    HistoryView,
+    PreparedHistory,
+    StoredMessage,
+    canonical_json,
+)
 from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.engine.tokens import estimate_json_tokens, estimate_text_tokens
 from sessions_app.engine.tools import ToolSpec
 
+__all__ = [
+    "PROMPT_ORDER",
+    "BuiltRequest",
+    "ContextSection",
+    "HistoryView",
+    "PreparedHistory",
+    "StoredMessage",
+    "build_request",
+    "canonical_json",
+]
+
 CACHE_CONTROL = {"type": "ephemeral"}
-
-
-@dataclass(frozen=True)
-class StoredMessage:
-    position: int
-    role: str
-    content: list[dict]
-    token_estimate: int
-
-
-# A request's top-level keys in the order the prompt is read (and cached): tools, system, messages.
-PROMPT_ORDER = ("tools", "system", "messages")
-
-
-def _sorted_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-
-
-def canonical_json(value: Any) -> bytes:
-    """The canonical JSON of a request or a part of it (what is hashed and compared): compact,
-    objects' keys sorted (PostgreSQL's jsonb does not keep key order, so a recorded request is
-    checked against this form), but a request's own keys in prompt order, so that comparing two
-    requests byte by byte follows what prompt caching compares."""
-    if not (isinstance(value, dict) and "messages" in value):
-        return _sorted_json(value).encode()
-    keys = [k for k in sorted(value) if k not in PROMPT_ORDER] + [k for k in PROMPT_ORDER if k in value]
-    return ("{" + ",".join(f"{_sorted_json(k)}:{_sorted_json(value[k])}" for k in keys) + "}").encode()
-
-
-class PreparedHistory:
-    """An epoch's stored messages in request shape, kept up to date as messages are appended.
-
-    Consecutive messages of one role are merged (the API wants alternation); each merged
-    message's JSON is encoded once; stored messages that travel unchanged are tracked as runs of
-    consecutive positions. So a step's request costs, in Python, only what changed (one or two
-    messages) plus C-speed copies, not a pass over the whole history.
-
-    Masks (compaction's cheap tier) replace a tool result's content by a short placeholder in
-    every request, by `tool_use_id`; the stored message is untouched. Masking re-encodes only
-    the message that holds the result, which then travels whole in recorded requests.
-    """
-
-    def __init__(
-        self,
-        stored: Sequence[StoredMessage] = (),
-        *,
-        epoch: int = 0,
-        masks: Mapping[str, str] | None = None,
-    ) -> None:
-        self.epoch = epoch
-        self.stored: list[StoredMessage] = []
-        self.messages: list[dict] = []
-        self.single: list[bool] = []  # whether messages[i] is exactly one unaltered stored message
-        self.encoded: list[bytes | None] = []
-        # Runs of single stored messages with consecutive positions: [start_index, end_index
-        # (exclusive), first_position].
-        self.runs: list[list[int]] = []
-        self.token_total = 0
-        # tool_use_id → placeholder shown instead of that result; and the tokens each saved.
-        self.masks: dict[str, str] = dict(masks or {})
-        self.mask_savings: dict[str, int] = {}
-        self.members: list[list[int]] = []  # stored indices merged into messages[i]
-        self.owner: list[int] = []  # stored index → index in messages
-        self.result_at: dict[str, int] = {}  # tool_use_id → stored index of its tool_result
-        self.tool_names: dict[str, str] = {}  # tool_use_id → the tool's name
-        for message in stored:
-            self.append(message)
-
-    def __len__(self) -> int:
-        return len(self.stored)
-
-    @property
-    def last_position(self) -> int:
-        return self.stored[-1].position if self.stored else -1
-
-    def _masked(self, block: dict) -> dict:
-        if block.get("type") != "tool_result" or block.get("tool_use_id") not in self.masks:
-            return block
-        out = {
-            "type": "tool_result",
-            "tool_use_id": block["tool_use_id"],
-            "content": self.masks[block["tool_use_id"]],
-        }
-        if block.get("is_error"):
-            out["is_error"] = True
-        return out
-
-    def _saving(self, block: dict) -> int:
-        placeholder = self.masks[block["tool_use_id"]]
-        return max(0, estimate_json_tokens(block.get("content", "")) - estimate_text_tokens(placeholder))
-
-    def append(self, message: StoredMessage) -> None:
-        stored_index = len(self.stored)
-        self.stored.append(message)
-        self.token_total += message.token_estimate
-        content = list(message.content)
-        altered = False
-        for block in content:
-            if block.get("type") == "tool_use":
-                self.tool_names[block.get("id", "")] = block.get("name", "tool")
-            elif block.get("type") == "tool_result":
-                tool_use_id = block.get("tool_use_id", "")
-                self.result_at[tool_use_id] = stored_index
-                if tool_use_id in self.masks:
-                    saving = self._saving(block)
-                    self.mask_savings[tool_use_id] = saving
-                    self.token_total -= saving
-                    altered = True
-        if altered:
-            content = [self._masked(b) for b in content]
-        if self.messages and self.messages[-1]["role"] == message.role:
-            last = len(self.messages) - 1
-            self.messages[last] = {"role": message.role, "content": self.messages[last]["content"] + content}
-            self.encoded[last] = None
-            self.members[last].append(stored_index)
-            self.owner.append(last)
-            if self.single[last]:
-                self._unrun(last)
-            return
-        index = len(self.messages)
-        self.messages.append({"role": message.role, "content": content})
-        self.single.append(not altered)
-        self.encoded.append(None)
-        self.members.append([stored_index])
-        self.owner.append(index)
-        if altered:
-            return
-        if (
-            self.runs
-            and self.runs[-1][1] == index
-            and self.runs[-1][2] + index - self.runs[-1][0] == message.position
-        ):
-            self.runs[-1][1] += 1
-        else:
-            self.runs.append([index, index + 1, message.position])
-
-    def _unrun(self, index: int) -> None:
-        """messages[index] no longer travels as one unaltered stored message: take it out of its run."""
-        self.single[index] = False
-        for number, (start, end, first) in enumerate(self.runs):
-            if start <= index < end:
-                pieces = []
-                if start < index:
-                    pieces.append([start, index, first])
-                if index + 1 < end:
-                    pieces.append([index + 1, end, first + index + 1 - start])
-                self.runs[number : number + 1] = pieces
-                return
-
-    def tool_results(self) -> list[tuple[str, int]]:
-        """(tool_use_id, position of its stored message) of every tool result, oldest first."""
-        return sorted(
-            ((i, self.stored[s].position) for i, s in self.result_at.items()), key=lambda item: item[1]
-        )
-
-    def result_content(self, tool_use_id: str) -> Any:
-        """The stored content of a tool result (what a mask hides)."""
-        for block in self.stored[self.result_at[tool_use_id]].content:
-            if block.get("type") == "tool_result" and block.get("tool_use_id") == tool_use_id:
-                return block.get("content", "")
-        raise KeyError(tool_use_id)
-
-    def mask(self, tool_use_id: str, placeholder: str) -> int:
-        """Show `placeholder` instead of the result of `tool_use_id` from now on; the tokens saved."""
-        stored_index = self.result_at[tool_use_id]
-        if tool_use_id in self.masks:
-            return 0
-        self.masks[tool_use_id] = placeholder
-        block = next(
-            b
-            for b in self.stored[stored_index].content
-            if b.get("type") == "tool_result" and b.get("tool_use_id") == tool_use_id
-        )
-        saving = self._saving(block)
-        self.mask_savings[tool_use_id] = saving
-        self.token_total -= saving
-        index = self.owner[stored_index]
-        content: list[dict] = []
-        for member in self.members[index]:
-            content += [self._masked(b) for b in self.stored[member].content]
-        self.messages[index] = {"role": self.messages[index]["role"], "content": content}
-        self.encoded[index] = None
-        if self.single[index]:
-            self._unrun(index)
-        return saving
-
-    def encoded_message(self, index: int) -> bytes:
-        value = self.encoded[index]
-        if value is None:
-            value = self.encoded[index] = canonical_json(self.messages[index])
-        return value
-
-    def record(self, sent: list[dict], changed: set[int]) -> list[dict]:
-        """`sent` with unchanged stored messages replaced by `{"$messages": [first, last]}` runs."""
-        out: list[dict] = []
-        index = 0
-        for start, end, first in self.runs:
-            out.extend(sent[index:start])  # merged or masked messages between runs travel whole
-            cursor = start
-            for cut in sorted(c for c in changed if start <= c < end):
-                if cursor < cut:
-                    out.append({"$messages": [first + cursor - start, first + cut - 1 - start]})
-                out.append(sent[cut])
-                cursor = cut + 1
-            if cursor < end:
-                out.append({"$messages": [first + cursor - start, first + end - 1 - start]})
-            index = end
-        out.extend(sent[index:])
-        return out
 
 
 class ContextSection(Protocol):
@@ -350,7 +158,7 @@ def build_request(
         content = merged[latest_user]["content"]
         # Before the latest stored message's own blocks (it may be merged after others), and
         # after its tool results: the API wants tool_result blocks first in a user message.
-        split = len(content) - len(prepared.stored[-1].content) if latest_user == len(merged) - 1 else 0
+        split = len(content) - prepared.shown_length[-1] if latest_user == len(merged) - 1 else 0
         while split < len(content) and content[split].get("type") == "tool_result":
             split += 1
         merged[latest_user] = {"role": "user", "content": content[:split] + prefix_blocks + content[split:]}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
@@ -28,7 +28,7 @@ from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-from sessions_app.engine.context import ContextSection
+from sessions_app.engine.context import ContextSection, HistoryView
 from sessions_app.engine.providers.scripted import ScriptedInput, ScriptedReply, ScriptedRule, scripted_rule
 from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.engine.tool_hooks import ToolCallHook, ToolInput
@@ -40,6 +40,8 @@ __all__ = [
     "EndTurn",
     "Feature",
     "FeatureSet",
+    "HistoryView",
+    "HistoryViewSource",
     "Handler",
     "ModelCallData",
     "ResultStore",
@@ -79,6 +81,13 @@ class ResultStore(Protocol):
     ) -> str: ...
 
 
+# How a feature changes the way an epoch's stored messages are shown (e.g. finished tasks are
+# collapsed): (session id, epoch, the tool_use ids whose results the epoch holds) → the view.
+# Runs in a DB thread, when a turn loads its history and after a step that ran a tool whose
+# spec has `refreshes_history`.
+HistoryViewSource = Callable[[uuid.UUID, int, Collection[str]], HistoryView]
+
+
 # A validation rule per settings leaf: ("bool",) | ("int", min, max) | ("choice", {...}); a nested
 # dict of rules for a group.
 SettingsRules = Mapping[str, Any]
@@ -104,6 +113,10 @@ class Feature:
     scripted_rules: Sequence[ScriptedRule] = ()
     # Keeps tool results that compaction masks (at most one feature offers it).
     result_store: ResultStore | None = None
+    history_view: HistoryViewSource | None = None
+    # Texts added after seed 000's pre-compaction warning (each its own text block), for this
+    # session; runs in a DB thread.
+    warning_notes: Callable[[SessionSnapshot], list[str]] | None = None
 
 
 class FeatureSet:
@@ -126,6 +139,8 @@ class FeatureSet:
         if len(stores) > 1:
             raise ValueError("two features offer a result store")
         self.result_store: ResultStore | None = stores[0] if stores else None
+        self.view_sources = tuple(f.history_view for f in self.features if f.history_view is not None)
+        self.note_sources = tuple(f.warning_notes for f in self.features if f.warning_notes is not None)
         self.sandbox_factories: dict[str, SandboxFactory] = {}
         self.default_settings: dict[str, Any] = {}
         self.settings_rules: dict[str, Any] = {}
@@ -166,6 +181,20 @@ class FeatureSet:
         """The sandbox APIs of `session`, for one tool call's `ToolContext.sandbox`."""
         built = {name: make(session) for name, make in self.sandbox_factories.items()}
         return {name: api for name, api in built.items() if api is not None}
+
+    def history_view(self, session_id: uuid.UUID, epoch: int, results: Collection[str]) -> HistoryView:
+        """Every feature's view of the epoch, combined (runs in a DB thread)."""
+        hidden: set[str] = set()
+        replacements: dict[str, str] = {}
+        for source in self.view_sources:
+            view = source(session_id, epoch, results)
+            hidden |= view.hidden
+            replacements.update(view.replacements)
+        return HistoryView(frozenset(hidden), replacements)
+
+    def warning_notes(self, session: SessionSnapshot) -> list[str]:
+        """What features add to the pre-compaction warning (runs in a DB thread)."""
+        return [note for source in self.note_sources for note in source(session)]
 
     def help_lines(self) -> list[str]:
         return [line for rule in self.scripted_rules if (line := getattr(rule, "help_line", None))]

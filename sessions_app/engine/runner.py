@@ -25,7 +25,7 @@ from sessions_app.engine.content import nul_free
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.db import db, db_heavy
 from sessions_app.engine.features import features
-from sessions_app.engine.history import history_for
+from sessions_app.engine.history import history_for, history_view_refresh
 from sessions_app.engine.prefix import stable_prefix_bytes
 from sessions_app.engine.providers import Provider, ProviderError, provider_for_model
 from sessions_app.engine.providers.base import ModelResponse
@@ -340,6 +340,8 @@ class TurnRunner:
                 self.history.append(
                     StoredMessage(stored.position, "user", stored.content, stored.token_estimate)
                 )
+                if any((spec := self.features.tool(c.name)) and spec.refreshes_history for c in calls):
+                    await db(history_view_refresh)(self.session_id, self.history)
                 cancelled = any(o.content == CANCELLED_TOOL_RESULT for o in outcomes)
                 ends_turn = any(o.ends_turn for o in outcomes)
             if cancelled:

@@ -58,6 +58,9 @@ class ToolSpec:
     # one after another, e.g. sub-sessions that wait for their own model; results keep the model's
     # order. A tool is concurrent only if calls of it never depend on each other's effects.
     concurrent: bool = False
+    # After a step that ran this tool, the runner asks the features' history views again (e.g.
+    # `end_task` collapses the task in the very next request).
+    refreshes_history: bool = False
 
     def definition(self) -> dict:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}

@@ -30,16 +30,23 @@ class CompactionConflict(Exception):
 
 
 def compaction_warning_store(
-    *, session_id: uuid.UUID, turn_id: uuid.UUID, epoch: int, estimated_tokens: int, threshold_tokens: int
+    *,
+    session_id: uuid.UUID,
+    turn_id: uuid.UUID,
+    epoch: int,
+    estimated_tokens: int,
+    threshold_tokens: int,
+    notes: Sequence[str] = (),
 ) -> Message:
-    """Store seed 000's pre-compaction warning as a user-role notice and announce it."""
+    """Store seed 000's pre-compaction warning as a user-role notice and announce it; the
+    features' `notes` (e.g. an open task) follow it, each its own text block."""
     with transaction.atomic():
         turn_lock(session_id, turn_id)
         message = message_write(
             session_id=session_id,
             epoch=epoch,
             role=MessageRole.USER,
-            content=[{"type": "text", "text": PRE_COMPACTION_WARNING}],
+            content=[{"type": "text", "text": text} for text in (PRE_COMPACTION_WARNING, *notes)],
             turn_id=turn_id,
             metadata={"type": "compaction_warning"},
         )

@@ -30,3 +30,8 @@ def strict_anthropic(settings: Any) -> Any:
         settings.ANTHROPIC_API_KEY = "test-key"
         settings.ANTHROPIC_BASE_URL = server.url
         yield server
+
+
+@pytest.fixture
+def without_tasks(monkeypatch: Any) -> None:
+    monkeypatch.setitem(default_settings()["tasks"], "enabled", False)

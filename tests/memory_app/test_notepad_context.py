@@ -18,7 +18,10 @@ from sessions_app.models import Message
 from tests.fake_anthropic import FakeAnthropicServer, Reply, text, tool_use
 from tests.memory_app.notepad_support import notepad_preset, system_texts, turn
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("without_scratchpad")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("without_scratchpad", "without_tasks"),
+]
 
 HINT_SECTION = f"## Session Notepad\n{NOTEPAD_EMPTY_HINT}"
 NOTEPAD_TOOLS = {"read_notepad", "write_notepad", "update_notepad"}

@@ -13,7 +13,10 @@ from sessions_app.engine.context import CACHE_CONTROL
 from tests.fake_anthropic import FakeAnthropicServer, Reply, text, tool_use
 from tests.memory_app.notepad_support import notepad_preset, system_texts, tool_result_sent, turn
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("without_scratchpad")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("without_scratchpad", "without_tasks"),
+]
 
 OK_RESULT = '{"ok": true}'
 

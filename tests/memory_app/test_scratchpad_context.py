@@ -30,7 +30,10 @@ from tests.memory_app.scratchpad_support import (
     tool_results,
 )
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("without_notepad")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("without_notepad", "without_tasks"),
+]
 
 OFF = {"settings": {"scratchpad": {"enabled": False}}}
 LIMITS = ScratchpadLimits(notes_max_chars=4000, plan_max_chars=2000, refs_max_items=50)

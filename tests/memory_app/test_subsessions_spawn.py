@@ -72,7 +72,9 @@ async def test_spawned_childs_first_request_is_its_task_with_an_empty_notepad_an
     assert prompts.CHILD_GUIDANCE in system
     assert child_first["model"] == MODEL
     # At depth 1 of 2 the child may delegate again; it reports, which its parent cannot.
-    assert tool_names(child_first)[-3:] == ["spawn_session", "fork_session", "report_result"]
+    names = tool_names(child_first)
+    sub = names.index("spawn_session")
+    assert names[sub : sub + 3] == ["spawn_session", "fork_session", "report_result"]
     assert "report_result" not in tool_names(strict_anthropic.requests[0].body)
     assert frames[-1]["stop_reason"] == "end_turn"
     assert_every_request_valid(strict_anthropic)

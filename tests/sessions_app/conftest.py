@@ -29,4 +29,5 @@ NO_MEMORY = {
     "scratchpad": {"enabled": False},
     "sandbox": {"enabled": False},
     "subsessions": {"enabled": False},
+    "tasks": {"enabled": False},
 }

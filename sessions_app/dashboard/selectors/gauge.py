@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db.models import Sum
 from django.db.models.functions import Coalesce
 
+from memory_app.tasks.selectors import tasks_tokens_saved
 from sessions_app.engine import compaction
 from sessions_app.engine.context import build_request
 from sessions_app.engine.features import features
@@ -32,6 +33,8 @@ class ContextGauge:
     window: int
     last_prompt_tokens: int | None
     token_ratio: float
+    # Tokens of the history that finished tasks keep out of requests (task scoping's collapse).
+    collapsed_tokens: int = 0
 
     @property
     def estimated_percent(self) -> float:
@@ -74,6 +77,8 @@ def context_gauge(*, session: AgentSession) -> ContextGauge:
     history = Message.objects.filter(session_id=session.pk, epoch=session.epoch).aggregate(
         total=Coalesce(Sum("token_estimate"), 0)
     )["total"]
+    collapsed = min(history, tasks_tokens_saved(session_id=session.pk, epoch=session.epoch))
+    history -= collapsed
     notepad = built.sections.get("notepad", 0)
     scratchpad = built.sections.get("scratchpad", 0)
     prompt_text = built.breakdown["system"] + built.breakdown["dynamic_system"] + built.breakdown["transient"]
@@ -105,4 +110,5 @@ def context_gauge(*, session: AgentSession) -> ContextGauge:
         window=window,
         last_prompt_tokens=session.last_prompt_tokens,
         token_ratio=session.token_ratio,
+        collapsed_tokens=round(collapsed * scale),
     )

@@ -1,0 +1,20 @@
+"""Task scoping (seed 000: `begin_task`, `end_task`) as the engine sees it: one `Feature`."""
+
+from __future__ import annotations
+
+from memory_app.tasks.context import TASKS_SECTION, tasks_warning_notes
+from memory_app.tasks.scripted import rule_task, rule_task_steps
+from memory_app.tasks.selectors import tasks_history_view
+from memory_app.tasks.tools import BEGIN_TASK, END_TASK
+from sessions_app.engine.features import Feature
+
+FEATURE = Feature(
+    name="tasks",
+    settings={"tasks": {"enabled": True}},
+    settings_rules={"tasks": {"enabled": ("bool",)}},
+    tools=[BEGIN_TASK, END_TASK],
+    sections=[TASKS_SECTION],
+    scripted_rules=[rule_task, rule_task_steps],
+    history_view=tasks_history_view,
+    warning_notes=tasks_warning_notes,
+)

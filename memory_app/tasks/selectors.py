@@ -1,0 +1,49 @@
+"""Reading tasks (seed 000's task scoping)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection
+
+from memory_app.tasks.models import Task, TaskStatus
+from memory_app.tasks.prompts import TASK_RECORD
+from sessions_app.engine.features import HistoryView
+
+
+def task_open_get(*, session_id: uuid.UUID) -> Task | None:
+    return Task.objects.filter(session_id=session_id, status=TaskStatus.OPEN).first()
+
+
+def tasks_for_session(*, session_id: uuid.UUID) -> list[Task]:
+    """The session's tasks, oldest first."""
+    return list(Task.objects.filter(session_id=session_id).order_by("started_at"))
+
+
+def task_record_text(task: Task) -> str:
+    return TASK_RECORD.format(name=task.name, summary=task.summary, count=task.collapsed_messages)
+
+
+def tasks_history_view(session_id: uuid.UUID, epoch: int, results: Collection[str]) -> HistoryView:
+    """How the epoch shows the session's finished tasks: their inner calls left out, and each
+    task's record as the result of its begin_task, or of its end_task when the begin_task is
+    not in the epoch (a compaction happened inside the task)."""
+    hidden: set[str] = set()
+    replacements: dict[str, str] = {}
+    ended = Task.objects.filter(session_id=session_id, status=TaskStatus.ENDED).only(
+        "name", "summary", "collapsed_messages", "begin_tool_use_id", "end_tool_use_id", "hidden_tool_use_ids"
+    )
+    for task in ended:
+        hidden.update(task.hidden_tool_use_ids)
+        at = task.begin_tool_use_id if task.begin_tool_use_id in results else task.end_tool_use_id
+        replacements[at] = task_record_text(task)
+    return HistoryView(frozenset(hidden), replacements)
+
+
+def tasks_tokens_saved(*, session_id: uuid.UUID, epoch: int) -> int:
+    """The tokens that finished tasks keep out of the epoch's requests (the context gauge)."""
+    from django.db.models import Sum
+
+    total = Task.objects.filter(session_id=session_id, status=TaskStatus.ENDED, end_epoch=epoch).aggregate(
+        total=Sum("tokens_saved")
+    )["total"]
+    return int(total or 0)

@@ -1,0 +1,88 @@
+"""Task scoping's tools (seed 000; schemas and returns fixed in DESIGN.md): `begin_task {name,
+goal?}` → `{ok, task_id}` and `end_task {summary}` → `{ok, task_id, collapsed_messages}`. Every
+misuse is a `ToolError` the model can read; nothing changes on error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory_app.tasks import services
+from memory_app.tasks.context import tasks_enabled
+from memory_app.tasks.prompts import (
+    BEGIN_TASK_DESCRIPTION,
+    END_TASK_DESCRIPTION,
+    TASK_NAME_MISSING,
+    TASK_SUMMARY_MISSING,
+)
+from sessions_app.engine.db import db
+from sessions_app.engine.features import ToolContext, ToolError, ToolSpec
+
+BEGIN_TASK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "A short name for the task"},
+        "goal": {"type": "string", "description": "What the task should find out or achieve"},
+    },
+    "required": ["name"],
+}
+
+END_TASK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "summary": {
+            "type": "string",
+            "description": "What the task found and did: it replaces the task's tool calls in your context",
+        }
+    },
+    "required": ["summary"],
+}
+
+
+def _text(tool_input: dict, name: str, missing: str) -> str | None:
+    value = tool_input.get(name)
+    if value is not None and not isinstance(value, str):
+        raise ToolError(f'"{name}" must be a string, not {type(value).__name__}. Nothing was changed.')
+    if missing and not (value or "").strip():
+        raise ToolError(missing)
+    return value
+
+
+async def begin_task(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
+    name = _text(tool_input, "name", TASK_NAME_MISSING) or ""
+    goal = _text(tool_input, "goal", "") or ""
+    try:
+        task = await db(services.task_begin)(
+            session_id=ctx.session.id, name=name, goal=goal, tool_use_id=ctx.tool_use_id
+        )
+    except services.TaskError as exc:
+        raise ToolError(str(exc)) from exc
+    return {"ok": True, "task_id": str(task.id)}
+
+
+async def end_task(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
+    summary = _text(tool_input, "summary", TASK_SUMMARY_MISSING) or ""
+    try:
+        task = await db(services.task_end)(
+            session_id=ctx.session.id, summary=summary, tool_use_id=ctx.tool_use_id
+        )
+    except services.TaskError as exc:
+        raise ToolError(str(exc)) from exc
+    return {"ok": True, "task_id": str(task.id), "collapsed_messages": task.collapsed_messages}
+
+
+BEGIN_TASK = ToolSpec(
+    name="begin_task",
+    description=BEGIN_TASK_DESCRIPTION,
+    input_schema=BEGIN_TASK_SCHEMA,
+    handler=begin_task,
+    enabled=tasks_enabled,
+)
+
+END_TASK = ToolSpec(
+    name="end_task",
+    description=END_TASK_DESCRIPTION,
+    input_schema=END_TASK_SCHEMA,
+    handler=end_task,
+    enabled=tasks_enabled,
+    refreshes_history=True,
+)

@@ -1,0 +1,312 @@
+"""An epoch's stored messages in request shape (`PreparedHistory`), and the canonical JSON that
+requests are hashed and compared in. Split out of `context.py`, which re-exports these names."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessions_app.engine.tokens import estimate_json_tokens, estimate_text_tokens
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    position: int
+    role: str
+    content: list[dict]
+    token_estimate: int
+
+
+# A request's top-level keys in the order the prompt is read (and cached): tools, system, messages.
+PROMPT_ORDER = ("tools", "system", "messages")
+
+
+def _sorted_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def canonical_json(value: Any) -> bytes:
+    """The canonical JSON of a request or a part of it (what is hashed and compared): compact,
+    objects' keys sorted (PostgreSQL's jsonb does not keep key order, so a recorded request is
+    checked against this form), but a request's own keys in prompt order, so that comparing two
+    requests byte by byte follows what prompt caching compares."""
+    if not (isinstance(value, dict) and "messages" in value):
+        return _sorted_json(value).encode()
+    keys = [k for k in sorted(value) if k not in PROMPT_ORDER] + [k for k in PROMPT_ORDER if k in value]
+    return ("{" + ",".join(f"{_sorted_json(k)}:{_sorted_json(value[k])}" for k in keys) + "}").encode()
+
+
+@dataclass(frozen=True)
+class HistoryView:
+    """How requests show an epoch's stored messages beyond masks (e.g. a finished task's
+    collapse): the tool calls whose `tool_use` and `tool_result` blocks are left out, and tool
+    results whose content is replaced by a text. The stored messages are untouched."""
+
+    hidden: frozenset[str] = frozenset()
+    replacements: Mapping[str, str] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.hidden or self.replacements)
+
+
+class PreparedHistory:
+    """An epoch's stored messages in request shape, kept up to date as messages are appended.
+
+    Consecutive messages of one role are merged (the API wants alternation); each merged
+    message's JSON is encoded once; stored messages that travel unchanged are tracked as runs of
+    consecutive positions. So a step's request costs, in Python, only what changed (one or two
+    messages) plus C-speed copies, not a pass over the whole history.
+
+    Masks (compaction's cheap tier) replace a tool result's content by a short placeholder in
+    every request, by `tool_use_id`; the stored message is untouched. Masking re-encodes only
+    the message that holds the result, which then travels whole in recorded requests.
+
+    A view (`HistoryView`, e.g. finished tasks) also leaves tool calls out and replaces results
+    (a replacement wins over a mask). A stored message left empty is left out, so the messages
+    around it merge and roles still alternate. Changing the view (`view_set`) rebuilds the merged
+    list once from the stored messages, keeping the encoded bytes of every merged message that
+    did not change; messages the view altered travel whole in recorded requests.
+    """
+
+    def __init__(
+        self,
+        stored: Sequence[StoredMessage] = (),
+        *,
+        epoch: int = 0,
+        masks: Mapping[str, str] | None = None,
+        view: HistoryView | None = None,
+    ) -> None:
+        self.epoch = epoch
+        self.stored: list[StoredMessage] = []
+        # tool_use_id → placeholder shown instead of that result; and the tokens each saved.
+        self.masks: dict[str, str] = dict(masks or {})
+        self.view = view or HistoryView()
+        self.result_at: dict[str, int] = {}  # tool_use_id → stored index of its tool_result
+        self.tool_names: dict[str, str] = {}  # tool_use_id → the tool's name
+        self._reset()
+        for message in stored:
+            self.append(message)
+
+    def _reset(self) -> None:
+        self.messages: list[dict] = []
+        self.single: list[bool] = []  # whether messages[i] is exactly one unaltered stored message
+        self.encoded: list[bytes | None] = []
+        # Runs of single stored messages with consecutive positions: [start_index, end_index
+        # (exclusive), first_position].
+        self.runs: list[list[int]] = []
+        self.token_total = 0
+        self.mask_savings: dict[str, int] = {}
+        # Tokens the view saved (left-out calls, replaced results), by stored index.
+        self.view_savings: dict[int, int] = {}
+        self.members: list[list[int]] = []  # stored indices merged into messages[i]
+        self.owner: list[int] = []  # stored index → index in messages (-1: left out)
+        self.shown_length: list[int] = []  # stored index → how many of its blocks are shown
+
+    def __len__(self) -> int:
+        return len(self.stored)
+
+    @property
+    def last_position(self) -> int:
+        return self.stored[-1].position if self.stored else -1
+
+    @property
+    def collapse_savings(self) -> int:
+        """The tokens the view (e.g. finished tasks) keeps out of every request."""
+        return sum(self.view_savings.values())
+
+    def _masked(self, block: dict) -> dict:
+        if block.get("type") != "tool_result":
+            return block
+        tool_use_id = block.get("tool_use_id")
+        text = self.view.replacements.get(tool_use_id or "") or self.masks.get(tool_use_id or "")
+        if text is None:
+            return block
+        out = {"type": "tool_result", "tool_use_id": block["tool_use_id"], "content": text}
+        if block.get("is_error"):
+            out["is_error"] = True
+        return out
+
+    def _saving(self, block: dict) -> int:
+        placeholder = self.masks[block["tool_use_id"]]
+        return max(0, estimate_json_tokens(block.get("content", "")) - estimate_text_tokens(placeholder))
+
+    def _hidden(self, block: dict) -> bool:
+        kind = block.get("type")
+        if kind == "tool_use":
+            return block.get("id") in self.view.hidden
+        return kind == "tool_result" and block.get("tool_use_id") in self.view.hidden
+
+    def _shown(self, stored_index: int, message: StoredMessage) -> tuple[list[dict], bool]:
+        """The blocks of a stored message as requests show them, and whether any differs."""
+        content = list(message.content)
+        altered = False
+        view_saving = 0
+        for block in content:
+            if block.get("type") != "tool_result":
+                continue
+            tool_use_id = block.get("tool_use_id", "")
+            if tool_use_id in self.masks and tool_use_id not in self.view.hidden:
+                if tool_use_id not in self.view.replacements:
+                    saving = self._saving(block)
+                    self.mask_savings[tool_use_id] = saving
+                    self.token_total -= saving
+                altered = True
+            if tool_use_id in self.view.replacements and tool_use_id not in self.view.hidden:
+                view_saving += estimate_json_tokens(block.get("content", "")) - estimate_text_tokens(
+                    self.view.replacements[tool_use_id]
+                )
+                altered = True
+        if self.view.hidden:
+            kept = [b for b in content if not self._hidden(b)]
+            if len(kept) != len(content):
+                view_saving += sum(estimate_json_tokens(b) for b in content if self._hidden(b))
+                content, altered = kept, True
+        view_saving = max(0, min(view_saving, message.token_estimate))
+        if view_saving:
+            self.view_savings[stored_index] = view_saving
+            self.token_total -= view_saving
+        if altered:
+            content = [self._masked(b) for b in content]
+        return content, altered
+
+    def append(self, message: StoredMessage) -> None:
+        stored_index = len(self.stored)
+        self.stored.append(message)
+        for block in message.content:
+            if block.get("type") == "tool_use":
+                self.tool_names[block.get("id", "")] = block.get("name", "tool")
+            elif block.get("type") == "tool_result":
+                self.result_at[block.get("tool_use_id", "")] = stored_index
+        self._place(stored_index, message)
+
+    def _place(self, stored_index: int, message: StoredMessage) -> None:
+        """Put stored message `stored_index` (the newest placed) into the merged messages."""
+        self.token_total += message.token_estimate
+        content, altered = self._shown(stored_index, message)
+        self.shown_length.append(len(content))
+        if not content and message.content:
+            self.owner.append(-1)  # left out whole by the view
+            return
+        if self.messages and self.messages[-1]["role"] == message.role:
+            last = len(self.messages) - 1
+            self.messages[last] = {"role": message.role, "content": self.messages[last]["content"] + content}
+            self.encoded[last] = None
+            self.members[last].append(stored_index)
+            self.owner.append(last)
+            if self.single[last]:
+                self._unrun(last)
+            return
+        index = len(self.messages)
+        self.messages.append({"role": message.role, "content": content})
+        self.single.append(not altered)
+        self.encoded.append(None)
+        self.members.append([stored_index])
+        self.owner.append(index)
+        if altered:
+            return
+        if (
+            self.runs
+            and self.runs[-1][1] == index
+            and self.runs[-1][2] + index - self.runs[-1][0] == message.position
+        ):
+            self.runs[-1][1] += 1
+        else:
+            self.runs.append([index, index + 1, message.position])
+
+    def view_set(self, view: HistoryView) -> bool:
+        """Show the history through `view` from now on (False: it was already). One pass over
+        the stored messages; merged messages whose members and blocks are unchanged keep their
+        encoded bytes, so nothing unchanged is encoded again."""
+        if view == self.view:
+            return False
+        previous = {
+            tuple(members): (message, encoded)
+            for members, message, encoded in zip(self.members, self.messages, self.encoded, strict=True)
+        }
+        self.view = view
+        self._reset()
+        for stored_index, message in enumerate(self.stored):
+            self._place(stored_index, message)
+        for index, members in enumerate(self.members):
+            before = previous.get(tuple(members))
+            if before is not None and before[0] == self.messages[index]:
+                self.encoded[index] = before[1]
+        return True
+
+    def _unrun(self, index: int) -> None:
+        """messages[index] no longer travels as one unaltered stored message: take it out of its run."""
+        self.single[index] = False
+        for number, (start, end, first) in enumerate(self.runs):
+            if start <= index < end:
+                pieces = []
+                if start < index:
+                    pieces.append([start, index, first])
+                if index + 1 < end:
+                    pieces.append([index + 1, end, first + index + 1 - start])
+                self.runs[number : number + 1] = pieces
+                return
+
+    def tool_results(self) -> list[tuple[str, int]]:
+        """(tool_use_id, position of its stored message) of every tool result, oldest first."""
+        return sorted(
+            ((i, self.stored[s].position) for i, s in self.result_at.items()), key=lambda item: item[1]
+        )
+
+    def result_content(self, tool_use_id: str) -> Any:
+        """The stored content of a tool result (what a mask hides)."""
+        for block in self.stored[self.result_at[tool_use_id]].content:
+            if block.get("type") == "tool_result" and block.get("tool_use_id") == tool_use_id:
+                return block.get("content", "")
+        raise KeyError(tool_use_id)
+
+    def mask(self, tool_use_id: str, placeholder: str) -> int:
+        """Show `placeholder` instead of the result of `tool_use_id` from now on; the tokens saved."""
+        stored_index = self.result_at[tool_use_id]
+        if tool_use_id in self.masks:
+            return 0
+        self.masks[tool_use_id] = placeholder
+        if tool_use_id in self.view.hidden or tool_use_id in self.view.replacements:
+            return 0  # the view already shows something else there
+        block = next(
+            b
+            for b in self.stored[stored_index].content
+            if b.get("type") == "tool_result" and b.get("tool_use_id") == tool_use_id
+        )
+        saving = self._saving(block)
+        self.mask_savings[tool_use_id] = saving
+        self.token_total -= saving
+        index = self.owner[stored_index]
+        content: list[dict] = []
+        for member in self.members[index]:
+            content += [self._masked(b) for b in self.stored[member].content if not self._hidden(b)]
+        self.messages[index] = {"role": self.messages[index]["role"], "content": content}
+        self.encoded[index] = None
+        if self.single[index]:
+            self._unrun(index)
+        return saving
+
+    def encoded_message(self, index: int) -> bytes:
+        value = self.encoded[index]
+        if value is None:
+            value = self.encoded[index] = canonical_json(self.messages[index])
+        return value
+
+    def record(self, sent: list[dict], changed: set[int]) -> list[dict]:
+        """`sent` with unchanged stored messages replaced by `{"$messages": [first, last]}` runs."""
+        out: list[dict] = []
+        index = 0
+        for start, end, first in self.runs:
+            out.extend(sent[index:start])  # merged or masked messages between runs travel whole
+            cursor = start
+            for cut in sorted(c for c in changed if start <= c < end):
+                if cursor < cut:
+                    out.append({"$messages": [first + cursor - start, first + cut - 1 - start]})
+                out.append(sent[cut])
+                cursor = cut + 1
+            if cursor < end:
+                out.append({"$messages": [first + cursor - start, first + end - 1 - start]})
+            index = end
+        out.extend(sent[index:])
+        return out
