@@ -42,6 +42,11 @@ from sessions_app.engine.tokens import estimate_text_tokens
 SUMMARY_ATTEMPTS = 3
 SUMMARY_MIN_OUTPUT_TOKENS = 256
 SUMMARY_WORDS_PER_TOKEN = 0.75
+# A summary never takes more than this share of the window, whatever `summary_max_tokens` says:
+# a small window keeps room for the system prompt, the memory and the running turn after it.
+SUMMARY_WINDOW_SHARE = 0.2
+# ... and at most what the next epoch's request leaves for it, but never less than this.
+SUMMARY_FLOOR_TOKENS = 100
 # The summary request's own text around the transcript (system prompt, instruction), in tokens.
 SUMMARY_REQUEST_OVERHEAD_TOKENS = 300
 # Share of the context window one summary call may fill with transcript (room is kept for the
@@ -156,17 +161,27 @@ def _chunks(lines: list[str], budget_tokens: int, ratio: float) -> list[list[str
     return chunks
 
 
+def summary_limit(session: SessionSnapshot, room: int | None = None) -> int:
+    """The summary's bound in tokens: `summary_max_tokens`, at most a fifth of the window, and at
+    most `room`, what the next epoch's request leaves for it (never under SUMMARY_FLOOR_TOKENS)."""
+    setting = int(session.setting("compaction", "summary_max_tokens"))
+    limit = min(setting, max(SUMMARY_MIN_OUTPUT_TOKENS, int(session.context_window * SUMMARY_WINDOW_SHARE)))
+    if room is not None:
+        limit = min(limit, max(SUMMARY_FLOOR_TOKENS, room))
+    return limit
+
+
 def summary_request(
-    session: SessionSnapshot, text: str, instruction: str, *, max_tokens: int
+    session: SessionSnapshot, text: str, instruction: str, *, max_tokens: int, limit: int
 ) -> dict[str, Any]:
-    words = max(50, int(session.setting("compaction", "summary_max_tokens") * SUMMARY_WORDS_PER_TOKEN))
-    limit = COMPACTION_LENGTH_LIMIT.format(words=words)
+    words = max(50, int(limit * SUMMARY_WORDS_PER_TOKEN))
+    length_limit = COMPACTION_LENGTH_LIMIT.format(words=words)
     return {
         "model": session.model,
         "max_tokens": max_tokens,
         "system": COMPACTION_SUMMARY_SYSTEM_PROMPT,
         "messages": [
-            {"role": "user", "content": [{"type": "text", "text": f"{text}\n\n{instruction} {limit}"}]}
+            {"role": "user", "content": [{"type": "text", "text": f"{text}\n\n{instruction} {length_limit}"}]}
         ],
     }
 
@@ -179,10 +194,10 @@ class CompactionFailed(Exception):
     """The summary call kept failing (after its retries): nothing was compacted."""
 
 
-def _max_tokens(session: SessionSnapshot, input_tokens: int) -> int:
+def _max_tokens(session: SessionSnapshot, input_tokens: int, limit: int) -> int:
     """The summary's own bound, lowered so that the call stays inside the window."""
     room = session.context_window - input_tokens - window_headroom(session, input_tokens)
-    return max(SUMMARY_MIN_OUTPUT_TOKENS, min(session.setting("compaction", "summary_max_tokens"), room))
+    return max(SUMMARY_MIN_OUTPUT_TOKENS, min(limit, room))
 
 
 async def summarize(
@@ -192,12 +207,14 @@ async def summarize(
     previous_summary: str | None,
     history: Sequence[StoredMessage],
     record: RecordCall,
+    room: int | None = None,
 ) -> str:
     """One summary of `previous_summary` (the epoch's, if any) and `history` (the newer messages),
     merged, never nested: by one call or, for a history too large for one, by chunks whose
     summaries are then combined. Each call is retried with backoff (`CompactionFailed` when it
-    keeps failing or answers no text)."""
-    summary_tokens = session.setting("compaction", "summary_max_tokens")
+    keeps failing or answers no text). `room`: the tokens the next epoch's request leaves for the
+    summary, which bounds it below `summary_limit`."""
+    summary_tokens = summary_limit(session, room)
     budget = max(
         int(session.context_window * SUMMARY_INPUT_SHARE) - summary_tokens, session.context_window // 2
     )
@@ -210,19 +227,24 @@ async def summarize(
     for index, chunk in enumerate(chunks):
         heading = f"Conversation (part {index + 1} of {len(chunks)}):" if len(chunks) > 1 else "Conversation:"
         text = (head if index == 0 else "") + heading + "\n" + "\n".join(chunk)
-        body = _request(session, text, instruction if index == 0 else COMPACTION_SUMMARY_INSTRUCTION)
+        body = _request(
+            session, text, instruction if index == 0 else COMPACTION_SUMMARY_INSTRUCTION, summary_tokens
+        )
         summaries.append(await _call(provider, body, record))
     if len(summaries) == 1:
         return summaries[0]
     parts = "\n\n".join(f"Summary of part {i + 1}:\n{s}" for i, s in enumerate(summaries))
-    return await _call(provider, _request(session, parts, COMPACTION_COMBINE_INSTRUCTION), record)
+    body = _request(session, parts, COMPACTION_COMBINE_INSTRUCTION, summary_tokens)
+    return await _call(provider, body, record)
 
 
-def _request(session: SessionSnapshot, text: str, instruction: str) -> dict[str, Any]:
+def _request(session: SessionSnapshot, text: str, instruction: str, limit: int) -> dict[str, Any]:
     tokens = (
         round((session.token_ratio or 1.0) * estimate_text_tokens(text)) + SUMMARY_REQUEST_OVERHEAD_TOKENS
     )
-    return summary_request(session, text, instruction, max_tokens=_max_tokens(session, tokens))
+    return summary_request(
+        session, text, instruction, max_tokens=_max_tokens(session, tokens, limit), limit=limit
+    )
 
 
 async def _call(provider: Provider, body: dict[str, Any], record: RecordCall) -> str:

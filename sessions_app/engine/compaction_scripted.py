@@ -17,6 +17,7 @@ from sessions_app.engine.prompts import (
     PRE_COMPACTION_WARNING,
 )
 from sessions_app.engine.providers.scripted import ScriptedInput, ScriptedReply, scripted_rule
+from sessions_app.engine.tokens import estimate_text_tokens
 
 PREVIEW_CHARS = 200
 
@@ -42,15 +43,22 @@ def _parse(summary: str) -> tuple[list[str], str]:
     return requests, last.strip()
 
 
-def _render(requests: list[str], last_reply: str, words: int | None) -> str:
+def _render(requests: list[str], last_reply: str, words: int | None, max_tokens: int | None = None) -> str:
     def text(items: list[str], dropped: int) -> str:
         listed = "; ".join(items) if items else "none"
         out = _REQUESTS + (f"({dropped} earlier requests left out) " if dropped else "") + listed + "."
         return out + (_LAST_REPLY + last_reply if last_reply else "")
 
     dropped = 0
-    # Bounded: the oldest requests go first when the summary would pass its word limit.
-    while words is not None and len(requests) > 1 and len(text(requests, dropped).split()) > words:
+
+    def too_long(rendered: str) -> bool:
+        # Its word limit, and the call's `max_tokens` as a real model's answer is cut at it.
+        return (words is not None and len(rendered.split()) > words) or (
+            max_tokens is not None and estimate_text_tokens(rendered) > max_tokens
+        )
+
+    # Bounded: the oldest requests go first when the summary would pass its limits.
+    while len(requests) > 1 and too_long(text(requests, dropped)):
         requests, dropped = requests[1:], dropped + 1
     return text(requests, dropped)
 
@@ -61,6 +69,7 @@ def summarize(inp: ScriptedInput) -> ScriptedReply | None:
         return None
     limit = _LIMIT_RE.search(inp.user_text)
     words = int(limit.group(1)) if limit else None
+    max_tokens = inp.body.get("max_tokens")
     requests: list[str] = []
     last_reply = ""
     if COMPACTION_COMBINE_INSTRUCTION in inp.user_text:
@@ -69,7 +78,7 @@ def summarize(inp: ScriptedInput) -> ScriptedReply | None:
                 found, reply = _parse(part.split("\n", 1)[1])
                 requests += found
                 last_reply = reply or last_reply
-        return ScriptedReply(text=_render(requests, last_reply, words))
+        return ScriptedReply(text=_render(requests, last_reply, words, max_tokens))
     text = inp.user_text
     if text.startswith(COMPACTION_PREVIOUS_SUMMARY_HEADING):
         # Merge, never nest: the earlier summary's requests come first, in one list.
@@ -80,7 +89,7 @@ def summarize(inp: ScriptedInput) -> ScriptedReply | None:
             requests.append(_short(line[7:]))
         elif line.startswith("[assistant] "):
             last_reply = _short(line[12:])
-    return ScriptedReply(text=_render(requests, last_reply, words))
+    return ScriptedReply(text=_render(requests, last_reply, words, max_tokens))
 
 
 @scripted_rule()

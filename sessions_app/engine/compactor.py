@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sessions_app import selectors, services
@@ -250,6 +250,13 @@ class Compactor:
         started = time.monotonic()
         archive = await db(selectors.archive_latest)(session_id=runner.session_id)
         previous = archive.summary if archive is not None and self.history.epoch > 0 else None
+        end = self.warning_position if self.warning_position is not None else self.history.last_position + 1
+        carry = [m.position for m in self.history.stored if self.turn_start <= m.position < end]
+        # What the next epoch's request leaves for the summary, so that it still fits the window
+        # (with the headroom of a request the provider has not counted yet).
+        fits = compaction.fit_limit(replace(snapshot, last_prompt_tokens=None))
+        after = await db(self._estimate_after)(snapshot, "", carry)
+        room = int((fits - after) * (1 - compaction.ESTIMATE_ERROR_SHARE))
         try:
             summary = await runner.cancellable(
                 compaction.summarize(
@@ -258,6 +265,7 @@ class Compactor:
                     previous_summary=previous,
                     history=self.older(),
                     record=runner.record_summary,
+                    room=room,
                 )
             )
         except compaction.CompactionFailed as exc:
@@ -265,8 +273,6 @@ class Compactor:
             await db(services.compaction_failure_record)(session_id=runner.session_id, message=str(exc))
             await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.RUNNING)
             return False
-        end = self.warning_position if self.warning_position is not None else self.history.last_position + 1
-        carry = [m.position for m in self.history.stored if self.turn_start <= m.position < end]
         tokens_after = await db(self._estimate_after)(snapshot, summary, carry)
         archive_row, messages = await db(services.compaction_store)(
             session_id=runner.session_id,

@@ -453,3 +453,26 @@ async def test_the_scripted_model_answers_the_warning_as_the_seed_says(connect):
     assert replies[-2] == "Notepad is up to date."
     assert replies[-1].startswith(f"You said: request {index}: palimpsest")
     await client.close()
+
+
+def test_the_summary_bound_is_the_setting_a_fifth_of_the_window_and_the_room_left_after_it():
+    import uuid
+
+    from sessions_app.engine.compaction import SUMMARY_FLOOR_TOKENS, summary_limit
+    from sessions_app.engine.snapshot import SessionSnapshot
+
+    def snapshot(window: int, **compaction: int) -> SessionSnapshot:
+        return SessionSnapshot(
+            id=uuid.uuid4(),
+            model="scripted",
+            system_prompt="",
+            context_window=window,
+            compact_threshold=0.8,
+            settings={"compaction": compaction} if compaction else {},
+        )
+
+    assert summary_limit(snapshot(200_000)) == 2000  # the default setting
+    assert summary_limit(snapshot(200_000, summary_max_tokens=120)) == 120  # a lower setting wins
+    assert summary_limit(snapshot(4000)) == 800  # a fifth of a small window
+    assert summary_limit(snapshot(4000), room=300) == 300  # what the next request leaves
+    assert summary_limit(snapshot(4000), room=-50) == SUMMARY_FLOOR_TOKENS
