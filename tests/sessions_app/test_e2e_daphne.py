@@ -125,7 +125,7 @@ def postgres_redis_env(tmp_path) -> Iterator[dict[str, str]]:
     import os
 
     base = urlparse(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/palimpsest"))
-    name = "palimpsest_e2e"
+    name = f"palimpsest_e2e_{os.getpid()}"  # two runs at once (two checkouts) never share it
     admin_url = urlunparse(base._replace(path="/postgres"))
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
