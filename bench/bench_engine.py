@@ -30,7 +30,7 @@ class ZeroModel:
         self.steps_per_turn = steps_per_turn
         self.calls = 0
 
-    async def complete(self, body: dict[str, Any], *, on_text: Any = None) -> Any:
+    async def complete(self, body: dict[str, Any], *, on_text: Any = None, encoded: Any = None) -> Any:
         from sessions_app.engine.providers.base import ModelResponse, Usage
 
         self.calls += 1
@@ -52,7 +52,7 @@ class SlowModel:
     def __init__(self, latency: float) -> None:
         self.latency = latency
 
-    async def complete(self, body: dict[str, Any], *, on_text: Any = None) -> Any:
+    async def complete(self, body: dict[str, Any], *, on_text: Any = None, encoded: Any = None) -> Any:
         from sessions_app.engine.providers.base import ModelResponse, Usage
 
         await asyncio.sleep(self.latency)

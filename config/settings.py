@@ -217,6 +217,8 @@ PALIMPSEST_TURN_LEASE_SECONDS = env_int("PALIMPSEST_TURN_LEASE_SECONDS", 60)
 PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS = env_int("PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS", 600)
 # How often a waiting turn looks in the database for results and cancels written by another process.
 PALIMPSEST_POLL_SECONDS = float(os.environ.get("PALIMPSEST_POLL_SECONDS", "1.0"))
+# The engine's database threads, each with its own connection (0: Django's one shared thread).
+PALIMPSEST_DB_THREADS = env_int("PALIMPSEST_DB_THREADS", 4)
 # A model stream that sends nothing this long is a model error (retried like a 5xx while none of
 # its text was streamed; PROTOCOL.md v1.1).
 PALIMPSEST_MODEL_IDLE_SECONDS = env_float("PALIMPSEST_MODEL_IDLE_SECONDS", 120.0)

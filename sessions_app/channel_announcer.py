@@ -7,8 +7,17 @@ one global group that the dashboard's session list watches.
 
 from __future__ import annotations
 
-from asgiref.sync import async_to_sync
+import asyncio
+import logging
+import threading
+import weakref
+from collections import deque
+from typing import Any
+
+from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
+
+logger = logging.getLogger("palimpsest.announce")
 
 ALL_SESSIONS_GROUP = "sessions.all"
 # Streamed text changes nothing the session list shows; the message that follows it does.
@@ -19,15 +28,10 @@ def session_group_name(session_id: str) -> str:
     return f"session.{session_id.replace('-', '')}"
 
 
-def announce_via_channel_layer(frame: dict) -> None:
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    async_to_sync(layer.group_send)(
-        session_group_name(frame["session_id"]), {"type": "session.event", "event": frame}
-    )
+async def _broadcast(layer: Any, frame: dict) -> None:
+    await layer.group_send(session_group_name(frame["session_id"]), {"type": "session.event", "event": frame})
     if frame["type"] not in NOT_NOTICED:
-        async_to_sync(layer.group_send)(
+        await layer.group_send(
             ALL_SESSIONS_GROUP,
             {
                 "type": "session.notice",
@@ -36,3 +40,62 @@ def announce_via_channel_layer(frame: dict) -> None:
                 "seq": frame["seq"],
             },
         )
+
+
+class _Outbox:
+    """A process's broadcasts waiting to be sent by its event loop, in the order they were
+    committed, by one task at a time."""
+
+    def __init__(self) -> None:
+        self.frames: deque[tuple[Any, dict]] = deque()
+        self.sending = False
+
+    def put(self, layer: Any, frame: dict) -> None:  # runs in the loop
+        self.frames.append((layer, frame))
+        if not self.sending:
+            self.sending = True
+            asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        try:
+            while self.frames:
+                layer, frame = self.frames.popleft()
+                try:
+                    await _broadcast(layer, frame)
+                except Exception:
+                    # Committed and replayable with since_seq: a failed broadcast loses nothing.
+                    logger.exception(
+                        "broadcasting event %s seq %s failed", frame.get("type"), frame.get("seq")
+                    )
+        finally:
+            self.sending = False
+
+
+_outboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Outbox] = weakref.WeakKeyDictionary()
+_outboxes_lock = threading.Lock()
+
+
+def announce_via_channel_layer(frame: dict) -> None:
+    """Broadcast a committed event. From a database thread of the server (`sync_to_async`), the
+    frame is handed to the event loop without waiting for it: a write's thread does not stand
+    idle while the loop, busy with every other session, gets round to the broadcast. Frames keep
+    their order (one outbox per loop, drained by one task); elsewhere, the send is awaited."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+    if loop is not None and loop.is_running() and not _in_loop_thread(loop):
+        with _outboxes_lock:
+            outbox = _outboxes.get(loop)
+            if outbox is None:
+                outbox = _outboxes[loop] = _Outbox()
+        loop.call_soon_threadsafe(outbox.put, layer, frame)
+        return
+    async_to_sync(_broadcast)(layer, frame)
+
+
+def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

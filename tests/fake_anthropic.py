@@ -314,11 +314,15 @@ class FakeAnthropicServer:
         models: dict[str, int] | None = None,
         strict: bool = False,
         window: int | None = None,
+        cheap_usage: bool = False,
     ) -> None:
         # strict: refuse (400) a request the real API would refuse for its tool pairs or roles.
         # window: refuse (400, "prompt is too long") a request whose prompt plus max_tokens exceeds it.
         self.strict = strict
         self.window = window
+        # cheap_usage (benchmarks): tokens counted as UTF-8 bytes / 4 of the whole request, no
+        # prompt-caching simulation, so the fake's own time stays small beside the server's.
+        self.cheap_usage = cheap_usage
         self.token_ratio = token_ratio
         self.latency_seconds = latency_seconds
         self.chunk_delay_seconds = chunk_delay_seconds
@@ -403,6 +407,13 @@ class FakeAnthropicServer:
 
     def _usage(self, body: dict[str, Any]) -> dict[str, Any]:
         """Input usage with the prompt-caching simulation; must run under the lock (reads and writes)."""
+        if self.cheap_usage:
+            return {
+                "input_tokens": len(json.dumps(body, ensure_ascii=False).encode()) // 4,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "output_tokens": 0,
+            }
         blocks = prompt_blocks(body)
         tokens = [count_tokens(b, self.token_ratio) for b in blocks]
         hashes: list[str] = []
@@ -488,7 +499,11 @@ class FakeAnthropicServer:
             usage = self._usage(body)
             usage["output_tokens"] = answer.output_tokens
             if answer.output_tokens is None:
-                usage["output_tokens"] = sum(count_tokens(b, self.token_ratio) for b in answer.content)
+                usage["output_tokens"] = (
+                    len(json.dumps(answer.content)) // 4
+                    if self.cheap_usage
+                    else sum(count_tokens(b, self.token_ratio) for b in answer.content)
+                )
             record.usage = usage
         message = {
             "id": _random_id("msg_"),

@@ -84,10 +84,10 @@ class Compactor:
 
     def turn_start_find(self) -> None:
         """Where the running turn begins in the current epoch (runs in a DB thread)."""
+        # By the turn alone (a turn is one session's): the (session, epoch, position) index would
+        # walk the whole epoch to find the turn's few messages.
         rows = (
-            Message.objects.filter(
-                session_id=self.runner.session_id, epoch=self.runner.epoch, turn_id=self.runner.turn_id
-            )
+            Message.objects.filter(turn_id=self.runner.turn_id, epoch=self.runner.epoch)
             .order_by("position")
             .values_list("position", "metadata")[:2]
         )

@@ -3,19 +3,43 @@
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import close_old_connections, connections
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def db_pool() -> ThreadPoolExecutor | None:
+    """The engine's database threads (`PALIMPSEST_DB_THREADS`; 0: Django's one shared thread)."""
+    global _pool
+    size = settings.PALIMPSEST_DB_THREADS
+    if size <= 0:
+        return None
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="palimpsest-db")
+        return _pool
+
+
 def db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
-    """Run `fn` in Django's sync thread, dropping stale connections around it (as Channels'
-    `database_sync_to_async` does, without importing Channels into the engine)."""
+    """Run `fn` in one of the engine's database threads, dropping stale connections around it
+    (as Channels' `database_sync_to_async` does, without importing Channels into the engine).
+
+    The threads are a bounded pool (`PALIMPSEST_DB_THREADS`), each with its own connection, so
+    one session's writes do not wait in line behind every other session's on Django's single
+    shared thread. `fn` is one call in one thread: a transaction opens and ends inside it.
+    """
 
     @functools.wraps(fn)
     def inner(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -25,7 +49,10 @@ def db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
         finally:
             close_old_connections()
 
-    return sync_to_async(inner, thread_sensitive=True)
+    pool = db_pool()
+    if pool is None:
+        return sync_to_async(inner, thread_sensitive=True)
+    return sync_to_async(inner, thread_sensitive=False, executor=pool)
 
 
 def db_heavy(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:

@@ -7,6 +7,7 @@ The features' history views (e.g. finished tasks, collapsed) are asked again at 
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -17,22 +18,27 @@ from sessions_app.models import MaskedResult
 
 HISTORY_CACHE_SESSIONS = 64
 _histories: OrderedDict[uuid.UUID, PreparedHistory] = OrderedDict()
+# The engine's database threads (`db`) read and write the cache at once.
+_histories_lock = threading.Lock()
 
 
 def history_remember(session_id: uuid.UUID, history: PreparedHistory) -> None:
-    _histories[session_id] = history
-    _histories.move_to_end(session_id)
-    while len(_histories) > HISTORY_CACHE_SESSIONS:
-        _histories.popitem(last=False)
+    with _histories_lock:
+        _histories[session_id] = history
+        _histories.move_to_end(session_id)
+        while len(_histories) > HISTORY_CACHE_SESSIONS:
+            _histories.popitem(last=False)
 
 
 def history_forget(session_id: uuid.UUID) -> None:
-    _histories.pop(session_id, None)
+    with _histories_lock:
+        _histories.pop(session_id, None)
 
 
 def history_for(session_id: uuid.UUID, epoch: int) -> PreparedHistory:
     """The epoch's history, from the cache plus what was stored since (runs in the DB thread)."""
-    history = _histories.get(session_id)
+    with _histories_lock:
+        history = _histories.get(session_id)
     if history is None or history.epoch != epoch:
         masks = dict(
             MaskedResult.objects.filter(session_id=session_id, epoch=epoch).values_list(

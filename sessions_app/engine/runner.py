@@ -388,7 +388,9 @@ class TurnRunner:
         )
         try:
             response = await self.cancellable(
-                provider.complete(built.body, on_text=lambda text: deltas.add(nul_free(text)))
+                provider.complete(
+                    built.body, on_text=lambda text: deltas.add(nul_free(text)), encoded=built.encoded
+                )
             )
         except ProviderError as exc:
             await deltas.flush()

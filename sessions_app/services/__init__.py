@@ -25,7 +25,7 @@ from sessions_app.services.compaction import (
     compaction_warning_store,
     masked_result_store,
 )
-from sessions_app.services.events import event_emit
+from sessions_app.services.events import event_emit, events_emit
 from sessions_app.services.sessions import (
     default_model,
     session_context_window_resolve,
@@ -88,6 +88,7 @@ __all__ = [
     "compaction_warning_store",
     "default_model",
     "event_emit",
+    "events_emit",
     "model_call_record",
     "session_context_window_resolve",
     "session_create",

@@ -19,7 +19,7 @@ from sessions_app.models import (
     ToolCallStatus,
     ToolExecutor,
 )
-from sessions_app.services.events import event_emit
+from sessions_app.services.events import events_emit
 from sessions_app.services.messages import message_write
 from sessions_app.services.turns import ToolResultAlreadyGiven, UnknownToolUse, turn_lock
 
@@ -100,22 +100,24 @@ def assistant_step_store(
             last_estimated_tokens=call.estimated_prompt_tokens,
             token_ratio=ratio,
         )
+        events: list[tuple[str, dict[str, Any]]] = []
         if message is not None:
-            event_emit(session_id=session_id, type="assistant.message", payload={"content": content})
-        event_emit(
-            session_id=session_id,
-            type="usage",
-            payload={
-                "input_tokens": usage.get("input_tokens", 0),
-                "output_tokens": usage.get("output_tokens", 0),
-                "cache_creation_input_tokens": usage.get("cache_creation_input_tokens", 0),
-                "cache_read_input_tokens": usage.get("cache_read_input_tokens", 0),
-                "estimated_next_prompt_tokens": prompt_tokens
-                + round(ratio * (message.token_estimate if message is not None else 0)),
-            },
+            events.append(("assistant.message", {"content": content}))
+        events.append(
+            (
+                "usage",
+                {
+                    "input_tokens": usage.get("input_tokens", 0),
+                    "output_tokens": usage.get("output_tokens", 0),
+                    "cache_creation_input_tokens": usage.get("cache_creation_input_tokens", 0),
+                    "cache_read_input_tokens": usage.get("cache_read_input_tokens", 0),
+                    "estimated_next_prompt_tokens": prompt_tokens
+                    + round(ratio * (message.token_estimate if message is not None else 0)),
+                },
+            )
         )
-        for planned in tool_calls:
-            ToolCall.objects.create(
+        ToolCall.objects.bulk_create(
+            ToolCall(
                 session_id=session_id,
                 turn_id=turn_id,
                 tool_use_id=planned.tool_use_id,
@@ -123,16 +125,21 @@ def assistant_step_store(
                 input=planned.input,
                 executor=planned.executor,
             )
-            event_emit(
-                session_id=session_id,
-                type="tool.call",
-                payload={
+            for planned in tool_calls
+        )
+        events += [
+            (
+                "tool.call",
+                {
                     "tool_use_id": planned.tool_use_id,
                     "name": planned.name,
                     "input": planned.input,
                     "executor": planned.executor,
                 },
             )
+            for planned in tool_calls
+        ]
+        events_emit(session_id=session_id, events=events)
     return message
 
 
@@ -167,6 +174,7 @@ def tool_results_store(
         turn_lock(session_id, turn_id)
         blocks = tool_result_blocks(outcomes)
         now = timezone.now()
+        events: list[tuple[str, dict[str, Any]]] = []
         for outcome in outcomes:
             ToolCall.objects.filter(session_id=session_id, tool_use_id=outcome.tool_use_id).update(
                 status=ToolCallStatus.DONE,
@@ -181,7 +189,8 @@ def tool_results_store(
                 "content": outcome.content,
             }
             payload.update(outcome.extra or {})
-            event_emit(session_id=session_id, type="tool.result", payload=payload)
+            events.append(("tool.result", payload))
+        events_emit(session_id=session_id, events=events)
         message = message_write(
             session_id=session_id,
             epoch=epoch,

@@ -17,7 +17,7 @@ from sessions_app.models import (
     SessionStatus,
     Turn,
 )
-from sessions_app.services.events import event_emit
+from sessions_app.services.events import event_emit, events_emit
 from sessions_app.services.messages import dangling_tool_uses, message_write
 
 INTERRUPTED_TOOL_RESULT = "The turn that called this tool was interrupted before the tool answered."
@@ -125,13 +125,16 @@ def turn_begin(
             turn_id=turn.id,
             token_estimate=token_estimate,
         )
-        event_emit(
-            session_id=session.id, type="user.message", payload={"turn_id": str(turn.id), "content": content}
-        )
         started: dict[str, Any] = {"turn_id": str(turn.id)}
         if request_id is not None:
             started["request_id"] = request_id
-        event_emit(session_id=session.id, type="turn.started", payload=started)
+        events_emit(
+            session_id=session.id,
+            events=[
+                ("user.message", {"turn_id": str(turn.id), "content": content}),
+                ("turn.started", started),
+            ],
+        )
     return turn
 
 

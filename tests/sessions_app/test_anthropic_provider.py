@@ -391,3 +391,18 @@ async def test_streamed_text_reaches_clients_while_the_model_stalls(connect, fak
     assert frames[-1]["text"].startswith("one ")
     await client.send({"type": "turn.cancel"})
     await client.until("turn.completed", timeout=20)
+
+
+@pytest.mark.parametrize("breakage", [None, truncated])
+async def test_an_encoded_body_is_sent_as_it_is_and_again_on_a_retry(fake_anthropic, breakage):
+    from sessions_app.engine.context import canonical_json
+
+    body = {**BODY, "system": [{"type": "text", "text": "Über straße"}]}
+    reply = text("fine")
+    fake_anthropic.enqueue(*([breakage(reply)] if breakage else []), reply)
+    response = await _fast_provider(fake_anthropic.url).complete(body, encoded=canonical_json(body))
+    assert response.content == [{"type": "text", "text": "fine"}]
+    for request in fake_anthropic.requests:
+        assert request.body == {**body, "stream": True}
+        assert request.headers["content-type"] == "application/json"
+    assert len(fake_anthropic.requests) == (2 if breakage else 1)

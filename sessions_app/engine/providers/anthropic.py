@@ -20,6 +20,8 @@ import weakref
 from typing import Any
 
 import anthropic
+from anthropic.lib.streaming import AsyncMessageStreamManager
+from anthropic.types import Message, RawMessageStreamEvent
 
 from sessions_app.engine.providers.base import ModelResponse, ProviderError, TextCallback, Usage
 
@@ -62,6 +64,25 @@ CONNECT_TIMEOUT_SECONDS = 10.0
 RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error"})
 
 
+def _stream(
+    client: anthropic.AsyncAnthropic, body: dict[str, Any], encoded: bytes | None, timeout: anthropic.Timeout
+) -> AsyncMessageStreamManager:
+    """`client.messages.stream(**body)`; with `encoded` (the body's JSON, already built), those
+    bytes are sent as they are: the SDK would otherwise copy the whole body and encode it again on
+    every call, a cost that grows with the history."""
+    if encoded is None or not encoded.startswith(b"{") or encoded == b"{}":
+        return client.messages.stream(**body, timeout=timeout)
+    request = client.post(
+        "/v1/messages",
+        content=b'{"stream":true,' + encoded[1:],
+        options={"headers": {"Content-Type": "application/json"}, "timeout": timeout},
+        cast_to=Message,
+        stream=True,
+        stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
+    )
+    return AsyncMessageStreamManager(request)
+
+
 def _is_prompt_too_long(exc: anthropic.APIStatusError) -> bool:
     return exc.status_code in (400, 413) and "prompt is too long" in str(exc).lower()
 
@@ -97,13 +118,15 @@ class AnthropicProvider:
         self.stream_retries = stream_retries
         self.stream_retry_seconds = stream_retry_seconds
 
-    async def complete(self, body: dict[str, Any], *, on_text: TextCallback | None = None) -> ModelResponse:
+    async def complete(
+        self, body: dict[str, Any], *, on_text: TextCallback | None = None, encoded: bytes | None = None
+    ) -> ModelResponse:
         retries_left = self.stream_retries
         pause = self.stream_retry_seconds
         while True:
             attempt = _Attempt()
             try:
-                return await self._attempt(body, on_text, attempt)
+                return await self._attempt(body, on_text, attempt, encoded)
             except ProviderError as exc:
                 # Only a stream that broke after it began is ours to retry (the SDK retried
                 # everything before that already), and only while none of its text was
@@ -116,7 +139,7 @@ class AnthropicProvider:
             pause *= 2
 
     async def _attempt(
-        self, body: dict[str, Any], on_text: TextCallback | None, attempt: _Attempt
+        self, body: dict[str, Any], on_text: TextCallback | None, attempt: _Attempt, encoded: bytes | None
     ) -> ModelResponse:
         client = anthropic_client(api_key=self.api_key, base_url=self.base_url, max_retries=self.max_retries)
         # The read timeout bounds every wait for bytes, before the headers and between events.
@@ -126,7 +149,7 @@ class AnthropicProvider:
         started = time.monotonic()
         first_token_ms: int | None = None
         try:
-            async with client.messages.stream(**body, timeout=timeout) as stream:
+            async with _stream(client, body, encoded, timeout) as stream:
                 attempt.started = True
                 async for event in stream:
                     self._follow(event, attempt)

@@ -71,8 +71,12 @@ class ProviderError(Exception):
 class Provider(Protocol):
     name: str
 
-    async def complete(self, body: dict[str, Any], *, on_text: TextCallback | None = None) -> ModelResponse:
+    async def complete(
+        self, body: dict[str, Any], *, on_text: TextCallback | None = None, encoded: bytes | None = None
+    ) -> ModelResponse:
         """Send `body` (Anthropic Messages format, without `stream`) and stream text to `on_text`.
+        `encoded`, when given, is `body`'s JSON (`context.canonical_json(body)`), which a provider
+        may send as it is instead of encoding `body` again.
 
         Text given to `on_text` is final for this call: a provider never takes it back. If the
         answer fails after some text was given, the call raises `ProviderError` (the text

@@ -172,7 +172,9 @@ class ScriptedProvider:
         self.rules = tuple(rules)
         self.chunk_delay_seconds = chunk_delay_seconds
 
-    async def complete(self, body: dict[str, Any], *, on_text: TextCallback | None = None) -> ModelResponse:
+    async def complete(
+        self, body: dict[str, Any], *, on_text: TextCallback | None = None, encoded: bytes | None = None
+    ) -> ModelResponse:
         reply = scripted_answer(body, self.rules)
         content: list[dict] = []
         if reply.text:

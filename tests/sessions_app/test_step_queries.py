@@ -1,0 +1,71 @@
+"""The step path's database work does not grow with the history: a one-step turn runs the same
+queries at 10 and at 400 stored messages (a count, not a time)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from sessions_app import services
+from sessions_app.engine import runner
+from sessions_app.engine.tokens import estimate_json_tokens
+from sessions_app.models import AgentSession, Message
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class _Queries(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.sql: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sql = getattr(record, "sql", None)
+        if sql:
+            self.sql.append(sql)
+
+
+def _fill(session_id, messages: int) -> None:
+    rows = [
+        Message(
+            session_id=session_id,
+            position=p,
+            epoch=0,
+            role="user" if p % 2 == 0 else "assistant",
+            content=[{"type": "text", "text": f"message {p}"}],
+            token_estimate=estimate_json_tokens([{"type": "text", "text": f"message {p}"}]),
+        )
+        for p in range(messages)
+    ]
+    Message.objects.bulk_create(rows)
+    AgentSession.objects.filter(pk=session_id).update(next_position=messages)
+
+
+async def _turn_queries(history: int) -> list[str]:
+    session = await sync_to_async(services.session_create)(owner=None, model="scripted")
+    await sync_to_async(_fill)(session.id, history)
+    await runner.turn_start(session_id=session.id, content="hello")  # loads and caches the history
+    await runner.turns_wait_idle(timeout=60)
+    handler = _Queries()
+    backends = logging.getLogger("django.db.backends")
+    level = backends.level
+    backends.setLevel(logging.DEBUG)
+    backends.addHandler(handler)
+    try:
+        await runner.turn_start(session_id=session.id, content="hello again")
+        await runner.turns_wait_idle(timeout=60)
+    finally:
+        backends.removeHandler(handler)
+        backends.setLevel(level)
+    return handler.sql
+
+
+async def test_a_one_step_turn_runs_as_many_queries_at_400_messages_as_at_10(settings):
+    settings.DEBUG = True  # every connection, in every database thread, logs its queries
+    settings.PALIMPSEST_TURN_LEASE_SECONDS = 600  # no heartbeat query during the turn
+    small = await _turn_queries(10)
+    large = await _turn_queries(400)
+    assert small, "no query was seen: the count below would prove nothing"
+    assert len(large) == len(small), (len(small), len(large))
