@@ -51,6 +51,7 @@ from sessions_app.dashboard.selectors.sessions import (
     session_list,
     session_list_row,
     session_models,
+    session_owners,
 )
 from sessions_app.dashboard.selectors.subsessions import (
     TREE_ROWS_SHOWN,
@@ -99,6 +100,7 @@ __all__ = [
     "session_list",
     "session_list_row",
     "session_models",
+    "session_owners",
     "stream_in_progress",
     "subsession_tree_shown",
     "timeline",
