@@ -45,10 +45,11 @@ class HistoryQueryForm(forms.Form):
         }
 
     def error_lines(self) -> list[str]:
-        return [
-            (" ".join(errors) if name == "__all__" else f"{name}: {' '.join(errors)}")
-            for name, errors in self.errors.items()
-        ]
+        lines = []
+        for name, errors in self.errors.items():
+            text = " ".join(str(error) for error in errors)
+            lines.append(text if name == "__all__" else f"{name}: {text}")
+        return lines
 
 
 class RestoreForm(forms.Form):

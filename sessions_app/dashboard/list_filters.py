@@ -116,7 +116,7 @@ class SessionListForm(forms.Form):
         )
 
     def error_lines(self) -> list[str]:
-        return [f"{name}: {' '.join(errors)}" for name, errors in self.errors.items()]
+        return [f"{name}: {' '.join(str(e) for e in errors)}" for name, errors in self.errors.items()]
 
 
 def list_filters_of(params: Any) -> ListFilters:

@@ -8,13 +8,13 @@ from django import template
 
 register = template.Library()
 
-# Costs under a cent still show (a short session costs fractions of a cent).
-SMALL_COST_USD = 0.01
+# Costs under a dollar show four decimals (a short session costs fractions of a cent).
+SMALL_COST_USD = 1.0
 
 
 @register.filter
 def usd(value: Any) -> str:
-    """An estimated cost: `$1.23`, `$0.0042`; `–` when there is none (a model without a price)."""
+    """An estimated cost: `$12.34`, `$0.0042`; `–` when there is none (a model without a price)."""
     if value is None:
         return "–"
     amount = float(value)

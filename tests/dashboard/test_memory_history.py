@@ -70,7 +70,16 @@ def test_diff_leaves_out_unchanged_lines_far_from_a_change():
     texts = [line.text for line in diff.lines]
     assert texts[0] == "@@ -17 +17 @@" and diff.lines[0].kind == "gap"
     assert "line 16" not in texts and "line 24" not in texts
-    assert texts[1:] == ["line 17", "line 18", "line 19", "line 20", "line twenty", "line 21", "line 22", "line 23"]
+    assert texts[1:] == [
+        "line 17",
+        "line 18",
+        "line 19",
+        "line 20",
+        "line twenty",
+        "line 21",
+        "line 22",
+        "line 23",
+    ]
 
 
 def test_diff_of_equal_texts_is_unchanged():
@@ -83,7 +92,9 @@ def test_diff_of_equal_texts_is_unchanged():
 def test_history_lists_every_change_with_author_operation_and_time(operator_client):
     session = session_new()
     agent_writes(session, "first\n")
-    notepad_services.notepad_update(session_id=session.pk, operation="append", content="second\n", author="agent")
+    notepad_services.notepad_update(
+        session_id=session.pk, operation="append", content="second\n", author="agent"
+    )
     notepad_services.notepad_write(session_id=session.pk, content="by hand\n", author="operator:op")
     html = history(operator_client, session).content.decode()
     entries = re.findall(r'<li data-version="(\d+)"', html)
@@ -151,7 +162,10 @@ def test_at_a_moment_shows_the_change_current_then(operator_client):
         )
     moment = (start + timedelta(hours=1, minutes=30)).isoformat()
     html = history(operator_client, session, f"?at={quote(moment)}").content.decode()
-    assert "Version 2" in html and 'class="selected" aria-current="true"' in html.split('data-version="2"', 1)[1][:60]
+    assert (
+        "Version 2" in html
+        and 'class="selected" aria-current="true"' in html.split('data-version="2"', 1)[1][:60]
+    )
     before_first = (start - timedelta(minutes=1)).isoformat()
     assert "Version 0" in history(operator_client, session, f"?at={quote(before_first)}").content.decode()
 
@@ -210,7 +224,11 @@ def test_restore_writes_the_old_text_as_a_new_version_by_the_operator(
     html = response.content.decode()
     assert response.status_code == 200 and "Restored version 1 as version 3." in html
     revision = NotepadRevision.objects.get(session=session, version=3)
-    assert (revision.author, revision.operation, revision.content) == ("operator:op", "write", "the good notes\n")
+    assert (revision.author, revision.operation, revision.content) == (
+        "operator:op",
+        "write",
+        "the good notes\n",
+    )
     assert notepad_selectors.notepad_get(session_id=session.pk).content == "the good notes\n"
     event = SessionEvent.objects.filter(session=session, type="notepad.updated").last()
     assert event is not None and event.payload["author"] == "operator:op" and len(announced) == 1
@@ -271,7 +289,9 @@ def test_restore_without_htmx_redirects_to_the_new_version(operator_client):
     session = session_new()
     agent_writes(session, "a\n")
     agent_writes(session, "b\n")
-    response = operator_client.post(f"/sessions/{session.pk}/notepad/history/1/restore/", {"base_version": "2"})
+    response = operator_client.post(
+        f"/sessions/{session.pk}/notepad/history/1/restore/", {"base_version": "2"}
+    )
     assert response.status_code == 302 and response.url.endswith("/notepad/history/?version=3")
 
 
