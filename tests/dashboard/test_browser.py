@@ -373,7 +373,7 @@ def test_notepad_restore_from_history_with_a_conflict(new_page, scripted_server,
         "#restore-editor textarea", "- the totals are in table 4\n- the agent wrote this meanwhile\n"
     )
     history.click("#restore-editor button:has-text('Replace with my text')")
-    history.wait_for_selector(".saved:has-text('Saved your merged text as version 4.')")
+    history.wait_for_selector(".saved:has-text('Saved your text as version 4 (restoring version 1).')")
     assert "operator" in history.locator(".history-list li[data-version='4']").inner_text()
     page.wait_for_selector("#notepad-view:has-text('Version 4')")
     assert "table 4" in page.locator("#notepad-view").inner_text()

@@ -251,7 +251,10 @@ def test_restore_after_the_agent_wrote_shows_both_texts_and_changes_nothing(oper
     assert NotepadRevision.objects.filter(session=session).count() == 3
     # Saving from the conflict editor replaces the text on purpose, as a new version.
     response = restore(operator_client, session, 1, base_version="3", content="version one\r\nmerged\n")
-    assert response.status_code == 200 and "Saved your merged text as version 4." in response.content.decode()
+    assert (
+        response.status_code == 200
+        and "Saved your text as version 4 (restoring version 1)." in response.content.decode()
+    )
     assert notepad_selectors.notepad_get(session_id=session.pk).content == "version one\nmerged\n"
 
 

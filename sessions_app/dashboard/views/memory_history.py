@@ -119,7 +119,7 @@ def _restored(
         return redirect(f"{_history_url(session, memory)}?{urlencode({'version': saved})}")
     history = _history(session, memory, version=saved)
     notice = (
-        f"Saved your merged text as version {saved}."
+        f"Saved your text as version {saved} (restoring version {restored})."
         if edited
         else f"Restored version {restored} as version {saved}."
     )
