@@ -172,8 +172,8 @@ def scratchpad_revisions_before(
     *, session_id: uuid.UUID, space: str, before: int | None, limit: int
 ) -> list[ScratchpadRevision]:
     """Up to `limit` changes of one space older than version `before` (all when None), newest
-    first: one page of the space's history."""
+    first, without their values: one page of the space's history."""
     rows = ScratchpadRevision.objects.filter(session_id=session_id, space=space)
     if before is not None:
         rows = rows.filter(version__lt=before)
-    return list(rows.order_by("-version")[:limit])
+    return list(rows.defer("value").order_by("-version")[:limit])
