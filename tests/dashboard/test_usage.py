@@ -8,41 +8,17 @@ import re
 from typing import Any
 
 import pytest
-from django.db.models import Count, Sum
 
 from sessions_app import selectors as session_selectors
 from sessions_app.dashboard import selectors
 from sessions_app.dashboard.fragments import session_fragments
-from sessions_app.models import AgentSession, AgentToken, ModelCall
-from sessions_app.usage import UsageTotals, session_usage
+from sessions_app.models import AgentSession, AgentToken
 from tests.dashboard.conftest import chat, session_new
 
 PRICES = {
     "claude-sonnet-4-6": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3},
     "claude-haiku-4-5": {"input": 1.0, "output": 5.0, "cache_write": 1.25, "cache_read": 0.1},
 }
-
-
-def totals_of(session: AgentSession) -> UsageTotals:
-    session.refresh_from_db()
-    return session_usage(session).totals
-
-
-def calls_summed(session: AgentSession) -> UsageTotals:
-    row = ModelCall.objects.filter(session=session).aggregate(
-        calls=Count("id"),
-        input=Sum("input_tokens"),
-        output=Sum("output_tokens"),
-        creation=Sum("cache_creation_input_tokens"),
-        read=Sum("cache_read_input_tokens"),
-    )
-    return UsageTotals(
-        model_calls=row["calls"],
-        input_tokens=row["input"] or 0,
-        output_tokens=row["output"] or 0,
-        cache_creation_tokens=row["creation"] or 0,
-        cache_read_tokens=row["read"] or 0,
-    )
 
 
 def usage_set(session: AgentSession, **counts: int) -> AgentSession:
