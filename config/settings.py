@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -230,6 +231,61 @@ PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = float(
 )
 # First wait before a failed compaction summary call is tried again (doubling each time).
 PALIMPSEST_COMPACTION_RETRY_SECONDS = float(os.environ.get("PALIMPSEST_COMPACTION_RETRY_SECONDS", "1.0"))
+
+# Estimated cost on the dashboard: USD per million tokens of each kind, per model. List prices as
+# of 2026-11-23 per the model table in the Anthropic docs ("Model pricing": base input, 5-minute
+# cache writes, which is what the engine's breakpoints write, cache hits, output). Estimates only:
+# no batch or long-context rates, no discounts. A model not listed shows its tokens without a cost.
+# PALIMPSEST_MODEL_PRICES_JSON adds or replaces entries:
+# {"model": {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}}.
+_OPUS_4 = {"input": 15.0, "output": 75.0, "cache_write": 18.75, "cache_read": 1.5}
+_OPUS_4_5 = {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.5}
+_SONNET = {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3}
+_HAIKU_4_5 = {"input": 1.0, "output": 5.0, "cache_write": 1.25, "cache_read": 0.1}
+_HAIKU_3_5 = {"input": 0.8, "output": 4.0, "cache_write": 1.0, "cache_read": 0.08}
+PALIMPSEST_MODEL_PRICES: dict[str, dict[str, float]] = {
+    "claude-opus-4-20250514": _OPUS_4,
+    "claude-opus-4-1": _OPUS_4,
+    "claude-opus-4-1-20250805": _OPUS_4,
+    "claude-opus-4-5": _OPUS_4_5,
+    "claude-opus-4-5-20251101": _OPUS_4_5,
+    "claude-opus-4-6": _OPUS_4_5,
+    "claude-sonnet-4-20250514": _SONNET,
+    "claude-sonnet-4-5": _SONNET,
+    "claude-sonnet-4-5-20250929": _SONNET,
+    "claude-sonnet-4-6": _SONNET,
+    "claude-3-7-sonnet-20250219": _SONNET,
+    "claude-haiku-4-5": _HAIKU_4_5,
+    "claude-haiku-4-5-20251001": _HAIKU_4_5,
+    "claude-3-5-haiku-20241022": _HAIKU_3_5,
+}
+_PRICE_KINDS = ("input", "output", "cache_write", "cache_read")
+
+
+def _model_prices_from_env(raw: str) -> dict[str, dict[str, float]]:
+    try:
+        given = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"PALIMPSEST_MODEL_PRICES_JSON is not JSON: {exc}") from exc
+    if not isinstance(given, dict):
+        raise ImproperlyConfigured("PALIMPSEST_MODEL_PRICES_JSON must be an object: model -> prices.")
+    prices: dict[str, dict[str, float]] = {}
+    for model, entry in given.items():
+        if not isinstance(entry, dict) or set(entry) != set(_PRICE_KINDS):
+            raise ImproperlyConfigured(
+                f"PALIMPSEST_MODEL_PRICES_JSON[{model!r}] must give exactly {', '.join(_PRICE_KINDS)}."
+            )
+        for kind, value in entry.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ImproperlyConfigured(
+                    f"PALIMPSEST_MODEL_PRICES_JSON[{model!r}][{kind!r}] must be a number >= 0 (USD per "
+                    "million tokens)."
+                )
+        prices[model] = {kind: float(entry[kind]) for kind in _PRICE_KINDS}
+    return prices
+
+
+PALIMPSEST_MODEL_PRICES.update(_model_prices_from_env(os.environ.get("PALIMPSEST_MODEL_PRICES_JSON") or "{}"))
 
 # ---------------------------------------------------------------------------
 # Features and wiring (docs/architecture.md)

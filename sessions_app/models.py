@@ -100,6 +100,14 @@ class AgentSession(TimestampedModel):
     depth = models.PositiveSmallIntegerField(default=0, editable=False)
     spawn_mode = models.CharField(max_length=8, blank=True, editable=False)
     spawned_by_tool_use_id = models.CharField(max_length=128, blank=True, editable=False)
+    # Running totals of every model call's usage (turn steps, summaries, failed calls), added in
+    # the transaction that records the call (`services.model_call_record`): the dashboard shows
+    # and sorts by them without summing a long session's calls on every view.
+    usage_model_calls = models.PositiveIntegerField(default=0, editable=False)
+    usage_input_tokens = models.PositiveBigIntegerField(default=0, editable=False)
+    usage_output_tokens = models.PositiveBigIntegerField(default=0, editable=False)
+    usage_cache_creation_tokens = models.PositiveBigIntegerField(default=0, editable=False)
+    usage_cache_read_tokens = models.PositiveBigIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["-last_activity_at"]

@@ -66,3 +66,19 @@ def notepad_revisions_latest(*, session_id: uuid.UUID, limit: int) -> list[Notep
     return list(
         NotepadRevision.objects.filter(session_id=session_id).defer("content").order_by("-version")[:limit]
     )
+
+
+def notepad_revision_get(*, session_id: uuid.UUID, version: int) -> NotepadRevision:
+    """One change of the notepad, with its text. Raises `NotepadRevision.DoesNotExist`."""
+    return NotepadRevision.objects.get(session_id=session_id, version=version)
+
+
+def notepad_revisions_before(
+    *, session_id: uuid.UUID, before: int | None, limit: int
+) -> list[NotepadRevision]:
+    """Up to `limit` changes older than version `before` (all when None), newest first, without
+    their text: one page of the notepad's history."""
+    rows = NotepadRevision.objects.filter(session_id=session_id)
+    if before is not None:
+        rows = rows.filter(version__lt=before)
+    return list(rows.defer("content").order_by("-version")[:limit])

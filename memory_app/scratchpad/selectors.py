@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from memory_app.scratchpad import prompts
@@ -132,3 +133,47 @@ def scratchpad_hints(
         if idle >= stale_turns:
             hints.append(prompts.HINT_STALE.format(turns=idle))
     return hints
+
+
+# ---------------------------------------------------------------------------
+# History (the dashboard's history view of one space)
+# ---------------------------------------------------------------------------
+def scratchpad_empty_value(space: str) -> str | list[str]:
+    """A space's value before its first change."""
+    return [] if space == "refs" else ""
+
+
+def scratchpad_revision_get(*, session_id: uuid.UUID, space: str, version: int) -> ScratchpadRevision:
+    """One change of one space. Raises `ScratchpadRevision.DoesNotExist`."""
+    return ScratchpadRevision.objects.get(session_id=session_id, space=space, version=version)
+
+
+def scratchpad_value_at_version(*, session_id: uuid.UUID, space: str, version: int) -> str | list[str]:
+    """The space as change `version` left it (version 0: empty). Raises
+    `ScratchpadRevision.DoesNotExist` for a version that was never written."""
+    if version == 0:
+        return scratchpad_empty_value(space)
+    value = scratchpad_revision_get(session_id=session_id, space=space, version=version).value
+    return list(value) if isinstance(value, list) else str(value)
+
+
+def scratchpad_version_as_of(*, session_id: uuid.UUID, space: str, moment: datetime) -> int:
+    """The space's version at `moment` (0 before its first change)."""
+    version = (
+        ScratchpadRevision.objects.filter(session_id=session_id, space=space, created_at__lte=moment)
+        .order_by("-version")
+        .values_list("version", flat=True)
+        .first()
+    )
+    return version or 0
+
+
+def scratchpad_revisions_before(
+    *, session_id: uuid.UUID, space: str, before: int | None, limit: int
+) -> list[ScratchpadRevision]:
+    """Up to `limit` changes of one space older than version `before` (all when None), newest
+    first, without their values: one page of the space's history."""
+    rows = ScratchpadRevision.objects.filter(session_id=session_id, space=space)
+    if before is not None:
+        rows = rows.filter(version__lt=before)
+    return list(rows.defer("value").order_by("-version")[:limit])

@@ -4,7 +4,7 @@
   rendered with), then live, each as the fragments that update the page (`fragments.py`). The
   page's script reconnects with the last seq it received, so a reconnect misses nothing and
   repeats nothing.
-- `ws/dashboard/?q=&status=&model=`: the session list; a notice of any session's event
+- `ws/dashboard/?q=&status=&model=&owner=&children=`: the session list; a notice of any session's event
   re-renders that session's row (or removes it when it no longer matches the list's filters).
 
 Both refuse anyone but an operator: the handshake is accepted and closed with 4403, the only way
@@ -23,6 +23,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from sessions_app.channel_announcer import ALL_SESSIONS_GROUP
 from sessions_app.dashboard import fragments, selectors
 from sessions_app.dashboard.auth import is_operator
+from sessions_app.dashboard.list_filters import list_filters_of
 from sessions_app.event_stream import SessionEventStream
 
 CLOSE_FORBIDDEN = 4403
@@ -83,19 +84,14 @@ class DashboardSessionConsumer(SessionEventStream, AsyncWebsocketConsumer):
 
 
 class DashboardListConsumer(AsyncWebsocketConsumer):
-    filters: dict[str, str]
+    filters: dict[str, Any]
 
     async def connect(self) -> None:
         await self.accept()
         if _operator(self.scope) is None:
             await self.close(code=CLOSE_FORBIDDEN)
             return
-        query = _query(self.scope)
-        self.filters = {
-            "query": query.get("q", ""),
-            "status": query.get("status", ""),
-            "model": query.get("model", ""),
-        }
+        self.filters = list_filters_of(_query(self.scope)).selector_kwargs()
         await self.channel_layer.group_add(ALL_SESSIONS_GROUP, self.channel_name)
 
     async def disconnect(self, code: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.template.loader import render_to_string
 from django.utils.html import escape, format_html
@@ -20,6 +21,7 @@ from memory_app.subsessions.selectors import DELEGATING_TOOLS
 from sessions_app.authors import operator_author
 from sessions_app.dashboard import selectors, transcript
 from sessions_app.models import AgentSession
+from sessions_app.usage import session_usage
 
 # Events after which the next request's size has changed.
 GAUGE_EVENTS = frozenset(
@@ -58,6 +60,7 @@ class _Touched:
     spaces: set[str] = field(default_factory=set)
     observations: bool = False
     inspector: bool = False
+    usage: bool = False  # a model call was recorded: the session's usage totals moved
     new_epoch: int | None = None
     family: bool = False  # the session's sub-sessions
 
@@ -112,6 +115,7 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
         touched.status |= kind in STATUS_EVENTS
         touched.notepad |= kind == "notepad.updated"
         touched.inspector |= kind in MODEL_CALL_EVENTS
+        touched.usage |= kind in MODEL_CALL_EVENTS or kind == "error"
         # A child was spawned, or returned: the page's list of sub-sessions changed.
         touched.family |= kind == "session.spawned" or (
             kind == "tool.result" and event.get("name") in DELEGATING_TOOLS
@@ -185,6 +189,10 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
         parts.append(
             render_to_string("dashboard/observations.html#list", {**base, "observations": observations})
         )
+    if touched.usage:
+        parts.append(
+            render_to_string("dashboard/usage.html#panel", {**base, "usage": session_usage(session)})
+        )
     if touched.inspector:
         # A prompt inspector that follows the latest request reloads itself on this signal.
         parts.append(
@@ -199,7 +207,7 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
     return parts
 
 
-def session_row_fragment(*, session_id: str, filters: dict[str, str]) -> str:
+def session_row_fragment(*, session_id: str, filters: dict[str, Any]) -> str:
     """The session list's row of `session_id`, or its removal when it no longer matches `filters`."""
     row = selectors.session_list_row(session_id=session_id, **filters)
     if row is None:

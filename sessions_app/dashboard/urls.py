@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from sessions_app.dashboard.views import memory, records, session, sessions, subsessions
+from sessions_app.dashboard.views import memory, memory_history, records, session, sessions, subsessions
 
 app_name = "dashboard"
 
@@ -24,6 +24,24 @@ urlpatterns = [
         "sessions/<uuid:session_id>/notepad/versions/<int:version>/",
         memory.notepad_revision,
         name="notepad_revision",
+    ),
+    path(
+        "sessions/<uuid:session_id>/notepad/history/", memory_history.notepad_history, name="notepad_history"
+    ),
+    path(
+        "sessions/<uuid:session_id>/notepad/history/<int:version>/restore/",
+        memory_history.notepad_restore,
+        name="notepad_restore",
+    ),
+    path(
+        "sessions/<uuid:session_id>/scratchpad/<str:space>/history/",
+        memory_history.scratchpad_history,
+        name="scratchpad_history",
+    ),
+    path(
+        "sessions/<uuid:session_id>/scratchpad/<str:space>/history/<int:version>/restore/",
+        memory_history.scratchpad_restore,
+        name="scratchpad_restore",
     ),
     path(
         "sessions/<uuid:session_id>/scratchpad/<str:space>/edit/",

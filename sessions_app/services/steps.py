@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from sessions_app.engine.types import ModelCallData, PlannedToolCall, ToolOutcome
@@ -29,6 +30,25 @@ TOKEN_RATIO_BOUNDS = (0.25, 4.0)
 
 
 def model_call_record(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData) -> ModelCall:
+    """Store one model call's record and add its usage to the session's running totals, in one
+    transaction (the totals always equal the sum over the session's recorded calls)."""
+    usage = data.usage
+    counts = {
+        "usage_input_tokens": usage.get("input_tokens", 0),
+        "usage_output_tokens": usage.get("output_tokens", 0),
+        "usage_cache_creation_tokens": usage.get("cache_creation_input_tokens", 0),
+        "usage_cache_read_tokens": usage.get("cache_read_input_tokens", 0),
+    }
+    with transaction.atomic():
+        call = _model_call_create(session_id=session_id, turn_id=turn_id, data=data)
+        AgentSession.objects.filter(pk=session_id).update(
+            usage_model_calls=F("usage_model_calls") + 1,
+            **{field: F(field) + (value or 0) for field, value in counts.items()},
+        )
+    return call
+
+
+def _model_call_create(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData) -> ModelCall:
     return ModelCall.objects.create(
         session_id=session_id,
         turn_id=turn_id,

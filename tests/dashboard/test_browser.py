@@ -341,3 +341,72 @@ def test_a_parent_page_leads_to_its_sub_session_and_back(new_page, scripted_serv
     row.locator("[data-subtree-link]").click()
     page.wait_for_url(child_url)
     page.wait_for_selector("#session-family [data-parent-link]:has-text('Delegation demo')")
+
+
+def test_notepad_restore_from_history_with_a_conflict(new_page, scripted_server, screenshots):
+    page = logged_in(new_page, scripted_server)
+    session_url = session_created(page, scripted_server, "History demo").split("?")[0]
+    said(page, "remember: the totals are in table 4")
+    said(page, "forget: the totals are in table 4")
+    history = logged_in(new_page, scripted_server)
+    history.goto(session_url + "notepad/history/")
+    history.click(".history-list li[data-version='1'] a")
+    history.wait_for_selector("#history-detail h2:has-text('Version 1')")
+    assert "the totals are in table 4" in history.locator("table.diff tr.diff-added").inner_text()
+    history.click("[data-against=current]")
+    history.wait_for_selector("h3.diff-title:has-text('to the current text (version 2)')")
+    assert "table 4" in history.locator("table.diff tr.diff-removed").inner_text()
+    history.screenshot(path=screenshots / "notepad-history.png")
+    # The agent writes while the operator looks at version 1: restoring it must not overwrite that.
+    said(page, "remember: the agent wrote this meanwhile")
+    history.click("button:has-text('Restore this version')")
+    history.wait_for_selector("#restore-editor .conflict")
+    assert (
+        "the agent wrote this meanwhile" in history.locator("#restore-editor .conflict-current").inner_text()
+    )
+    assert history.locator("#restore-editor textarea").input_value() == "the totals are in table 4\n"
+    history.screenshot(path=screenshots / "notepad-restore-conflict.png")
+    tab(page, "notepad")
+    assert "the agent wrote this meanwhile" in page.locator("#notepad-view").inner_text()
+    # Merging by hand, then saving: a new version by the operator, seen live on the session page.
+    history.fill(
+        "#restore-editor textarea", "- the totals are in table 4\n- the agent wrote this meanwhile\n"
+    )
+    history.click("#restore-editor button:has-text('Replace with my text')")
+    history.wait_for_selector(".saved:has-text('Saved your text as version 4 (restoring version 1).')")
+    assert "operator" in history.locator(".history-list li[data-version='4']").inner_text()
+    page.wait_for_selector("#notepad-view:has-text('Version 4')")
+    assert "table 4" in page.locator("#notepad-view").inner_text()
+
+
+def test_usage_panel_updates_live_after_a_turn(new_page, anthropic_server, screenshots):
+    fake = anthropic_server.fake
+    assert fake is not None
+    page = logged_in(new_page, anthropic_server)
+    session_url = session_created(page, anthropic_server, "Usage demo")
+    session_id = re.search(r"/sessions/([0-9a-f-]{36})/", session_url).group(1)  # type: ignore[union-attr]
+    watcher = logged_in(new_page, anthropic_server)  # the session list in another tab
+    watcher.wait_for_selector("#live-dot.live")
+    tab(page, "context")
+    assert page.locator("#usage-panel [data-usage=calls]").inner_text() == "0"
+    before = len(fake.requests)
+    said(page, "What is in table 4?")
+    page.wait_for_selector("#usage-panel [data-usage=calls]:has-text('1')")
+    said(page, "And in table 5?")
+    page.wait_for_selector("#usage-panel [data-usage=calls]:has-text('2')")
+    sent = [request.usage for request in fake.requests[before:]]
+    assert len(sent) == 2 and all(usage is not None for usage in sent)
+
+    def shown(kind: str) -> int:
+        return int(page.locator(f"#usage-panel tr[data-usage={kind}] td.num").first.inner_text())
+
+    assert shown("input") == sum(u["input_tokens"] for u in sent)  # type: ignore[index]
+    assert shown("cache_write") == sum(u["cache_creation_input_tokens"] for u in sent)  # type: ignore[index]
+    assert shown("cache_read") == sum(u["cache_read_input_tokens"] for u in sent) > 0  # type: ignore[index]
+    assert shown("output") == sum(u["output_tokens"] for u in sent)  # type: ignore[index]
+    assert page.locator("#usage-panel [data-usage=cost]").inner_text().startswith("$")
+    assert page.locator("#usage-panel [data-usage=cache_hit]").inner_text() != "–"
+    page.locator("#usage-panel").screenshot(path=screenshots / "usage-panel.png")
+    # The list's row followed the turns live.
+    cost = page.locator("#usage-panel [data-usage=cost]").inner_text()
+    watcher.wait_for_selector(f"#session-row-{session_id} td[data-col=cost]:text-is('{cost}')")

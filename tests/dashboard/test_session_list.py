@@ -85,7 +85,7 @@ def test_htmx_filter_request_renders_only_the_table(operator_client):
 
 def test_list_websocket_url_carries_the_filters(operator_client):
     html = operator_client.get("/?q=abc&status=idle").content.decode()
-    assert 'ws-connect="/ws/dashboard/?q=abc&amp;status=idle&amp;model="' in html
+    assert 'ws-connect="/ws/dashboard/?q=abc&amp;status=idle&amp;sort=-activity"' in html
 
 
 def test_creating_a_session_from_the_browser_opens_its_page(operator_client):

@@ -1,6 +1,7 @@
 """Every read of the operator dashboard, composed from the apps' selectors, one module per
 concern: `sessions` (the list), `history` (transcript, archives, stream, timeline), `gauge`,
-`inspector`, `memory` (notepad, scratchpad, observations), `subsessions` (trees of sessions).
+`inspector`, `memory` (notepad, scratchpad, observations), `memory_history` (their changes),
+`subsessions` (trees of sessions).
 
 Operators may see every session, but a session, archive, model call or observation named in a
 URL is always looked up within its session: a bad or foreign id is `NotFound`, never a crash.
@@ -46,11 +47,23 @@ from sessions_app.dashboard.selectors.memory import (
     observations_of,
     scratchpad_spaces,
 )
+from sessions_app.dashboard.selectors.memory_history import (
+    HISTORY_PAGE_SIZE,
+    DiffLine,
+    HistoryEntry,
+    LineDiff,
+    MemoryHistory,
+    line_diff,
+    notepad_history,
+    scratchpad_history,
+    space_text,
+)
 from sessions_app.dashboard.selectors.sessions import (
     SESSION_LIST_PAGE_SIZE,
     session_list,
     session_list_row,
     session_models,
+    session_owners,
 )
 from sessions_app.dashboard.selectors.subsessions import (
     TREE_ROWS_SHOWN,
@@ -63,6 +76,7 @@ from sessions_app.dashboard.selectors.subsessions import (
 
 __all__ = [
     "ARCHIVE_MESSAGES_PAGE_SIZE",
+    "HISTORY_PAGE_SIZE",
     "GAUGE_LABELS",
     "INSPECTOR_MESSAGES_SHOWN",
     "NOTEPAD_REVISIONS_SHOWN",
@@ -75,12 +89,16 @@ __all__ = [
     "ArchiveStep",
     "ArchivedPage",
     "ContextGauge",
+    "DiffLine",
     "Family",
     "GaugePart",
+    "HistoryEntry",
     "InspectedBlock",
     "InspectedMessage",
     "InspectedRequest",
     "InspectedTool",
+    "LineDiff",
+    "MemoryHistory",
     "NotFound",
     "SpaceView",
     "TranscriptPage",
@@ -88,17 +106,22 @@ __all__ = [
     "archive_step",
     "context_gauge",
     "descendant_count",
+    "line_diff",
     "model_call_get",
+    "notepad_history",
     "notepad_panel",
     "observation_get_for_operator",
     "observations_of",
     "request_inspect",
+    "scratchpad_history",
     "scratchpad_spaces",
     "session_family",
     "session_get_for_operator",
     "session_list",
     "session_list_row",
     "session_models",
+    "session_owners",
+    "space_text",
     "stream_in_progress",
     "subsession_tree_shown",
     "timeline",

@@ -25,6 +25,7 @@ from sessions_app.engine import runner
 from sessions_app.engine.compactor import ContextWindowTooSmall
 from sessions_app.engine.operator import compaction_operator_start
 from sessions_app.models import AgentSession
+from sessions_app.usage import session_usage
 
 TABS = ("context", "notepad", "scratchpad", "observations", "archives", "inspector", "timeline")
 
@@ -38,6 +39,7 @@ def session_page_context(session: AgentSession) -> dict[str, Any]:
         "page": selectors.transcript_page(session_id=session.pk),
         "streaming": selectors.stream_in_progress(session=session),
         "gauge": selectors.context_gauge(session=session),
+        "usage": session_usage(session),
         "timeline": selectors.timeline(session_id=session.pk),
         "observations": selectors.observations_of(session_id=session.pk),
         "message_form": MessageForm(),

@@ -16,37 +16,64 @@ from sessions_app import services
 from sessions_app.dashboard import selectors
 from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.forms import SessionCreateForm
+from sessions_app.dashboard.list_filters import (
+    DEFAULT_SORT,
+    OWNER_OPERATOR,
+    QUERY_MAX_CHARS,
+    ListFilters,
+    SessionListForm,
+    sort_headers,
+)
 from sessions_app.dashboard.views.common import HtmxHttpRequest
 from sessions_app.engine.features import features
 from sessions_app.models import SessionStatus
 from sessions_app.validation import SpecError
 
 
-def _list_filters(request: HtmxHttpRequest) -> dict[str, str]:
-    return {
-        "query": request.GET.get("q", "").strip(),
-        "status": request.GET.get("status", ""),
-        "model": request.GET.get("model", ""),
-    }
-
-
 def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
-    filters = _list_filters(request)
-    try:
-        page = max(1, int(request.GET.get("page", "1")))
-    except ValueError:
-        page = 1
-    size = selectors.SESSION_LIST_PAGE_SIZE
-    rows = list(selectors.session_list(**filters)[(page - 1) * size : page * size + 1])
-    query_string = urlencode({"q": filters["query"], "status": filters["status"], "model": filters["model"]})
-    return {
-        "sessions": rows[:size],
-        "filters": filters,
-        "page": page,
-        "has_next": len(rows) > size,
-        "query_string": query_string,
+    """The list's page of sessions under the request's filters and sort; with `list_errors` (and
+    no sessions) when a parameter is not valid."""
+    form = SessionListForm(request.GET)
+    common = {
         "statuses": SessionStatus.choices,
         "models": selectors.session_models(),
+        "owners": selectors.session_owners(),
+        "owner_operator": OWNER_OPERATOR,
+    }
+    if not form.is_valid():
+        filters = ListFilters(
+            query=request.GET.get("q", "")[:QUERY_MAX_CHARS],
+            status=form.cleaned_data.get("status", ""),
+            model=form.cleaned_data.get("model", ""),
+            owner=form.cleaned_data.get("owner", ""),
+            children=form.cleaned_data.get("children", ""),
+        )
+        return {
+            **common,
+            "list_errors": form.error_lines(),
+            "sessions": [],
+            "filters": filters,
+            "sort": DEFAULT_SORT,
+            "headers": sort_headers(filters=filters, sort=DEFAULT_SORT),
+            "page": 1,
+            "has_next": False,
+            "query_string": urlencode(filters.params()),
+        }
+    filters, sort = form.filters(), form.cleaned_data["sort"]
+    page = form.cleaned_data["page"] or 1
+    size = selectors.SESSION_LIST_PAGE_SIZE
+    rows = list(
+        selectors.session_list(**filters.selector_kwargs(), sort=sort)[(page - 1) * size : page * size + 1]
+    )
+    return {
+        **common,
+        "sessions": rows[:size],
+        "filters": filters,
+        "sort": sort,
+        "headers": sort_headers(filters=filters, sort=sort),
+        "page": page,
+        "has_next": len(rows) > size,
+        "query_string": urlencode({**filters.params(), "sort": sort}),
     }
 
 
@@ -54,10 +81,11 @@ def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
 @operator_required
 def session_list(request: HtmxHttpRequest) -> HttpResponse:
     context = _list_context(request)
+    status = 400 if context.get("list_errors") else 200
     if request.htmx and request.htmx.target == "session-table":
-        return render(request, "dashboard/session_list.html#session-table", context)
+        return render(request, "dashboard/session_list.html#session-table", context, status=status)
     context["create_form"] = SessionCreateForm()
-    return render(request, "dashboard/session_list.html", context)
+    return render(request, "dashboard/session_list.html", context, status=status)
 
 
 @require_POST
