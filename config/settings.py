@@ -243,6 +243,7 @@ _OPUS_4_5 = {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.
 _SONNET = {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3}
 _HAIKU_4_5 = {"input": 1.0, "output": 5.0, "cache_write": 1.25, "cache_read": 0.1}
 _HAIKU_3_5 = {"input": 0.8, "output": 4.0, "cache_write": 1.0, "cache_read": 0.08}
+_HAIKU_3 = {"input": 0.25, "output": 1.25, "cache_write": 0.3, "cache_read": 0.03}
 PALIMPSEST_MODEL_PRICES: dict[str, dict[str, float]] = {
     "claude-opus-4-20250514": _OPUS_4,
     "claude-opus-4-1": _OPUS_4,
@@ -258,6 +259,7 @@ PALIMPSEST_MODEL_PRICES: dict[str, dict[str, float]] = {
     "claude-haiku-4-5": _HAIKU_4_5,
     "claude-haiku-4-5-20251001": _HAIKU_4_5,
     "claude-3-5-haiku-20241022": _HAIKU_3_5,
+    "claude-3-haiku-20240307": _HAIKU_3,
 }
 _PRICE_KINDS = ("input", "output", "cache_write", "cache_read")
 

@@ -13,7 +13,7 @@ MODEL_CONTEXT_WINDOWS: dict[str, int] = {
     "gpt-4.1-mini": 1_000_000,
     "claude-sonnet-4-20250514": 200_000,
     "claude-opus-4-20250514": 200_000,
-    "claude-haiku-3-20250307": 200_000,
+    "claude-3-haiku-20240307": 200_000,
     "claude-opus-4-1": 200_000,
     "claude-opus-4-1-20250805": 200_000,
     "claude-sonnet-4-5": 200_000,

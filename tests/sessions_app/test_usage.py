@@ -141,15 +141,13 @@ def test_cache_hit_share_is_cache_reads_over_prompt_tokens():
     assert UsageTotals().cache_hit_share is None
 
 
-def test_every_claude_model_of_the_context_window_table_but_one_has_a_price():
+def test_every_claude_model_of_the_context_window_table_has_a_price():
     from django.conf import settings
 
     from sessions_app.engine.model_table import MODEL_CONTEXT_WINDOWS
 
     claude = {model for model in MODEL_CONTEXT_WINDOWS if model.startswith("claude")}
-    # claude-haiku-3-20250307 is not a model id the API knows (Claude 3 Haiku is
-    # claude-3-haiku-20240307): no list price to give it.
-    assert claude - set(settings.PALIMPSEST_MODEL_PRICES) == {"claude-haiku-3-20250307"}
+    assert claude - set(settings.PALIMPSEST_MODEL_PRICES) == set()
 
 
 @pytest.mark.parametrize(
