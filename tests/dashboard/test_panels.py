@@ -13,7 +13,7 @@ from memory_app.notepad import services as memory_services
 from memory_app.notepad.models import NotepadRevision
 from memory_app.notepad.prompts import NOTEPAD_GUIDANCE
 from memory_app.observations.content import result_parts
-from memory_app.observations.services import observation_create
+from memory_app.observations.services import observation_create, observations_gc
 from memory_app.scratchpad import services as scratchpad_services
 from sessions_app import selectors as session_selectors
 from sessions_app.dashboard import selectors
@@ -204,6 +204,21 @@ def test_observation_viewer_shows_a_bad_read_as_an_error(operator_client):
         f"/sessions/{session.pk}/observations/{observation.pk}/?mode=grep&pattern=(unclosed"
     ).content.decode()
     assert "pattern is not a valid regular expression" in html
+
+
+@pytest.mark.django_db
+def test_observation_viewer_says_an_expired_observations_content_was_dropped(operator_client):
+    session = session_new()
+    observation = observation_of(session)
+    type(observation).objects.filter(pk=observation.pk).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    observations_gc()
+    html = operator_client.get(
+        f"/sessions/{session.pk}/observations/{observation.pk}/?mode=head"
+    ).content.decode()
+    assert "its content was dropped" in html
+    assert 'class="obs-content"' not in html
 
 
 @pytest.mark.django_db
