@@ -19,7 +19,6 @@ from memory_app.notepad.models import NotepadRevision
 from sessions_app.authors import operator_author
 from sessions_app.models import AgentSession
 
-
 CONFLICT_PRE_STYLE = "white-space: pre-wrap; max-height: 24em; overflow: auto;"
 
 
