@@ -70,6 +70,17 @@
     const tab = event.target.closest("[data-tab-button]");
     if (tab) { showTab(tab.dataset.tabButton); return; }
 
+    // A long tool input or result starts clipped; "show all" opens it (and closes it again).
+    const more = event.target.closest("[data-show-all]");
+    if (more) {
+      const block = more.closest(".tool-block");
+      const open = block.classList.toggle("open");
+      more.setAttribute("aria-expanded", open ? "true" : "false");
+      if (!more.dataset.label) more.dataset.label = more.textContent;
+      more.textContent = open ? "show less" : more.dataset.label;
+      return;
+    }
+
     const close = event.target.closest("[data-close-editor]");
     if (close) {
       const slot = close.closest("[id$='-editor']");
