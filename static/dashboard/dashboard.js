@@ -44,9 +44,63 @@
   document.addEventListener("htmx:wsAfterMessage", () => {
     const el = transcript();
     if (el && pinned) el.scrollTop = el.scrollHeight;
+    foldDeltas();
     const rows = document.getElementById("timeline-rows");
     while (rows && rows.children.length > TIMELINE_MAX_ROWS) rows.lastElementChild.remove();
   });
+
+  // The timeline folds each run of streamed deltas into one row, as the server renders it
+  // (context.html#timeline-deltas): live rows arrive one by one at the top and join the run.
+  function deltaGroup() {
+    const group = document.createElement("details");
+    group.className = "tl-row tl-deltas fam-assistant";
+    group.dataset.deltaGroup = "";
+    const summary = document.createElement("summary");
+    for (const cls of ["seq mono", "time mono", "type", "sum"]) {
+      const span = document.createElement("span");
+      span.className = cls;
+      summary.append(span);
+    }
+    const count = document.createElement("span");
+    count.dataset.deltaCount = "";
+    summary.querySelector(".type").append(count, " deltas");
+    summary.querySelector(".sum").dataset.deltaText = "";
+    const inner = document.createElement("div");
+    inner.className = "tl-group-rows";
+    group.append(summary, inner);
+    return group;
+  }
+  function groupRefresh(group) {
+    const inner = Array.from(group.querySelector(".tl-group-rows").children);
+    const newest = inner[0].querySelector("summary");
+    group.querySelector("summary > .seq").textContent = newest.querySelector(".seq").textContent;
+    group.querySelector("summary > .time").textContent = newest.querySelector(".time").textContent;
+    group.querySelector("[data-delta-count]").textContent = String(inner.length);
+    const text = inner.map((row) => row.querySelector(".sum").textContent).reverse().join(" ");
+    group.querySelector("[data-delta-text]").textContent = text.length > 120 ? text.slice(0, 119) + "…" : text;
+  }
+  function foldDeltas() {
+    const rows = document.getElementById("timeline-rows");
+    if (!rows) return;
+    const isDeltaRow = (el) => el && el.matches(".tl-row.is-delta, [data-delta-group]");
+    let child = rows.firstElementChild;
+    while (child) {
+      if (!isDeltaRow(child) || !isDeltaRow(child.nextElementSibling)) { child = child.nextElementSibling; continue; }
+      // A run of loose delta rows and groups: gather it into one group, newest first.
+      const run = [];
+      for (let el = child; isDeltaRow(el); el = el.nextElementSibling) run.push(el);
+      const group = run.find((el) => el.matches("[data-delta-group]")) || deltaGroup();
+      rows.insertBefore(group, run[0]);
+      const inner = group.querySelector(".tl-group-rows");
+      const ordered = run.flatMap((el) =>
+        el.matches("[data-delta-group]") ? Array.from(el.querySelector(".tl-group-rows").children) : [el]);
+      inner.append(...ordered);
+      // The other groups are empty now (their rows moved): drop them.
+      run.forEach((el) => { if (el !== group && el.matches("[data-delta-group]")) el.remove(); });
+      groupRefresh(group);
+      child = group.nextElementSibling;
+    }
+  }
 
   // Tabs of the session page: the chosen one is kept in the URL (?tab=), so it can be bookmarked.
   function showTab(name, remember) {
