@@ -199,7 +199,9 @@ class MessageForm(forms.Form):
     content = forms.CharField(
         max_length=MESSAGE_MAX_CHARS,
         strip=False,
-        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Message the agent (Ctrl+Enter sends)"}),
+        widget=forms.Textarea(
+            attrs={"rows": 2, "placeholder": "Message the agent (/ comes here, Ctrl+Enter sends)"}
+        ),
     )
 
     def clean_content(self) -> str:

@@ -103,10 +103,16 @@
   }
 
   // Tabs of the session page: the chosen one is kept in the URL (?tab=), so it can be bookmarked.
+  // Where the window is too narrow for the side panels (dashboard.css, NARROW), the panels are
+  // tabs over the transcript, which is then a tab too ("transcript") and the one a page opens on.
+  const NARROW = window.matchMedia("(max-width: 900px)");
   function showTab(name, remember) {
     const panels = document.querySelector(".panels");
     if (!panels) return;
+    if (name === "transcript" && !NARROW.matches) name = panels.dataset.lastPanel || "context";
+    if (name !== "transcript") panels.dataset.lastPanel = name;
     panels.dataset.tab = name;
+    document.querySelector(".session-page").dataset.tab = name;
     panels.querySelectorAll("[data-tab-button]").forEach((b) => {
       b.setAttribute("aria-selected", b.dataset.tabButton === name ? "true" : "false");
     });
@@ -114,15 +120,25 @@
       const inspector = document.querySelector("#inspector[data-follow][data-stale]");
       if (inspector) { delete inspector.dataset.stale; htmx.trigger(inspector, "refresh"); }
     }
+    if (name === "transcript") {
+      const el = transcript();
+      if (el) el.scrollTop = el.scrollHeight;
+    }
     if (remember === false) return;
     const url = new URL(window.location.href);
     url.searchParams.set("tab", name);
     window.history.replaceState(window.history.state, "", url);
   }
+  NARROW.addEventListener("change", () => {
+    const panels = document.querySelector(".panels");
+    if (panels && panels.dataset.tab === "transcript") showTab("transcript", false);
+  });
 
   document.addEventListener("click", (event) => {
     const tab = event.target.closest("[data-tab-button]");
     if (tab) { showTab(tab.dataset.tabButton); return; }
+
+    if (event.target.closest("[data-shortcuts]")) { shortcuts(); return; }
 
     // A long tool input or result starts clipped; "show all" opens it (and closes it again).
     const more = event.target.closest("[data-show-all]");
@@ -155,12 +171,53 @@
     }
   });
 
-  // Ctrl+Enter (or Cmd+Enter) sends the message.
+  // Keyboard: Ctrl+Enter (or Cmd+Enter) sends the message; single keys (listed in base.html's
+  // #shortcuts dialog) act only when the cursor is not in a text field.
+  const TAB_KEYS = ["transcript", "context", "notepad", "scratchpad", "observations", "archives", "inspector", "timeline"];
+  function typing(target) {
+    return target.closest && (target.closest("input, textarea, select, [contenteditable]") !== null);
+  }
+  function shortcuts() {
+    const dialog = document.getElementById("shortcuts");
+    if (dialog && !dialog.open) dialog.showModal();
+  }
   document.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
       const form = event.target.closest("#message-form");
       if (form) { event.preventDefault(); form.requestSubmit(); }
+      return;
     }
+    if (event.key === "Escape" && typing(event.target)) {
+      const create = event.target.closest(".new-session");
+      if (create) { create.open = false; create.querySelector("summary").focus(); return; }
+      if (event.target.closest("#message-form")) event.target.blur();
+      return;
+    }
+    if (event.ctrlKey || event.metaKey || event.altKey || event.isComposing || typing(event.target)) return;
+    if (document.querySelector("dialog[open]")) return;
+    const page = document.querySelector(".session-page");
+    let handled = true;
+    if (event.key === "?") shortcuts();
+    else if (event.key === "g") window.location.href = document.querySelector(".brand").href;
+    else if (event.key === "/" && page) {
+      if (NARROW.matches) showTab("transcript");
+      const box = document.querySelector("#message-form textarea");
+      if (box) box.focus();
+    } else if (event.key === "/" ) {
+      const search = document.querySelector(".filters input[type=search]");
+      if (search) search.focus(); else handled = false;
+    } else if (event.key === "n" && !page) {
+      const create = document.querySelector(".new-session");
+      if (create) { create.open = true; const title = create.querySelector("#id_title"); if (title) title.focus(); }
+      else handled = false;
+    } else if (event.key === "x" && page) {
+      const running = document.querySelector("#session-status.status-running, #session-status.status-compacting");
+      const cancel = document.querySelector("[data-cancel-turn]");
+      if (running && cancel) cancel.click(); else handled = false;
+    } else if (page && /^[0-7]$/.test(event.key)) {
+      showTab(TAB_KEYS[Number(event.key)]);
+    } else handled = false;
+    if (handled) event.preventDefault();
   });
 
   // The observation viewer shows the fields of the chosen mode only.
@@ -213,7 +270,9 @@
 
   document.addEventListener("DOMContentLoaded", () => {
     const panels = document.querySelector(".panels");
-    if (panels) showTab(panels.dataset.tab || "context", false);
+    // A narrow window opens on the transcript unless the address names a tab.
+    const named = new URL(window.location.href).searchParams.get("tab");
+    if (panels) showTab(NARROW.matches && !named ? "transcript" : panels.dataset.tab || "context", false);
     const el = transcript();
     if (el) el.scrollTop = el.scrollHeight;
     syncObservationForm();

@@ -26,7 +26,8 @@ from sessions_app.engine.compactor import ContextWindowTooSmall
 from sessions_app.engine.operator import compaction_operator_start
 from sessions_app.models import AgentSession
 
-TABS = ("context", "notepad", "scratchpad", "observations", "archives", "inspector", "timeline")
+# "transcript" is a tab only where the page is too narrow for the side panels (dashboard.css).
+TABS = ("transcript", "context", "notepad", "scratchpad", "observations", "archives", "inspector", "timeline")
 
 
 def session_page_context(session: AgentSession) -> dict[str, Any]:
