@@ -39,12 +39,19 @@ def log_in(page: Page, url: str, user: str, password: str) -> None:
     page.wait_for_url(url + "/")
 
 
+# How many turns of the session have completed, from its timeline (kept live on the page).
+TURNS_COMPLETED = (
+    "Array.from(document.querySelectorAll('#timeline-rows .tl-row .type'))"
+    ".filter((t) => t.textContent === 'turn.completed').length"
+)
+
+
 def turn(page: Page, message: str) -> None:
+    """Send a message and wait until its turn has completed."""
+    before = page.evaluate(TURNS_COMPLETED)
     page.fill("#id_content", message)
-    count = page.locator("#transcript .msg.user").count()
     page.click("#message-form button:has-text('Send')")
-    page.wait_for_function(f"document.querySelectorAll('#transcript .msg.user').length > {count}")
-    page.wait_for_selector("#session-status.status-idle", timeout=TURN_TIMEOUT_MS)
+    page.wait_for_function(f"{TURNS_COMPLETED} > {before}", timeout=TURN_TIMEOUT_MS)
 
 
 def main() -> None:

@@ -84,7 +84,9 @@ def readable_blocks(value: Any, *, code_field: str = "") -> list[Block]:
             fields.append(Block(item, label=str(key), code=key == code_field))
         else:
             shown[key] = item
-    head = [Block(json.dumps(shown, ensure_ascii=False, indent=2))] if shown else []
+    # The object itself is shown only where something is left in it besides what moved out.
+    rest = fields and all(item == FIELD_SHOWN_BELOW for item in shown.values())
+    head = [] if rest else [Block(json.dumps(shown, ensure_ascii=False, indent=2))]
     return head + fields
 
 

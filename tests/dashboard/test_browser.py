@@ -372,7 +372,7 @@ def test_the_new_session_form_has_a_field_for_each_setting(new_page, scripted_se
     page.click("summary:has-text('Settings of each feature')")
     page.select_option("#id_setting__notepad__position", "message")
     page.fill("#id_setting__scratchpad__notes_max_chars", "0")
-    page.screenshot(path=screenshots / "new-session-form.png")
+    page.screenshot(path=screenshots / "new-session-form-error.png")
     page.click("button:has-text('Create session')")
     error = page.locator("[data-field=setting__scratchpad__notes_max_chars] .field-error")
     error.wait_for()
@@ -401,7 +401,7 @@ def test_at_800_px_the_panels_are_tabs_over_the_transcript(new_page, scripted_se
     assert page.evaluate("document.documentElement.scrollWidth") <= 800
     box = transcript.bounding_box()
     assert box is not None and box["width"] > 700  # the transcript has the whole width
-    page.screenshot(path=screenshots / "session-800.png")
+    page.screenshot(path=screenshots / "narrow-layout.png")
     tab(page, "context")
     assert gauge.is_visible() and not transcript.is_visible()
     assert gauge.bounding_box()["width"] > 700  # type: ignore[index]

@@ -41,6 +41,12 @@ def test_the_code_field_is_code():
     assert (code.label, code.text, code.code) == ("code", "print(1)", True)
 
 
+def test_an_object_of_only_long_fields_is_just_those_blocks():
+    (code,) = readable_blocks({"code": "print(1)"}, code_field="code")
+    assert (code.label, code.code) == ("code", True)
+    assert readable_blocks({}) == [Block("{}")]
+
+
 def test_plain_text_is_kept_as_it_is():
     assert readable_blocks("2 words") == [Block("2 words")]
     assert result_value("not {json") == "not {json"
