@@ -49,11 +49,11 @@ class AgentTokenAdmin(admin.ModelAdmin):
         # The raw token of an add, from save_model to response_add of the same request only.
         self._raw_tokens: weakref.WeakKeyDictionary[HttpRequest, str] = weakref.WeakKeyDictionary()
 
-    def get_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> list[str]:
-        return ["name"] if obj is None else list(self.fields)
+    def get_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> Any:
+        return ["name"] if obj is None else self.fields
 
-    def get_readonly_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> list[str]:
-        return [] if obj is None else list(self.readonly_fields)
+    def get_readonly_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> Any:
+        return [] if obj is None else self.readonly_fields
 
     def save_model(self, request: HttpRequest, obj: AgentToken, form: Any, change: bool) -> None:
         if change:

@@ -29,7 +29,7 @@ def test_a_run_of_deltas_is_one_row_with_their_text_in_order():
 
 def test_a_single_delta_stays_a_row_of_its_own():
     rows = timeline_rows([frame(2, "assistant.delta", text="x"), frame(1, "user.message")])
-    assert [r.frame["seq"] for r in rows] == [2, 1]
+    assert [r.frame and r.frame["seq"] for r in rows] == [2, 1]
 
 
 def test_runs_apart_are_separate_rows():
