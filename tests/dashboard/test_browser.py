@@ -472,6 +472,7 @@ def test_the_timeline_folds_streamed_deltas_into_one_row(new_page, scripted_serv
     count = int(group.locator("[data-delta-count]").inner_text())
     assert count > 2 and group.locator(".tl-group-rows > .tl-row").count() == count
     assert "word0 word1" in group.locator("[data-delta-text]").inner_text()
+    assert page.locator("#timeline-rows .empty-timeline").is_hidden()  # "No events yet" went
     loose = page.evaluate(
         "Array.from(document.querySelectorAll('#timeline-rows > .tl-row.is-delta + .tl-row.is-delta')).length"
     )
