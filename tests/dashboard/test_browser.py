@@ -467,6 +467,7 @@ def test_the_timeline_folds_streamed_deltas_into_one_row(new_page, scripted_serv
     page = logged_in(new_page, scripted_server)
     session_created(page, scripted_server, "Timeline demo")
     tab(page, "timeline")
+    assert page.locator("#timeline-rows .empty-timeline").is_visible()
     said(page, "echo " + " ".join(f"word{i}" for i in range(120)))  # streamed live, in pieces
     group = page.locator("#timeline-rows > [data-delta-group]").first
     count = int(group.locator("[data-delta-count]").inner_text())
