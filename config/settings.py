@@ -225,7 +225,8 @@ PALIMPSEST_DB_THREADS = env_int("PALIMPSEST_DB_THREADS", 4)
 PALIMPSEST_MODEL_IDLE_SECONDS = env_float("PALIMPSEST_MODEL_IDLE_SECONDS", 120.0)
 # Pause before re-sending a request whose stream broke before any text (doubled each retry).
 PALIMPSEST_MODEL_STREAM_RETRY_SECONDS = env_float("PALIMPSEST_MODEL_STREAM_RETRY_SECONDS", 1.0)
-# Pause between the scripted model's streamed words (make run sets a small one so streaming shows).
+# Pause between the scripted model's streamed pieces of about 48 characters (make run sets a
+# small one so streaming shows: a 1,800-character answer then takes about 1 s).
 PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = float(
     os.environ.get("PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS", "0")
 )

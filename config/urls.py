@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # Browsers ask for /favicon.ico where a page names no icon (a JSON response, say).
+    path("favicon.ico", RedirectView.as_view(url=static("dashboard/favicon.svg"))),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("sessions_app.urls")),
     # The operator dashboard: `/` lists the sessions, `/sessions/<uuid>/` shows one.

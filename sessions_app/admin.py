@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils.cache import add_never_cache_headers
 
 from memory_app.notepad.admin import SessionNotepadAdminMixin, SessionNotepadForm
 from memory_app.scratchpad.admin import SessionScratchpadFields, scratchpad_save
-from sessions_app import tokens
+from sessions_app import services, tokens
 from sessions_app.admin_base import ReadOnlyAdmin
 from sessions_app.engine.features import features
 from sessions_app.models import (
@@ -31,6 +34,9 @@ PREVIEW_CHARS = 120
 
 @admin.register(AgentToken)
 class AgentTokenAdmin(admin.ModelAdmin):
+    """Tokens are made here or by `manage.py create_agent_token NAME`: the raw token is shown
+    once, on the page that answers the add, and only its hash is stored."""
+
     list_display = ["name", "prefix", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["revoked_at"]
     search_fields = ["name", "prefix"]
@@ -38,9 +44,46 @@ class AgentTokenAdmin(admin.ModelAdmin):
     fields = ["name", "prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        # A token is shown once at creation: `manage.py create_agent_token NAME` does that.
-        return False
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The raw token of an add, from save_model to response_add of the same request only.
+        self._raw_tokens: weakref.WeakKeyDictionary[HttpRequest, str] = weakref.WeakKeyDictionary()
+
+    def get_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> Any:
+        return ["name"] if obj is None else self.fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> Any:
+        return [] if obj is None else self.readonly_fields
+
+    def save_model(self, request: HttpRequest, obj: AgentToken, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        token, raw = services.agent_token_create(name=obj.name)
+        # The admin goes on with `obj` (its log entry, its response): make it the stored row.
+        obj.pk = token.pk
+        obj.refresh_from_db()
+        obj._state.adding = False
+        self._raw_tokens[request] = raw
+
+    def response_add(
+        self, request: HttpRequest, obj: AgentToken, post_url_continue: str | None = None
+    ) -> Any:
+        raw = self._raw_tokens.pop(request, None)
+        if raw is None:
+            return super().response_add(request, obj, post_url_continue)
+        # Rendered in the answer to the POST (no redirect, no message stored in the session):
+        # the raw token exists only in this response.
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Agent token created",
+            "token": obj,
+            "raw_token": raw,
+        }
+        response = TemplateResponse(request, "admin/sessions_app/agenttoken/created.html", context)
+        add_never_cache_headers(response)
+        return response
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request: HttpRequest, queryset: Any) -> None:

@@ -12,11 +12,14 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest, QueryDict
+from django.utils.html import format_html
 
 from memory_app.notepad import selectors, services
 from memory_app.notepad.models import NotepadRevision
 from sessions_app.authors import operator_author
 from sessions_app.models import AgentSession
+
+CONFLICT_PRE_STYLE = "white-space: pre-wrap; max-height: 24em; overflow: auto;"
 
 
 # ---------------------------------------------------------------------------
@@ -78,24 +81,34 @@ class SessionNotepadForm(forms.ModelForm):
         # notepad must neither conflict nor put the old text back.
         self.notepad_edited = content != seen
         if self.notepad_edited and base != current.version:
-            self._refuse_stale(current)
+            self._refuse_stale(current, content)
 
-    def _refuse_stale(self, current: selectors.NotepadState) -> None:
+    def _refuse_stale(self, current: selectors.NotepadState, submitted: str) -> None:
         # The operator's text stays in the field; the hidden version moves to the current one, so
         # submitting again (after merging) deliberately replaces the current notepad.
         data = self.data.copy() if isinstance(self.data, QueryDict) else dict(self.data)
         data[self.add_prefix("notepad_base_version")] = str(current.version)
         self.data = data
-        self.add_error(
-            "notepad_content",
-            forms.ValidationError(
-                "The notepad changed while you edited it (it is now version %(version)s), so your "
-                "text was not saved. Its current content:\n%(content)s\nMerge your changes into "
-                "the field and save again.",
-                code="notepad_conflict",
-                params={"version": current.version, "content": current.content or "(empty)"},
-            ),
+        # Both texts keep their line breaks (an error message alone is one line in the admin),
+        # escaped by format_html: the agent wrote one of them.
+        message = format_html(
+            "The notepad changed while you edited it (it is now version {}), so your text was not "
+            "saved. Merge your changes into the field below and save again."
+            '<div class="notepad-conflict" style="display: flex; gap: 12px; margin-top: 6px;">'
+            '<div style="flex: 1; min-width: 0;"><strong>Current notepad (version {})</strong>'
+            '<pre class="notepad-current" style="{}">{}</pre>'
+            "</div>"
+            '<div style="flex: 1; min-width: 0;"><strong>Your text (kept in the field)</strong>'
+            '<pre class="notepad-yours" style="{}">{}</pre>'
+            "</div></div>",
+            current.version,
+            current.version,
+            CONFLICT_PRE_STYLE,
+            current.content or "(empty)",
+            CONFLICT_PRE_STYLE,
+            submitted or "(empty)",
         )
+        self.add_error("notepad_content", forms.ValidationError(message, code="notepad_conflict"))
 
 
 class SessionNotepadAdminMixin(admin.ModelAdmin):

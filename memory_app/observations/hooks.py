@@ -1,5 +1,5 @@
 """Observations' hooks on the turn's tool calls (`Feature.hooks`, see `sessions_app.engine.tool_hooks`):
-- at the start of every turn, expired observations are deleted (seed 004's `gc()`);
+- at the start of every turn, expired observations' content is dropped (seed 004's `gc()`);
 - before a step's tool calls are stored, announced or run, `{{stepN.field}}` references in
   their inputs are resolved against the full stored results (server and client tools alike, so
   a client receives the full content in `tool.call`; the stored assistant message keeps what

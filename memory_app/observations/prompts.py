@@ -73,3 +73,20 @@ SCRATCHPAD_READ_SCHEMA: dict = {
         },
     },
 }
+
+
+# scratchpad_read's refusals of an id (the rest of its errors say what to fix where they arise).
+READ_UNKNOWN_ID = (
+    "No observation with scratchpad_id {observation_id!r} in this session. A scratchpad_id is the "
+    "16-character `scratchpad_id` field of a synthetic observation (a large tool result that was "
+    "saved); copy it exactly as that observation shows it."
+)
+READ_EXPIRED = (
+    "The observation {observation_id} ({tool_name}, {size_bytes} bytes) expired at {expires_at}: "
+    "saved results are kept for a limited time, and its content has been dropped. Call "
+    "{tool_name} again for a fresh result; the summary you were given still shows its start and end."
+)
+READ_EARLIER_TURN = (
+    "The observation {observation_id} belongs to an earlier turn: observations can be read only in "
+    "the turn that produced them. Call {tool_name} again for a fresh result."
+)

@@ -21,6 +21,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
+from memory_app.observations import prompts
 from memory_app.observations.content import iter_lines
 from memory_app.observations.models import Observation, ObservationChunk
 
@@ -63,24 +64,25 @@ def observation_get_for_read(
 
     Another session's observation is reported exactly as an unknown id: nothing is revealed.
     """
-    unknown = ObservationReadError(
-        f"No observation with scratchpad_id {observation_id!r} in this session. Use the "
-        "scratchpad_id of a synthetic observation you were given."
-    )
+    unknown = ObservationReadError(prompts.READ_UNKNOWN_ID.format(observation_id=observation_id))
     if not isinstance(observation_id, str) or not OBSERVATION_ID_RE.match(observation_id):
         raise unknown
     observation = Observation.objects.filter(pk=observation_id, session_id=session_id).first()
     if observation is None:
         raise unknown
-    if scope == SCOPE_TURN and observation.turn_id != turn_id and not observation.session_scope:
-        raise ObservationReadError(
-            f"The observation {observation_id} belongs to an earlier turn: observations can be read "
-            "only in the turn that produced them. Call the tool that produced it again."
-        )
+    # Expiry first: once expired, no turn can read it, whichever turn made it.
     if observation.expires_at <= (now or timezone.now()):
         raise ObservationReadError(
-            f"The observation {observation_id} expired at {observation.expires_at.isoformat()} and is "
-            "no longer available. Call the tool that produced it again."
+            prompts.READ_EXPIRED.format(
+                observation_id=observation_id,
+                tool_name=observation.tool_name,
+                size_bytes=observation.size_bytes,
+                expires_at=observation.expires_at.isoformat(timespec="seconds"),
+            )
+        )
+    if scope == SCOPE_TURN and observation.turn_id != turn_id and not observation.session_scope:
+        raise ObservationReadError(
+            prompts.READ_EARLIER_TURN.format(observation_id=observation_id, tool_name=observation.tool_name)
         )
     return observation
 
@@ -98,8 +100,8 @@ def observations_latest(*, session_id: uuid.UUID, limit: int) -> list[Observatio
 
 
 def observation_get_for_session(*, session_id: uuid.UUID, observation_id: Any) -> Observation | None:
-    """The observation `observation_id` of this session, live or expired; None for another
-    session's or an unknown id."""
+    """The observation `observation_id` of this session, live or expired (an expired one's
+    content is dropped by `observations_gc`); None for another session's or an unknown id."""
     if not isinstance(observation_id, str):
         return None
     return Observation.objects.filter(pk=observation_id, session_id=session_id).first()

@@ -1,5 +1,5 @@
 """Every write of offloaded observations: store one, offload a step's large results, collect
-expired ones.
+the content of expired ones.
 
 The offload rule (seed 004), applied by `tool_outcomes_offload` to every tool result, server
 or client: when `len(json.dumps(result))` exceeds the session's `offload.threshold_bytes`, the
@@ -133,9 +133,14 @@ def observation_create(
 
 
 def observations_gc(*, now: datetime | None = None) -> int:
-    """Delete every expired observation (of any session) and its chunks; returns how many."""
-    deleted, by_model = Observation.objects.filter(expires_at__lte=now or timezone.now()).delete()
-    return by_model.get(Observation._meta.label, 0)
+    """Drop the content (the chunks) of every expired observation, of any session; returns of how
+    many. The observation's row (id, tool, size, summary) stays as long as its session, so a
+    later read of its id is told that it expired rather than that the id is unknown."""
+    expired = ObservationChunk.objects.filter(observation__expires_at__lte=now or timezone.now())
+    count = expired.values("observation_id").distinct().count()
+    if count:
+        expired.delete()
+    return count
 
 
 def _step_numbers(turn_id: uuid.UUID) -> dict[str, int]:

@@ -113,6 +113,11 @@ HINT_AFTER_TURNS = (
     "[Hint: {turns} turns have passed and your scratchpad is empty. Save your plan, key findings or "
     "references with session_scratchpad so they survive context compaction.]"
 )
+# The same hint after one turn (English needs its own sentence: "1 turn has passed").
+HINT_AFTER_ONE_TURN = (
+    "[Hint: 1 turn has passed and your scratchpad is empty. Save your plan, key findings or "
+    "references with session_scratchpad so they survive context compaction.]"
+)
 HINT_PLAN_DETECTED = (
     "[Hint: Your last reply laid out a multi-step plan, but your scratchpad is empty. Save the plan "
     'with session_scratchpad (action "set_plan") so it survives context compaction.]'
@@ -126,3 +131,15 @@ HINT_STALE = (
     "[Hint: Your scratchpad has not changed for {turns} turns. Check that it still matches your "
     "progress: update the plan, tighten the notes, remove refs you no longer need.]"
 )
+HINT_STALE_ONE_TURN = (
+    "[Hint: Your scratchpad has not changed for 1 turn. Check that it still matches your "
+    "progress: update the plan, tighten the notes, remove refs you no longer need.]"
+)
+
+
+def hint_after_turns(turns: int) -> str:
+    return HINT_AFTER_ONE_TURN if turns == 1 else HINT_AFTER_TURNS.format(turns=turns)
+
+
+def hint_stale(turns: int) -> str:
+    return HINT_STALE_ONE_TURN if turns == 1 else HINT_STALE.format(turns=turns)

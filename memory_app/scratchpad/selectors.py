@@ -116,7 +116,7 @@ def scratchpad_hints(
             earlier = earlier.exclude(pk=latest.turn_id)
         turns_done = earlier.count()
         if after_turns and view.is_empty and turns_done >= after_turns:
-            hints.append(prompts.HINT_AFTER_TURNS.format(turns=turns_done))
+            hints.append(prompts.hint_after_turns(turns_done))
         if on_plan and view.is_empty:
             previous = (
                 in_epoch.filter(role=MessageRole.ASSISTANT, position__lt=latest.position)
@@ -131,7 +131,7 @@ def scratchpad_hints(
     if turn_start and stale_turns and not view.is_empty:
         idle = turns_done - view.changed_at_turn
         if idle >= stale_turns:
-            hints.append(prompts.HINT_STALE.format(turns=idle))
+            hints.append(prompts.hint_stale(idle))
     return hints
 
 

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from django import forms
 
 from memory_app.scratchpad.models import ScratchpadSpace
+from sessions_app.engine.features import features
 from sessions_app.validation import (
     MAX_CONTEXT_WINDOW,
     MAX_MODEL_CHARS,
     MAX_SYSTEM_PROMPT_CHARS,
     MAX_TITLE_CHARS,
     MIN_CONTEXT_WINDOW,
+    SpecError,
+    settings_clean,
 )
 
 # One message an operator types; a client's frame may be larger, but a browser form need not be.
@@ -26,7 +31,70 @@ def _lf(text: str) -> str:
     return text.replace("\r\n", "\n")
 
 
+SETTING_PREFIX = "setting__"  # a generated field's name: setting__notepad__position
+
+
+def _setting_field(rule: tuple, default: Any, label: str) -> forms.Field:
+    """The form field of one setting's validation rule (`Feature.settings_rules`)."""
+    kind = rule[0]
+    if kind == "bool":
+        return forms.BooleanField(required=False, initial=default, label=label)
+    if kind == "int":
+        low, high = rule[1], rule[2]
+        return forms.IntegerField(
+            required=False,
+            min_value=low,
+            max_value=high,
+            initial=default,
+            label=label,
+            help_text=f"{low:,}–{high:,}; default {default:,}",
+            widget=forms.NumberInput(attrs={"placeholder": str(default)}),
+        )
+    if kind == "choice":
+        return forms.ChoiceField(
+            choices=[(c, c) for c in sorted(rule[1])], required=False, initial=default, label=label
+        )
+    raise ValueError(f"no form field for the settings rule {rule!r}")
+
+
+def _setting_leaves(
+    rules: dict, defaults: dict, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple, tuple, Any]]:
+    for key, rule in rules.items():
+        if isinstance(rule, dict):
+            yield from _setting_leaves(rule, defaults[key], (*path, key))
+        else:
+            yield (*path, key), rule, defaults[key]
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    merged = dict(base)
+    for key, value in over.items():
+        merged[key] = (
+            _deep_merge(merged[key], value)
+            if isinstance(value, dict) and isinstance(merged.get(key), dict)
+            else value
+        )
+    return merged
+
+
+@dataclass(frozen=True)
+class SettingsGroup:
+    """The fields of one top-level setting (a feature's, usually): its switch and its knobs."""
+
+    name: str
+    switch: forms.BoundField | None
+    knobs: list[forms.BoundField]
+
+
 class SessionCreateForm(forms.Form):
+    """A new session: its fields, a field per setting (generated from the features' settings
+    and rules, so a new feature's settings appear here by themselves), and advanced JSON.
+
+    The generated fields apply only when the form carried them (`with_settings_fields`): a
+    client posting just a title or JSON gets the defaults, not every switch off. The JSON is
+    applied over the fields; the whole is validated as a client's settings are."""
+
     title = forms.CharField(required=False, max_length=MAX_TITLE_CHARS)
     model = forms.CharField(required=False, max_length=MAX_MODEL_CHARS)
     system_prompt = forms.CharField(
@@ -39,11 +107,33 @@ class SessionCreateForm(forms.Form):
         required=False, min_value=MIN_CONTEXT_WINDOW, max_value=MAX_CONTEXT_WINDOW
     )
     compact_threshold = forms.FloatField(required=False, min_value=0.01, max_value=1.0)
+    with_settings_fields = forms.BooleanField(required=False, initial=True, widget=forms.HiddenInput)
     settings = forms.CharField(
         required=False,
+        label="Advanced: settings as JSON",
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": '{"notepad": {"position": "message"}}'}),
-        help_text="Optional session settings as JSON (PROTOCOL.md); defaults fill the rest.",
+        help_text="Optional; applied over the fields above (PROTOCOL.md names every setting).",
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        feature_set = features()
+        self.setting_paths: dict[str, tuple] = {}
+        for path, rule, default in _setting_leaves(feature_set.settings_rules, feature_set.default_settings):
+            name = SETTING_PREFIX + "__".join(path)
+            self.fields[name] = _setting_field(rule, default, path[-1].replace("_", " "))
+            self.setting_paths[name] = path
+
+    def settings_groups(self) -> list[SettingsGroup]:
+        """The generated fields by top-level setting, switch first (for the template)."""
+        groups: dict[str, SettingsGroup] = {}
+        for name, path in self.setting_paths.items():
+            group = groups.setdefault(path[0], SettingsGroup(path[0].replace("_", " "), None, []))
+            if len(path) == 2 and path[1] == "enabled":
+                groups[path[0]] = SettingsGroup(group.name, self[name], group.knobs)
+            else:
+                group.knobs.append(self[name])
+        return list(groups.values())
 
     def clean_system_prompt(self) -> str:
         return _lf(self.cleaned_data.get("system_prompt") or "")
@@ -60,7 +150,37 @@ class SessionCreateForm(forms.Form):
             ) from exc
         if not isinstance(value, dict):
             raise forms.ValidationError("Settings are a JSON object.")
+        try:
+            settings_clean(value)
+        except SpecError as exc:
+            raise forms.ValidationError(exc.message) from exc
         return value
+
+    def _fields_settings(self) -> dict:
+        """The generated fields' values as a settings object (an empty number: its default)."""
+        values: dict = {}
+        for name, path in self.setting_paths.items():
+            value = self.cleaned_data.get(name)
+            if value is None or value == "":
+                continue
+            node = values
+            for key in path[:-1]:
+                node = node.setdefault(key, {})
+            node[path[-1]] = value
+        return values
+
+    def clean(self) -> dict[str, Any] | None:
+        cleaned = super().clean()
+        if cleaned is None or self.errors:
+            return cleaned
+        given = self._fields_settings() if cleaned.get("with_settings_fields") else {}
+        if cleaned.get("settings"):
+            given = _deep_merge(given, cleaned["settings"])
+        try:
+            cleaned["settings"] = settings_clean(given) if given else None
+        except SpecError as exc:
+            self.add_error("settings", exc.message)
+        return cleaned
 
     def session_fields(self) -> dict[str, Any]:
         """The cleaned values as `services.session_create` takes them (None: its default)."""
@@ -79,7 +199,9 @@ class MessageForm(forms.Form):
     content = forms.CharField(
         max_length=MESSAGE_MAX_CHARS,
         strip=False,
-        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Message the agent (Ctrl+Enter sends)"}),
+        widget=forms.Textarea(
+            attrs={"rows": 2, "placeholder": "Message the agent (/ comes here, Ctrl+Enter sends)"}
+        ),
     )
 
     def clean_content(self) -> str:

@@ -32,6 +32,75 @@ SPAWNED = "spawned"
 _CHILD_ID_RE = re.compile(r'^\{"session_id": "([0-9a-f-]{36})"')
 
 
+# How a tool's input or result is shown: a one-line summary of at most SUMMARY_CHARS; blocks
+# longer than CLIP_LINES lines or CLIP_CHARS characters start clipped, with a "show all".
+SUMMARY_CHARS = 90
+CLIP_LINES = 14
+CLIP_CHARS = 1200
+# A string field of a JSON object this long, or with line breaks, is shown as its own block
+# (a file's content, a program's output) rather than as one escaped JSON line.
+FIELD_BLOCK_CHARS = 160
+FIELD_SHOWN_BELOW = "(shown below)"
+
+
+@dataclass(frozen=True)
+class Block:
+    """Text to show in a <pre>: its label (a field's name, or empty), whether it is code, and
+    whether it is long enough to start clipped."""
+
+    text: str
+    label: str = ""
+    code: bool = False
+
+    @property
+    def long(self) -> bool:
+        return len(self.text) > CLIP_CHARS or self.text.count("\n") >= CLIP_LINES
+
+    @property
+    def size(self) -> str:
+        lines = self.text.count("\n") + 1
+        return f"{lines:,} lines" if lines > 1 else f"{len(self.text):,} characters"
+
+
+def one_line(value: Any) -> str:
+    """A value as one line of compact JSON (or the text itself), cut to SUMMARY_CHARS."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    text = " ".join(text.split())
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+def readable_blocks(value: Any, *, code_field: str = "") -> list[Block]:
+    """A JSON value as blocks to read: the value pretty-printed, with each long or multi-line
+    string field of an object taken out as a block of its own (`code_field`'s marked as code)."""
+    if isinstance(value, str):
+        return [Block(value)] if value else []
+    if not isinstance(value, dict):
+        return [Block(json.dumps(value, ensure_ascii=False, indent=2))]
+    shown: dict[str, Any] = {}
+    fields: list[Block] = []
+    for key, item in value.items():
+        if isinstance(item, str) and (key == code_field or "\n" in item or len(item) > FIELD_BLOCK_CHARS):
+            shown[key] = FIELD_SHOWN_BELOW
+            fields.append(Block(item, label=str(key), code=key == code_field))
+        else:
+            shown[key] = item
+    # The object itself is shown only where something is left in it besides what moved out.
+    rest = fields and all(item == FIELD_SHOWN_BELOW for item in shown.values())
+    head = [] if rest else [Block(json.dumps(shown, ensure_ascii=False, indent=2))]
+    return head + fields
+
+
+def result_value(text: str) -> Any:
+    """A tool result's text as JSON when it is JSON (most results are), else the text."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "["):
+        try:
+            return json.loads(stripped)
+        except ValueError:
+            pass
+    return text
+
+
 @dataclass(frozen=True)
 class ToolUse:
     id: str
@@ -41,6 +110,9 @@ class ToolUse:
     code: str = ""
     # The sub-session a spawn/fork call made (filled in by `subsessions.transcript_link_children`).
     child_id: str = ""
+    # The input as blocks to read (pretty JSON, long fields apart, code as code).
+    blocks: tuple[Block, ...] = ()
+    summary: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,6 +136,15 @@ class TranscriptItem:
     child_id: str = ""
     # tool_result of run_sandbox_code: {exit_code, stdout, stderr, timed_out, duration_ms}.
     run: dict[str, Any] | None = None
+
+    @property
+    def result_blocks(self) -> list[Block]:
+        """A tool result as blocks to read."""
+        return readable_blocks(result_value(self.text))
+
+    @property
+    def summary(self) -> str:
+        return one_line(result_value(self.text))
 
 
 SANDBOX_TOOL = "run_sandbox_code"
@@ -101,17 +182,21 @@ def result_text(content: Any) -> str:
     return content_text(content, sep="\n", mark_other_blocks=True)
 
 
+def _tool_use(block: dict) -> ToolUse:
+    tool_input = block.get("input", {})
+    code = tool_input.get("code") if isinstance(tool_input, dict) else None
+    return ToolUse(
+        id=str(block.get("id", "")),
+        name=str(block.get("name", "")),
+        input_json=json.dumps(tool_input, ensure_ascii=False, indent=2),
+        code=code if isinstance(code, str) else "",
+        blocks=tuple(readable_blocks(tool_input, code_field="code" if isinstance(code, str) else "")),
+        summary=one_line(tool_input),
+    )
+
+
 def _tool_uses(blocks: Iterable[Any]) -> list[ToolUse]:
-    return [
-        ToolUse(
-            id=str(b.get("id", "")),
-            name=str(b.get("name", "")),
-            input_json=json.dumps(b.get("input", {}), ensure_ascii=False, indent=2),
-            code=code if isinstance(code := (b.get("input") or {}).get("code"), str) else "",
-        )
-        for b in blocks
-        if isinstance(b, dict) and b.get("type") == "tool_use"
-    ]
+    return [_tool_use(b) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
 
 
 def child_of_result(name: str, text: str) -> str:

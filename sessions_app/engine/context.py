@@ -46,8 +46,10 @@ CACHE_CONTROL = {"type": "ephemeral"}
 class ContextSection(Protocol):
     """A contributor to the prompt (the notepad, the scratchpad, ...). Called in a DB thread.
 
-    A section may have a `name` ("notepad"): `BuiltRequest.sections` reports its tokens under it
-    (the dashboard's context gauge); without one, its class name is used.
+    A section may have a `name` ("notepad"): `BuiltRequest.sections` reports the tokens of its
+    per-call parts (dynamic and transient: the memory it shows) under it, for the dashboard's
+    context gauge; without one, its class name is used. Its stable guidance is part of the
+    system prompt's count (`breakdown["system"]`).
     """
 
     def static_system(self, session: SessionSnapshot) -> list[str]:
@@ -73,8 +75,9 @@ class BuiltRequest:
     # The canonical JSON of `body` (compact, keys sorted: `selectors.request_canonical_bytes`),
     # built from cached parts.
     encoded: bytes = b""
-    # Tokens each context section contributed (its static, dynamic and transient parts), by name:
-    # a finer view of part of `breakdown`, not added to `estimated_tokens` again.
+    # Tokens of each context section's per-call parts (dynamic and transient), by name: a finer
+    # view of part of `breakdown["dynamic_system"] + breakdown["transient"]`, not added again.
+    # A section's stable guidance is counted in `breakdown["system"]` (one joined text).
     sections: dict[str, int] = field(default_factory=dict)
 
 
@@ -131,12 +134,7 @@ def build_request(
         dynamic_tokens += section_dynamic
         transient_tokens += section_transient
         name = section_name(section)
-        by_section[name] = (
-            by_section.get(name, 0)
-            + sum(_stable_text_tokens(p) for p in static if p)
-            + section_dynamic
-            + section_transient
-        )
+        by_section[name] = by_section.get(name, 0) + section_dynamic + section_transient
 
     tools = [spec.definition() for spec in server_tools] + [dict(t) for t in session.client_tools]
     static_text = "\n\n".join(p for p in static_parts if p)

@@ -9,6 +9,8 @@ from django import template
 from django.utils.safestring import SafeString
 
 from sessions_app.dashboard.markdown import markdown_to_html
+from sessions_app.dashboard.selectors import history
+from sessions_app.dashboard.selectors.history import TimelineRow
 from sessions_app.dashboard.transcript import result_text
 from sessions_app.engine.content import content_text
 
@@ -58,6 +60,17 @@ def css_percent(value: Any) -> str:
 def _short(text: str, limit: int = SUMMARY_CHARS) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@register.filter
+def timeline_rows(frames: list[dict]) -> list[TimelineRow]:
+    """The timeline's frames with each run of deltas folded into one row."""
+    return history.timeline_rows(frames)
+
+
+@register.filter
+def short(text: Any) -> str:
+    return _short(str(text))
 
 
 @register.filter

@@ -44,15 +44,75 @@
   document.addEventListener("htmx:wsAfterMessage", () => {
     const el = transcript();
     if (el && pinned) el.scrollTop = el.scrollHeight;
+    foldDeltas();
     const rows = document.getElementById("timeline-rows");
     while (rows && rows.children.length > TIMELINE_MAX_ROWS) rows.lastElementChild.remove();
   });
 
+  // The timeline folds each run of streamed deltas into one row, as the server renders it
+  // (context.html#timeline-deltas): live rows arrive one by one at the top and join the run.
+  function deltaGroup() {
+    const group = document.createElement("details");
+    group.className = "tl-row tl-deltas fam-assistant";
+    group.dataset.deltaGroup = "";
+    const summary = document.createElement("summary");
+    for (const cls of ["seq mono", "time mono", "type", "sum"]) {
+      const span = document.createElement("span");
+      span.className = cls;
+      summary.append(span);
+    }
+    const count = document.createElement("span");
+    count.dataset.deltaCount = "";
+    summary.querySelector(".type").append(count, " deltas");
+    summary.querySelector(".sum").dataset.deltaText = "";
+    const inner = document.createElement("div");
+    inner.className = "tl-group-rows";
+    group.append(summary, inner);
+    return group;
+  }
+  function groupRefresh(group) {
+    const inner = Array.from(group.querySelector(".tl-group-rows").children);
+    const newest = inner[0].querySelector("summary");
+    group.querySelector("summary > .seq").textContent = newest.querySelector(".seq").textContent;
+    group.querySelector("summary > .time").textContent = newest.querySelector(".time").textContent;
+    group.querySelector("[data-delta-count]").textContent = String(inner.length);
+    const text = inner.map((row) => row.querySelector(".sum").textContent).reverse().join(" ");
+    group.querySelector("[data-delta-text]").textContent = text.length > 120 ? text.slice(0, 119) + "…" : text;
+  }
+  function foldDeltas() {
+    const rows = document.getElementById("timeline-rows");
+    if (!rows) return;
+    const isDeltaRow = (el) => el && el.matches(".tl-row.is-delta, [data-delta-group]");
+    let child = rows.firstElementChild;
+    while (child) {
+      if (!isDeltaRow(child) || !isDeltaRow(child.nextElementSibling)) { child = child.nextElementSibling; continue; }
+      // A run of loose delta rows and groups: gather it into one group, newest first.
+      const run = [];
+      for (let el = child; isDeltaRow(el); el = el.nextElementSibling) run.push(el);
+      const group = run.find((el) => el.matches("[data-delta-group]")) || deltaGroup();
+      rows.insertBefore(group, run[0]);
+      const inner = group.querySelector(".tl-group-rows");
+      const ordered = run.flatMap((el) =>
+        el.matches("[data-delta-group]") ? Array.from(el.querySelector(".tl-group-rows").children) : [el]);
+      inner.append(...ordered);
+      // The other groups are empty now (their rows moved): drop them.
+      run.forEach((el) => { if (el !== group && el.matches("[data-delta-group]")) el.remove(); });
+      groupRefresh(group);
+      child = group.nextElementSibling;
+    }
+  }
+
   // Tabs of the session page: the chosen one is kept in the URL (?tab=), so it can be bookmarked.
+  // Where the window is too narrow for the side panels (dashboard.css, NARROW), the panels are
+  // tabs over the transcript, which is then a tab too ("transcript") and the one a page opens on.
+  const NARROW = window.matchMedia("(max-width: 900px)");
   function showTab(name, remember) {
     const panels = document.querySelector(".panels");
     if (!panels) return;
+    if (name === "transcript" && !NARROW.matches) name = panels.dataset.lastPanel || "context";
+    if (name !== "transcript") panels.dataset.lastPanel = name;
     panels.dataset.tab = name;
+    document.querySelector(".session-page").dataset.tab = name;
     panels.querySelectorAll("[data-tab-button]").forEach((b) => {
       b.setAttribute("aria-selected", b.dataset.tabButton === name ? "true" : "false");
     });
@@ -60,15 +120,36 @@
       const inspector = document.querySelector("#inspector[data-follow][data-stale]");
       if (inspector) { delete inspector.dataset.stale; htmx.trigger(inspector, "refresh"); }
     }
+    if (name === "transcript") {
+      const el = transcript();
+      if (el) el.scrollTop = el.scrollHeight;
+    }
     if (remember === false) return;
     const url = new URL(window.location.href);
     url.searchParams.set("tab", name);
     window.history.replaceState(window.history.state, "", url);
   }
+  NARROW.addEventListener("change", () => {
+    const panels = document.querySelector(".panels");
+    if (panels && panels.dataset.tab === "transcript") showTab("transcript", false);
+  });
 
   document.addEventListener("click", (event) => {
     const tab = event.target.closest("[data-tab-button]");
     if (tab) { showTab(tab.dataset.tabButton); return; }
+
+    if (event.target.closest("[data-shortcuts]")) { shortcuts(); return; }
+
+    // A long tool input or result starts clipped; "show all" opens it (and closes it again).
+    const more = event.target.closest("[data-show-all]");
+    if (more) {
+      const block = more.closest(".tool-block");
+      const open = block.classList.toggle("open");
+      more.setAttribute("aria-expanded", open ? "true" : "false");
+      if (!more.dataset.label) more.dataset.label = more.textContent;
+      more.textContent = open ? "show less" : more.dataset.label;
+      return;
+    }
 
     const close = event.target.closest("[data-close-editor]");
     if (close) {
@@ -90,12 +171,53 @@
     }
   });
 
-  // Ctrl+Enter (or Cmd+Enter) sends the message.
+  // Keyboard: Ctrl+Enter (or Cmd+Enter) sends the message; single keys (listed in base.html's
+  // #shortcuts dialog) act only when the cursor is not in a text field.
+  const TAB_KEYS = ["transcript", "context", "notepad", "scratchpad", "observations", "archives", "inspector", "timeline"];
+  function typing(target) {
+    return target.closest && (target.closest("input, textarea, select, [contenteditable]") !== null);
+  }
+  function shortcuts() {
+    const dialog = document.getElementById("shortcuts");
+    if (dialog && !dialog.open) dialog.showModal();
+  }
   document.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
       const form = event.target.closest("#message-form");
       if (form) { event.preventDefault(); form.requestSubmit(); }
+      return;
     }
+    if (event.key === "Escape" && typing(event.target)) {
+      const create = event.target.closest(".new-session");
+      if (create) { create.open = false; create.querySelector("summary").focus(); return; }
+      if (event.target.closest("#message-form")) event.target.blur();
+      return;
+    }
+    if (event.ctrlKey || event.metaKey || event.altKey || event.isComposing || typing(event.target)) return;
+    if (document.querySelector("dialog[open]")) return;
+    const page = document.querySelector(".session-page");
+    let handled = true;
+    if (event.key === "?") shortcuts();
+    else if (event.key === "g") window.location.href = document.querySelector(".brand").href;
+    else if (event.key === "/" && page) {
+      if (NARROW.matches) showTab("transcript");
+      const box = document.querySelector("#message-form textarea");
+      if (box) box.focus();
+    } else if (event.key === "/" ) {
+      const search = document.querySelector(".filters input[type=search]");
+      if (search) search.focus(); else handled = false;
+    } else if (event.key === "n" && !page) {
+      const create = document.querySelector(".new-session");
+      if (create) { create.open = true; const title = create.querySelector("#id_title"); if (title) title.focus(); }
+      else handled = false;
+    } else if (event.key === "x" && page) {
+      const running = document.querySelector("#session-status.status-running, #session-status.status-compacting");
+      const cancel = document.querySelector("[data-cancel-turn]");
+      if (running && cancel) cancel.click(); else handled = false;
+    } else if (page && /^[0-7]$/.test(event.key)) {
+      showTab(TAB_KEYS[Number(event.key)]);
+    } else handled = false;
+    if (handled) event.preventDefault();
   });
 
   // The observation viewer shows the fields of the chosen mode only.
@@ -148,7 +270,9 @@
 
   document.addEventListener("DOMContentLoaded", () => {
     const panels = document.querySelector(".panels");
-    if (panels) showTab(panels.dataset.tab || "context", false);
+    // A narrow window opens on the transcript unless the address names a tab.
+    const named = new URL(window.location.href).searchParams.get("tab");
+    if (panels) showTab(NARROW.matches && !named ? "transcript" : panels.dataset.tab || "context", false);
     const el = transcript();
     if (el) el.scrollTop = el.scrollHeight;
     syncObservationForm();

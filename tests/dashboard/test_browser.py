@@ -8,6 +8,7 @@ temporary folder.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -410,3 +411,156 @@ def test_usage_panel_updates_live_after_a_turn(new_page, anthropic_server, scree
     # The list's row followed the turns live.
     cost = page.locator("#usage-panel [data-usage=cost]").inner_text()
     watcher.wait_for_selector(f"#session-row-{session_id} td[data-col=cost]:text-is('{cost}')")
+
+
+# ---------------------------------------------------------------------------
+# Issue 14: the operator's dashboard, tried as a new operator would
+# ---------------------------------------------------------------------------
+def test_the_gauges_sections_sum_to_its_estimate_and_system_counts_the_guidance(new_page, scripted_server):
+    page = logged_in(new_page, scripted_server)
+    session_created(page, scripted_server, "Gauge demo")  # no system prompt of its own
+    said(page, "remember: the gauge must add up")
+    tab(page, "context")
+    cells = page.locator("#gauge tr[data-part] td.num.mono")
+    parts = {
+        row.get_attribute("data-part"): int(row.locator("td.num.mono").inner_text())
+        for row in page.locator("#gauge tr[data-part]").all()
+    }
+    assert cells.count() == len(parts) == 5
+    assert sum(parts.values()) == int(page.locator("#gauge-estimated").inner_text())
+    assert parts["system"] > 200  # every feature's guidance, with no system prompt at all
+    assert parts["notepad"] > 0 and parts["history"] > 0 and parts["tools"] > 0
+
+
+def test_the_new_session_form_has_a_field_for_each_setting(new_page, scripted_server, screenshots):
+    page = logged_in(new_page, scripted_server)
+    page.click("summary:has-text('New session')")
+    assert page.locator("#id_setting__notepad__enabled").is_checked()
+    page.fill("#id_title", "Form demo")
+    page.uncheck("#id_setting__scratchpad__enabled")
+    page.click("summary:has-text('Settings of each feature')")
+    page.select_option("#id_setting__notepad__position", "message")
+    page.fill("#id_setting__scratchpad__notes_max_chars", "0")
+    page.screenshot(path=screenshots / "new-session-form-error.png")
+    page.click("button:has-text('Create session')")
+    error = page.locator("[data-field=setting__scratchpad__notes_max_chars] .field-error")
+    error.wait_for()
+    assert "greater than or equal to 1" in error.inner_text()
+    # What was typed is still there; fixing the field creates the session.
+    assert page.locator("#id_title").input_value() == "Form demo"
+    assert not page.locator("#id_setting__scratchpad__enabled").is_checked()
+    page.fill("#id_setting__scratchpad__notes_max_chars", "1500")
+    page.click("button:has-text('Create session')")
+    page.wait_for_url(re.compile(r".*/sessions/[0-9a-f-]{36}/$"))
+    session_id = re.search(r"/sessions/([0-9a-f-]{36})/", page.url).group(1)  # type: ignore[union-attr]
+    page.goto(f"{scripted_server.url}/admin/sessions_app/agentsession/{session_id}/change/")
+    settings = json.loads(page.locator("#id_settings").input_value())
+    assert settings["scratchpad"]["enabled"] is False and settings["scratchpad"]["notes_max_chars"] == 1500
+    assert settings["notepad"] == {"enabled": True, "position": "message"}
+
+
+def test_at_800_px_the_panels_are_tabs_over_the_transcript(new_page, scripted_server, screenshots):
+    page = logged_in(new_page, scripted_server)
+    page.set_viewport_size({"width": 800, "height": 900})
+    session_created(page, scripted_server, "Narrow demo")
+    transcript, gauge = page.locator("#transcript"), page.locator("#gauge")
+    assert transcript.is_visible() and not gauge.is_visible()  # it opens on the transcript
+    said(page, "remember: narrow windows work")
+    # Nothing is wider than the window.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 800
+    box = transcript.bounding_box()
+    assert box is not None and box["width"] > 700  # the transcript has the whole width
+    page.screenshot(path=screenshots / "narrow-layout.png")
+    tab(page, "context")
+    assert gauge.is_visible() and not transcript.is_visible()
+    assert gauge.bounding_box()["width"] > 700  # type: ignore[index]
+    tab(page, "transcript")
+    assert transcript.is_visible() and not gauge.is_visible()
+    # Wider again: side by side, and the transcript tab is gone.
+    page.set_viewport_size({"width": 1440, "height": 900})
+    assert transcript.is_visible() and gauge.is_visible()
+    assert page.locator("[data-tab-button=transcript]").is_hidden()
+
+
+def test_keyboard_shortcuts_reach_the_common_actions(new_page, scripted_server):
+    page = logged_in(new_page, scripted_server)
+    page.keyboard.press("n")
+    assert page.evaluate("document.activeElement.id") == "id_title"
+    page.keyboard.type("Keys n demo")  # typing in a field triggers no shortcut
+    assert page.locator("#id_title").input_value() == "Keys n demo"
+    page.keyboard.press("Escape")
+    assert page.locator(".new-session").get_attribute("open") is None
+    session_created(page, scripted_server, "Keyboard demo")
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.id") == "id_content"
+    page.keyboard.type("echo typed 123")  # the digits go into the box, not to the tabs
+    page.keyboard.press("Control+Enter")
+    page.wait_for_selector("#transcript article.msg.assistant:has-text('typed 123')")
+    page.keyboard.press("Escape")
+    page.keyboard.press("7")
+    assert page.locator("#timeline").is_visible() and "tab=timeline" in page.url
+    page.keyboard.press("2")
+    assert page.locator("#notepad-panel").is_visible()
+    page.keyboard.press("?")
+    assert page.locator("#shortcuts").is_visible()
+    page.keyboard.press("Escape")
+    assert page.locator("#shortcuts").is_hidden()
+    # x cancels a running turn (a long answer streams slowly enough to catch).
+    page.fill("#id_content", "echo " + " ".join(f"w{i}" for i in range(300)))
+    page.click("#message-form button:has-text('Send')")
+    page.wait_for_selector("#session-status.status-running")
+    page.evaluate("document.activeElement.blur()")  # after sending, the box has the focus again
+    page.keyboard.press("x")
+    page.wait_for_selector("#transcript .marker.turn-end:has-text('cancelled')")
+
+
+def test_tool_calls_are_readable_and_long_ones_open_with_show_all(new_page, scripted_server):
+    page = logged_in(new_page, scripted_server)
+    session_created(page, scripted_server, "Tools demo")
+    said(page, 'tool count_words {"text": "one two three"}')
+    result = page.locator("#transcript details.tool-result").last
+    result.locator("summary").click()
+    assert '{\n  "lines": 1,\n  "words": 3,' in result.locator("pre").first.inner_text()
+    said(page, "read big.log")
+    read = page.locator("#transcript details.tool-result:has-text('fs_read')").last
+    read.locator("summary").click()
+    block = read.locator(".tool-block.clip").first
+    clipped = block.locator("pre").bounding_box()["height"]  # type: ignore[index]
+    block.locator("[data-show-all]").click()
+    assert "open" in (block.get_attribute("class") or "")
+    assert block.locator("pre").bounding_box()["height"] > clipped  # type: ignore[index]
+    assert block.locator("[data-show-all]").inner_text() == "show less"
+
+
+def test_the_timeline_folds_streamed_deltas_into_one_row(new_page, scripted_server):
+    page = logged_in(new_page, scripted_server)
+    session_created(page, scripted_server, "Timeline demo")
+    tab(page, "timeline")
+    assert page.locator("#timeline-rows .empty-timeline").is_visible()
+    said(page, "echo " + " ".join(f"word{i}" for i in range(120)))  # streamed live, in pieces
+    group = page.locator("#timeline-rows > [data-delta-group]").first
+    count = int(group.locator("[data-delta-count]").inner_text())
+    assert count > 2 and group.locator(".tl-group-rows > .tl-row").count() == count
+    assert "word0 word1" in group.locator("[data-delta-text]").inner_text()
+    assert page.locator("#timeline-rows .empty-timeline").is_hidden()  # "No events yet" went
+    loose = page.evaluate(
+        "Array.from(document.querySelectorAll('#timeline-rows > .tl-row.is-delta + .tl-row.is-delta')).length"
+    )
+    assert loose == 0
+    # The same folding when the page is loaded afresh.
+    page.reload()
+    reloaded = page.locator("#timeline-rows > [data-delta-group]").first
+    assert int(reloaded.locator("[data-delta-count]").inner_text()) == count
+
+
+def test_no_page_asks_for_anything_that_is_not_there(new_page, scripted_server):
+    page = logged_in(new_page, scripted_server)
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    session_url = session_created(page, scripted_server, "Favicon demo")
+    for url in (scripted_server.url + "/", session_url, scripted_server.url + "/admin/"):
+        page.goto(url)
+        page.wait_for_load_state("networkidle")
+    assert failed == []
+    icon = page.evaluate("document.querySelector('link[rel=icon]').href")
+    assert page.request.get(icon).status == 200

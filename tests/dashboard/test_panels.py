@@ -11,10 +11,18 @@ from django.utils.html import escape
 
 from memory_app.notepad import services as memory_services
 from memory_app.notepad.models import NotepadRevision
+from memory_app.notepad.prompts import NOTEPAD_GUIDANCE
 from memory_app.observations.content import result_parts
-from memory_app.observations.services import observation_create
+from memory_app.observations.services import observation_create, observations_gc
+from memory_app.scratchpad import services as scratchpad_services
 from sessions_app import selectors as session_selectors
 from sessions_app.dashboard import selectors
+from sessions_app.dashboard.selectors.gauge import apportion
+from sessions_app.engine.context import build_request
+from sessions_app.engine.features import features
+from sessions_app.engine.history import history_for, history_forget
+from sessions_app.engine.snapshot import SessionSnapshot
+from sessions_app.engine.tokens import estimate_text_tokens
 from sessions_app.models import AgentSession, Archive, ModelCall, Turn
 from tests.dashboard.conftest import chat, message_store, session_new
 
@@ -41,6 +49,13 @@ def observation_of(session, content: str = LOG):
 def test_gauge_splits_the_estimate_into_its_sections():
     session = session_new(system_prompt="You are careful. " * 20)
     message_store(session, "user", [{"type": "text", "text": "hello " * 50}])
+    scratchpad_services.scratchpad_apply(
+        session_id=session.pk,
+        action="set_notes",
+        args={"content": "agent notes"},
+        author="agent",
+        limits=scratchpad_services.ScratchpadLimits.from_settings(session.settings),
+    )
     AgentSession.objects.filter(pk=session.pk).update(
         last_prompt_tokens=None, last_estimated_tokens=None, token_ratio=1.0
     )
@@ -48,7 +63,58 @@ def test_gauge_splits_the_estimate_into_its_sections():
     parts = {p.key: p.tokens for p in gauge.parts}
     assert list(parts) == ["system", "notepad", "scratchpad", "history", "tools"]
     assert all(parts[k] > 0 for k in ("system", "notepad", "scratchpad", "history", "tools"))
-    assert abs(sum(parts.values()) - gauge.estimated_tokens) <= len(parts)
+    assert sum(parts.values()) == gauge.estimated_tokens
+
+
+@pytest.mark.django_db
+def test_gauge_system_row_counts_every_features_guidance():
+    session = session_new(system_prompt="")
+    AgentSession.objects.filter(pk=session.pk).update(token_ratio=1.0)
+    gauge = selectors.context_gauge(session=AgentSession.objects.get(pk=session.pk))
+    parts = {p.key: p.tokens for p in gauge.parts}
+    snapshot = SessionSnapshot.from_session(session)
+    guidance = "\n\n".join(
+        text for section in features().sections for text in section.static_system(snapshot)
+    )
+    assert guidance  # the default features give guidance
+    assert parts["system"] == estimate_text_tokens(guidance)
+    # The memory rows hold what the memory shows, not its guidance.
+    assert parts["notepad"] < estimate_text_tokens(NOTEPAD_GUIDANCE)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_gauge_sections_sum_to_the_estimate_of_the_request_the_engine_builds():
+    session = session_new(system_prompt="Be brief.")
+    chat(session.pk, "remember: the build is green")
+    chat(session.pk, "count words: one two three")
+    AgentSession.objects.filter(pk=session.pk).update(
+        last_prompt_tokens=None, last_estimated_tokens=None, token_ratio=1.0
+    )
+    session = AgentSession.objects.get(pk=session.pk)
+    snapshot = SessionSnapshot.from_session(session)
+    history_forget(session.pk)
+    built = build_request(
+        session=snapshot,
+        history=history_for(session.pk, session.epoch),
+        server_tools=features().tools_for_session(snapshot),
+        max_tokens=1,
+    )
+    gauge = selectors.context_gauge(session=session)
+    assert gauge.estimated_tokens == built.estimated_tokens
+    assert sum(p.tokens for p in gauge.parts) == built.estimated_tokens
+
+
+@pytest.mark.parametrize(
+    ("total", "weights", "expected"),
+    [
+        (10, {"a": 1, "b": 1, "c": 1}, {"a": 4, "b": 3, "c": 3}),
+        (7, {"a": 0, "b": 5}, {"a": 0, "b": 7}),
+        (0, {"a": 3, "b": 2}, {"a": 0, "b": 0}),
+        (5, {"a": 0, "b": 0}, {"a": 0, "b": 0}),
+    ],
+)
+def test_apportion_splits_a_total_in_whole_tokens(total, weights, expected):
+    assert apportion(total, weights) == expected
 
 
 @pytest.mark.django_db
@@ -84,7 +150,7 @@ def test_gauge_is_calibrated_by_the_providers_last_count():
     )
     gauge = selectors.context_gauge(session=AgentSession.objects.get(pk=session.pk))
     assert gauge.estimated_tokens == 2 * local
-    assert abs(sum(p.tokens for p in gauge.parts) - 2 * local) <= len(gauge.parts)
+    assert sum(p.tokens for p in gauge.parts) == 2 * local
 
 
 @pytest.mark.django_db
@@ -138,6 +204,21 @@ def test_observation_viewer_shows_a_bad_read_as_an_error(operator_client):
         f"/sessions/{session.pk}/observations/{observation.pk}/?mode=grep&pattern=(unclosed"
     ).content.decode()
     assert "pattern is not a valid regular expression" in html
+
+
+@pytest.mark.django_db
+def test_observation_viewer_says_an_expired_observations_content_was_dropped(operator_client):
+    session = session_new()
+    observation = observation_of(session)
+    type(observation).objects.filter(pk=observation.pk).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    observations_gc()
+    html = operator_client.get(
+        f"/sessions/{session.pk}/observations/{observation.pk}/?mode=head"
+    ).content.decode()
+    assert "its content was dropped" in html
+    assert 'class="obs-content"' not in html
 
 
 @pytest.mark.django_db

@@ -6,7 +6,9 @@ import pytest
 from django.test import Client
 
 from sessions_app import services
+from sessions_app.engine.features import features
 from sessions_app.models import AgentSession, Archive, SessionStatus
+from sessions_app.validation import default_settings
 from tests.dashboard.conftest import message_store, session_new
 
 pytestmark = pytest.mark.django_db
@@ -139,3 +141,104 @@ def test_every_page_sends_the_csrf_token_with_htmx_requests(operator_client):
     html = operator_client.get("/").content.decode()
     token = operator_client.cookies["csrftoken"].value
     assert 'hx-headers=\'{"X-CSRFToken": "' in html and token
+
+
+# ---------------------------------------------------------------------------
+# The new-session form's generated setting fields
+# ---------------------------------------------------------------------------
+def _leaves(rules: dict, path: tuple = ()) -> list[tuple]:
+    return [
+        leaf
+        for key, rule in rules.items()
+        for leaf in (_leaves(rule, (*path, key)) if isinstance(rule, dict) else [(*path, key)])
+    ]
+
+
+def browser_form(operator_client) -> dict[str, str]:
+    """The new-session form as a browser submits it untouched (an unchecked box is left out)."""
+    form = operator_client.get("/").context["create_form"]
+    data: dict[str, str] = {}
+    for field in form:
+        value = field.value()
+        if field.widget_type == "checkbox":
+            if value:
+                data[field.html_name] = "on"
+        elif value is not None:
+            data[field.html_name] = str(value)
+    return data
+
+
+def test_the_form_has_a_field_for_every_features_setting(operator_client):
+    html = operator_client.get("/").content.decode()
+    leaves = _leaves(features().settings_rules)
+    assert ("notepad", "enabled") in leaves and ("scratchpad", "notes_max_chars") in leaves
+    for path in leaves:
+        assert f'name="setting__{"__".join(path)}"' in html
+
+
+def test_the_untouched_form_makes_a_session_with_the_default_settings(operator_client):
+    response = operator_client.post("/sessions/new/", browser_form(operator_client))
+    assert response.status_code == 302
+    assert AgentSession.objects.get().settings == default_settings()
+
+
+def test_switches_and_knobs_set_the_sessions_settings(operator_client):
+    data = browser_form(operator_client)
+    del data["setting__scratchpad__enabled"]  # unchecked
+    data |= {"setting__notepad__position": "message", "setting__scratchpad__notes_max_chars": "1000"}
+    assert operator_client.post("/sessions/new/", data).status_code == 302
+    settings = AgentSession.objects.get().settings
+    assert settings["scratchpad"]["enabled"] is False and settings["scratchpad"]["notes_max_chars"] == 1000
+    assert settings["notepad"] == {"enabled": True, "position": "message"}
+    assert settings["subsessions"] == default_settings()["subsessions"]
+
+
+def test_an_emptied_number_keeps_its_default(operator_client):
+    data = browser_form(operator_client) | {"setting__offload__ttl_seconds": ""}
+    operator_client.post("/sessions/new/", data)
+    assert (
+        AgentSession.objects.get().settings["offload"]["ttl_seconds"]
+        == default_settings()["offload"]["ttl_seconds"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("setting__scratchpad__notes_max_chars", "0", "greater than or equal to 1"),
+        ("setting__offload__scope", "everywhere", "Select a valid choice"),
+        ("setting__max_steps_per_turn", "many", "Enter a whole number"),
+        ("context_window", "10", "greater than or equal to 1000"),
+    ],
+)
+def test_a_bad_field_is_an_error_beside_it_and_nothing_is_made(operator_client, name, value, message):
+    response = operator_client.post("/sessions/new/", browser_form(operator_client) | {name: value})
+    assert response.status_code == 422
+    html = response.content.decode()
+    beside = html.split(f'data-field="{name}"', 1)[1].split("data-field=", 1)[0]
+    assert 'class="field-error"' in beside and message in beside
+    assert not AgentSession.objects.exists()
+
+
+def test_advanced_json_applies_over_the_fields(operator_client):
+    data = browser_form(operator_client) | {"settings": '{"notepad": {"position": "message"}}'}
+    assert data["setting__notepad__position"] == "system"
+    operator_client.post("/sessions/new/", data)
+    assert AgentSession.objects.get().settings["notepad"]["position"] == "message"
+
+
+def test_bad_advanced_json_is_an_error_beside_it(operator_client):
+    data = browser_form(operator_client) | {"settings": '{"notepad": {"colour": "red"}}'}
+    response = operator_client.post("/sessions/new/", data)
+    assert response.status_code == 422
+    beside = response.content.decode().split('data-field="settings"', 1)[1]
+    assert "unknown setting settings.notepad.colour" in beside.split("</details>", 1)[0]
+    assert not AgentSession.objects.exists()
+
+
+def test_a_failed_form_keeps_what_was_typed(operator_client):
+    data = browser_form(operator_client) | {"title": "Keep me", "setting__scratchpad__notes_max_chars": "0"}
+    del data["setting__tasks__enabled"]
+    form = operator_client.post("/sessions/new/", data).context["create_form"]
+    assert form["title"].value() == "Keep me"
+    assert form["setting__tasks__enabled"].value() is False

@@ -182,3 +182,16 @@ def test_notepad_revisions_cannot_be_deleted_in_the_admin(admin_client: Client) 
     revision = NotepadRevision.objects.get(session=session)
     url = reverse("admin:memory_app_notepadrevision_delete", args=[revision.pk])
     assert admin_client.post(url, {"post": "yes"}).status_code == 403
+
+
+def test_a_conflict_shows_both_texts_with_their_line_breaks_escaped(admin_client: Client) -> None:
+    session = session_make()
+    agent_writes(session, "agent v1")
+    data = form_data(admin_client, session) | {"notepad_content": "## Mine\r\n- first\r\n- <b>second</b>"}
+    agent_writes(session, "## Agent\n- found <script>x()</script>\n- line two")
+    html = admin_client.post(change_url(session), data).content.decode()
+    current = html.split('<pre class="notepad-current"', 1)[1].split(">", 1)[1].split("</pre>", 1)[0]
+    yours = html.split('<pre class="notepad-yours"', 1)[1].split(">", 1)[1].split("</pre>", 1)[0]
+    assert current == "## Agent\n- found &lt;script&gt;x()&lt;/script&gt;\n- line two"
+    assert yours == "## Mine\n- first\n- &lt;b&gt;second&lt;/b&gt;"
+    assert "<script>x()" not in html

@@ -192,12 +192,30 @@ def test_scope_holds_only_live_observations(turn: Turn) -> None:
     assert observations_in_scope_exist(session_id=turn.session_id, turn_id=turn.id, scope="turn")
 
 
-def test_gc_deletes_only_expired_observations_with_their_chunks(turn: Turn) -> None:
+def test_gc_drops_the_content_of_expired_observations_only(turn: Turn) -> None:
     expired = store(turn, TEXT, ttl=10, now=timezone.now() - timedelta(seconds=11))
     live = store(turn, TEXT)
     assert observations_gc() == 1
-    assert list(Observation.objects.all()) == [live]
+    assert set(Observation.objects.all()) == {live, expired}
     assert not ObservationChunk.objects.filter(observation_id=expired.id).exists()
+    assert ObservationChunk.objects.filter(observation_id=live.id).exists()
+    assert observations_gc() == 0  # nothing left to drop
+
+
+def test_an_expired_id_and_an_unknown_id_are_told_apart(turn: Turn) -> None:
+    observation = store(turn, TEXT, ttl=10, now=timezone.now() - timedelta(seconds=11))
+    observations_gc()
+    with pytest.raises(ObservationReadError, match=r"expired at .*content has been dropped") as expired:
+        _get(turn, observation)
+    assert "No observation with scratchpad_id" not in str(expired.value)
+    with pytest.raises(ObservationReadError, match="No observation with scratchpad_id 'ffffffffffffffff'"):
+        _get(turn, observation, observation_id="ffffffffffffffff")
+
+
+def test_an_expired_observation_of_an_earlier_turn_reads_as_expired(turn: Turn) -> None:
+    observation = store(turn, TEXT, ttl=10, now=timezone.now() - timedelta(seconds=11))
+    with pytest.raises(ObservationReadError, match="expired at"):
+        _get(turn, observation, turn_id=uuid.uuid4())
 
 
 def test_json_object_result_keeps_its_fields_for_references(turn: Turn) -> None:

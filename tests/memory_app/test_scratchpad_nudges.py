@@ -74,6 +74,16 @@ async def test_after_turns_hint_once_n_turns_passed_with_an_empty_scratchpad(
     assert hints_in(third) == [prompts.HINT_AFTER_TURNS.format(turns=2)]
 
 
+async def test_after_one_turn_the_hint_says_1_turn_has_passed(connect: Any, fake_anthropic: Any) -> None:
+    client, _ = await open_session(connect, **nudges(nudge_after_turns=1))
+
+    await turns(client, fake_anthropic, "a", "b")
+
+    second = bodies(fake_anthropic)[1]
+    assert hints_in(second) == [prompts.HINT_AFTER_ONE_TURN]
+    assert "[Hint: 1 turn has passed and your scratchpad is empty." in hints_in(second)[0]
+
+
 async def test_after_turns_no_hint_when_the_scratchpad_has_content(connect: Any, fake_anthropic: Any) -> None:
     client, session_id = await open_session(connect, **nudges(nudge_after_turns=1))
     await seed(session_id, {"action": "refs.add", "ref": "src/a.py"})
@@ -189,6 +199,19 @@ async def test_stale_hint_when_content_is_unchanged_for_n_turns(connect: Any, fa
     assert hints_in(requests[4]) == [prompts.HINT_STALE.format(turns=2)]
 
 
+async def test_stale_hint_after_one_turn_says_1_turn(connect: Any, fake_anthropic: Any) -> None:
+    client, _ = await open_session(connect, **nudges(nudge_turns_since_last_use=1))
+    fake_anthropic.enqueue(tool_use(TOOL, {"action": "set_notes", "content": "n"}), text("ok"))
+    await run_turn(client, "turn 1 writes")
+
+    await turns(client, fake_anthropic, "turn 2", "turn 3")
+
+    requests = bodies(fake_anthropic)
+    assert hints_in(requests[3]) == [prompts.HINT_STALE_ONE_TURN]
+    assert "has not changed for 1 turn." in hints_in(requests[3])[0]
+    assert hints_in(requests[2]) == []
+
+
 async def test_stale_count_restarts_when_content_changes(connect: Any, fake_anthropic: Any) -> None:
     client, _ = await open_session(connect, **nudges(nudge_turns_since_last_use=2))
     fake_anthropic.enqueue(tool_use(TOOL, {"action": "set_notes", "content": "n"}), text("ok"))
@@ -228,7 +251,7 @@ async def test_hints_come_before_the_block_in_the_latest_user_message(
     await turns(client, fake_anthropic, "c")
 
     hints, block, words = texts(latest_user(bodies(fake_anthropic)[-1]))
-    assert hints == prompts.HINT_AFTER_COMPACTION + "\n" + prompts.HINT_STALE.format(turns=1)
+    assert hints == prompts.HINT_AFTER_COMPACTION + "\n" + prompts.HINT_STALE_ONE_TURN
     assert block.startswith(prompts.BLOCK_START)
     assert words == "next"
 
@@ -241,7 +264,7 @@ async def test_turn_hints_go_only_with_the_users_message(connect: Any, fake_anth
     await run_turn(client, "b")
 
     with_user_words, after_tool_result = bodies(fake_anthropic)[1:]
-    assert hints_in(with_user_words) == [prompts.HINT_AFTER_TURNS.format(turns=1)]
+    assert hints_in(with_user_words) == [prompts.HINT_AFTER_ONE_TURN]
     assert hints_in(after_tool_result) == []
 
 

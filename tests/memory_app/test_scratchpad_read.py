@@ -6,11 +6,15 @@ from __future__ import annotations
 import base64
 import json
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.utils import timezone
 
+from memory_app.observations.models import Observation, ObservationChunk
 from tests.fake_anthropic import FakeAnthropicServer, Reply, text, tool_use
 from tests.memory_app.observation_helpers import (
     big_log,
@@ -435,3 +439,28 @@ async def test_expired_observation_is_a_tool_error(
     block = tool_result(fake_anthropic.requests[2].body)
     assert block["is_error"] is True
     assert "expired at" in block["content"]
+
+
+@pytest.mark.parametrize("scope", ["turn", "session"])
+async def test_an_observation_whose_content_retention_dropped_reads_as_expired_not_unknown(
+    connect: Any, fake_anthropic: FakeAnthropicServer, settings: Any, tmp_path: Path, scope: str
+) -> None:
+    root = use_fs_root(settings, tmp_path)
+    (root / "log").write_text(LOG)
+    fake_anthropic.enqueue(tool_use("fs_read", {"path": "log"}), text("done"))
+    client = await connect()
+    created = await client.create(settings={"offload": {"scope": scope}})
+    await turn(client)
+    given = latest_observation_id(fake_anthropic.requests[1].body)
+    await sync_to_async(Observation.objects.filter(session_id=created["id"]).update)(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    # The next turn starts with the garbage collection, which drops the content.
+    fake_anthropic.enqueue(tool_use("scratchpad_read", {"scratchpad_id": given}), text("done"))
+    await turn(client)
+    assert not await sync_to_async(ObservationChunk.objects.filter(observation_id=given).exists)()
+    block = tool_result(fake_anthropic.requests[3].body)
+    assert block["is_error"] is True
+    assert block["content"].startswith(f"The observation {given} (fs_read, ")
+    assert "expired at" in block["content"] and "Call fs_read again" in block["content"]
+    assert "No observation with scratchpad_id" not in block["content"]

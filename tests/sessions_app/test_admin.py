@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 from django.apps import apps
 from django.contrib import admin
+from django.contrib.admin.models import LogEntry
 from django.test import Client
 from django.urls import reverse
 
@@ -15,7 +17,7 @@ from memory_app.scratchpad import services as scratchpad_services
 from memory_app.scratchpad.models import ScratchpadRevision
 from memory_app.scratchpad.selectors import scratchpad_get
 from sessions_app import services
-from sessions_app.models import AgentSession, SessionEvent
+from sessions_app.models import AgentSession, AgentToken, SessionEvent
 
 pytestmark = pytest.mark.django_db
 
@@ -145,3 +147,41 @@ def test_saving_the_session_keeps_what_a_running_turn_wrote_meanwhile(admin_clie
     assert session.current_turn_id == turn.id
     services.event_emit(session_id=session.id, type="still.works", payload={})
     assert session.events.filter(seq=3).exists()
+
+
+# ---------------------------------------------------------------------------
+# Agent tokens: made in the admin, shown once
+# ---------------------------------------------------------------------------
+TOKEN_ADD = "admin:sessions_app_agenttoken_add"
+
+
+def test_a_token_added_in_the_admin_is_shown_once_and_stored_as_its_hash(admin_client: Client) -> None:
+    response = admin_client.post(reverse(TOKEN_ADD), {"name": "ci-agent"})
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    raw = re.search(r'id="agent-token"[^>]* value="(pal_[^"]+)"', response.content.decode()).group(1)  # type: ignore[union-attr]
+    (token,) = AgentToken.objects.all()
+    assert token.name == "ci-agent"
+    assert token.token_hash == services.agent_token_hash(raw) and raw.startswith(token.prefix)
+    assert services.agent_token_authenticate(raw=raw) == token
+    assert LogEntry.objects.get().object_id == str(token.pk)
+    # Never again: not on the token's page, not in the list.
+    for url in (
+        reverse("admin:sessions_app_agenttoken_change", args=[token.pk]),
+        reverse("admin:sessions_app_agenttoken_changelist"),
+    ):
+        page = admin_client.get(url).content.decode()
+        assert token.prefix in page and raw not in page
+
+
+def test_the_add_form_asks_only_for_a_name(admin_client: Client) -> None:
+    form = admin_client.get(reverse(TOKEN_ADD)).context["adminform"].form
+    assert list(form.fields) == ["name"]
+
+
+def test_a_token_without_a_name_is_a_form_error_and_nothing_is_made(admin_client: Client) -> None:
+    response = admin_client.post(reverse(TOKEN_ADD), {"name": ""})
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["name"]
+    assert not AgentToken.objects.exists()
+    assert 'id="agent-token"' not in response.content.decode()

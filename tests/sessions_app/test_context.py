@@ -296,6 +296,15 @@ def test_each_section_reports_its_tokens_under_its_name():
     )
     assert built.sections["memo"] > 0
     assert built.sections["Section"] > 0  # no name: the class name
-    assert sum(built.sections.values()) <= (
-        built.breakdown["system"] + built.breakdown["dynamic_system"] + built.breakdown["transient"]
+    # Per-call parts only: the stable guidance is the system prompt's.
+    assert sum(built.sections.values()) == built.breakdown["dynamic_system"] + built.breakdown["transient"]
+
+
+def test_a_sections_guidance_counts_in_the_system_prompt_not_under_its_name():
+    guided = Section(static=["Guidance " * 50])
+    guided.name = "memo"  # type: ignore[attr-defined]
+    built = build_request(
+        session=snapshot(system_prompt=""), history=[], server_tools=[], max_tokens=1, sections=[guided]
     )
+    assert built.sections["memo"] == 0
+    assert built.breakdown["system"] >= 50

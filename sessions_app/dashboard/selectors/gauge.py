@@ -58,6 +58,20 @@ GAUGE_LABELS = {
 }
 
 
+def apportion(total: int, weights: dict[str, int]) -> dict[str, int]:
+    """`total` split in proportion to `weights`, in whole tokens that add up to `total` exactly
+    (largest remainders get the rounding), so the gauge's rows sum to its estimate."""
+    weight = sum(weights.values())
+    if weight <= 0:
+        return dict.fromkeys(weights, 0)
+    exact = {key: total * w / weight for key, w in weights.items()}
+    shares = {key: int(value) for key, value in exact.items()}
+    by_remainder = sorted(weights, key=lambda key: exact[key] - shares[key], reverse=True)
+    for key in by_remainder[: total - sum(shares.values())]:
+        shares[key] += 1
+    return shares
+
+
 def context_gauge(*, session: AgentSession) -> ContextGauge:
     """The next request's estimated prompt tokens, split by section, against threshold and window.
 
@@ -79,11 +93,13 @@ def context_gauge(*, session: AgentSession) -> ContextGauge:
     )["total"]
     collapsed = min(history, tasks_tokens_saved(session_id=session.pk, epoch=session.epoch))
     history -= collapsed
+    # The notepad's and scratchpad's rows are the memory they show on this call; their guidance
+    # (and every other feature's) is stable system text, counted under System.
     notepad = built.sections.get("notepad", 0)
     scratchpad = built.sections.get("scratchpad", 0)
     prompt_text = built.breakdown["system"] + built.breakdown["dynamic_system"] + built.breakdown["transient"]
     local = {
-        "system": max(0, prompt_text - notepad - scratchpad),
+        "system": prompt_text - notepad - scratchpad,
         "notepad": notepad,
         "scratchpad": scratchpad,
         "history": history,
@@ -91,18 +107,19 @@ def context_gauge(*, session: AgentSession) -> ContextGauge:
     }
     local_total = sum(local.values())
     estimated = compaction.estimate_prompt_tokens(snapshot, local_total)
-    scale = estimated / local_total if local_total else snapshot.token_ratio
+    scaled = apportion(estimated, local)
     window = max(1, session.context_window)
     parts = [
         GaugePart(
             key,
             GAUGE_LABELS[key],
-            round(tokens * scale),
-            100.0 * tokens * scale / window,
+            scaled[key],
+            100.0 * scaled[key] / window,
             100.0 * tokens / local_total if local_total else 0.0,
         )
         for key, tokens in local.items()
     ]
+    scale = estimated / local_total if local_total else snapshot.token_ratio
     return ContextGauge(
         parts=parts,
         estimated_tokens=estimated,

@@ -22,7 +22,9 @@ from sessions_app.models import AgentSession, Archive, Message, SessionEvent, To
 
 TRANSCRIPT_PAGE_SIZE = 60
 ARCHIVE_MESSAGES_PAGE_SIZE = 50
-TIMELINE_SIZE = 60
+TIMELINE_SIZE = 60  # events other than deltas
+TIMELINE_MAX_DELTAS = 2000
+DELTA = "assistant.delta"
 # A running step's text so far is the run of deltas at the end of the event log (bounded).
 STREAM_TAIL_MAX_EVENTS = 5000
 
@@ -93,9 +95,50 @@ def stream_in_progress(*, session: AgentSession) -> str:
 
 
 def timeline(*, session_id: uuid.UUID, limit: int = TIMELINE_SIZE) -> list[dict[str, Any]]:
-    """The latest events as frames, newest first."""
-    events = SessionEvent.objects.filter(session_id=session_id).order_by("-seq")[:limit]
-    return [event.as_frame() for event in events]
+    """The latest `limit` events other than deltas, and the deltas among them (at most
+    TIMELINE_MAX_DELTAS, the newest), as frames, newest first. Deltas would otherwise fill the
+    timeline: `timeline_rows` folds each run of them into one row."""
+    events = SessionEvent.objects.filter(session_id=session_id)
+    others = list(events.exclude(type=DELTA).order_by("-seq")[:limit])
+    deltas = events.filter(type=DELTA)
+    if len(others) == limit:
+        deltas = deltas.filter(seq__gt=others[-1].seq)
+    merged = sorted([*others, *deltas.order_by("-seq")[:TIMELINE_MAX_DELTAS]], key=lambda e: -e.seq)
+    return [event.as_frame() for event in merged]
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    """One row of the timeline: an event, or a run of consecutive deltas (newest first)."""
+
+    frame: dict[str, Any] | None = None
+    deltas: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def deltas_text(self) -> str:
+        return "".join(str(frame.get("text", "")) for frame in reversed(self.deltas))
+
+
+def timeline_rows(frames: list[dict[str, Any]]) -> list[TimelineRow]:
+    """Frames (newest first) as rows, each run of two or more deltas folded into one."""
+    rows: list[TimelineRow] = []
+    run: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if len(run) == 1:
+            rows.append(TimelineRow(frame=run[0]))
+        elif run:
+            rows.append(TimelineRow(deltas=tuple(run)))
+        run.clear()
+
+    for frame in frames:
+        if frame.get("type") == DELTA:
+            run.append(frame)
+            continue
+        flush()
+        rows.append(TimelineRow(frame=frame))
+    flush()
+    return rows
 
 
 # ---------------------------------------------------------------------------

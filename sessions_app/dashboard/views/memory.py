@@ -8,6 +8,7 @@ from typing import Any
 
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from memory_app.notepad import selectors as notepad_selectors
@@ -175,7 +176,11 @@ def observation_view(request: HtmxHttpRequest, session_id: uuid.UUID, observatio
     form = ObservationReadForm(request.GET or {"mode": "head"})
     result: dict[str, Any] | None = None
     error = ""
-    if form.is_valid():
+    if observation.expires_at <= timezone.now():
+        # Retention dropped its content: only its summary and metadata are left to show.
+        expired = f"{observation.expires_at:%Y-%m-%d %H:%M:%S %Z}"
+        error = f"This observation expired {expired}; its content was dropped."
+    elif form.is_valid():
         mode, arguments = form.cleaned_data["mode"], form.read_arguments()
         try:
             if mode == "lines":

@@ -27,7 +27,8 @@ from sessions_app.engine.operator import compaction_operator_start
 from sessions_app.models import AgentSession
 from sessions_app.usage import session_usage
 
-TABS = ("context", "notepad", "scratchpad", "observations", "archives", "inspector", "timeline")
+# "transcript" is a tab only where the page is too narrow for the side panels (dashboard.css).
+TABS = ("transcript", "context", "notepad", "scratchpad", "observations", "archives", "inspector", "timeline")
 
 
 def session_page_context(session: AgentSession) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -26,6 +27,7 @@ from sessions_app.dashboard.list_filters import (
 )
 from sessions_app.dashboard.views.common import HtmxHttpRequest
 from sessions_app.engine.features import features
+from sessions_app.engine.model_table import MODEL_CONTEXT_WINDOWS
 from sessions_app.models import SessionStatus
 from sessions_app.validation import SpecError
 
@@ -77,6 +79,14 @@ def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
     }
 
 
+def _create_context(form: SessionCreateForm) -> dict[str, Any]:
+    return {
+        "create_form": form,
+        "default_model": settings.PALIMPSEST_DEFAULT_MODEL,
+        "known_models": sorted(MODEL_CONTEXT_WINDOWS),
+    }
+
+
 @require_GET
 @operator_required
 def session_list(request: HtmxHttpRequest) -> HttpResponse:
@@ -84,7 +94,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
     status = 400 if context.get("list_errors") else 200
     if request.htmx and request.htmx.target == "session-table":
         return render(request, "dashboard/session_list.html#session-table", context, status=status)
-    context["create_form"] = SessionCreateForm()
+    context.update(_create_context(SessionCreateForm()))
     return render(request, "dashboard/session_list.html", context, status=status)
 
 
@@ -109,5 +119,5 @@ async def session_create(request: HtmxHttpRequest) -> HttpResponse:
             url = reverse("dashboard:session", args=[session.pk])
             return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     return await sync_to_async(render)(
-        request, "dashboard/session_list.html#create-form", {"create_form": form}, status=422
+        request, "dashboard/_session_create_form.html", _create_context(form), status=422
     )

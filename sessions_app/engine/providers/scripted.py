@@ -161,8 +161,24 @@ def scripted_answer(body: dict[str, Any], rules: Sequence[ScriptedRule] = ()) ->
     return _rule_default(inp)
 
 
-def _chunks(text: str) -> list[str]:
-    return re.findall(r"\S+\s*|\s+", text)
+# Streamed pieces gather whole words up to about this many characters: a long answer streams
+# in a second or two at `make run`'s delay per piece, yet still visibly word by word.
+STREAM_CHUNK_CHARS = 48
+
+
+def text_stream_chunks(text: str, *, size: int = STREAM_CHUNK_CHARS) -> list[str]:
+    """`text` in pieces of whole words (with their following spaces), each at least `size`
+    characters except the last, and over it by at most one word."""
+    pieces: list[str] = []
+    current = ""
+    for word in re.findall(r"\S+\s*|\s+", text):
+        current += word
+        if len(current) >= size:
+            pieces.append(current)
+            current = ""
+    if current:
+        pieces.append(current)
+    return pieces
 
 
 class ScriptedProvider:
@@ -180,7 +196,7 @@ class ScriptedProvider:
         if reply.text:
             content.append({"type": "text", "text": reply.text})
             if on_text is not None:
-                for chunk in _chunks(reply.text):
+                for chunk in text_stream_chunks(reply.text):
                     if self.chunk_delay_seconds:
                         await asyncio.sleep(self.chunk_delay_seconds)
                     await on_text(chunk)

@@ -38,5 +38,6 @@ class Command(BaseCommand):
         dev = "PALIMPSEST_DEV=1 " if settings.PALIMPSEST_DEV else ""
         self.stdout.write(
             f"Agent clients: `{dev}.venv/bin/python manage.py create_agent_token NAME` prints a token for "
-            f"ws://{options['host']}:{options['port']}/ws/agent/ (revoke_agent_token NAME revokes it)\n"
+            f"ws://{options['host']}:{options['port']}/ws/agent/ (revoke_agent_token NAME revokes it; "
+            "the admin's Agent tokens page makes and revokes them too)\n"
         )
