@@ -48,17 +48,22 @@ from sessions_app.services.tokens import (
 )
 from sessions_app.services.turns import (
     INTERRUPTED_TOOL_RESULT,
+    SERVER_STOPPED_CODE,
+    SERVER_STOPPED_TOOL_RESULT,
     NoTurnInProgress,
     ToolResultAlreadyGiven,
     TurnInProgress,
     TurnLeaseLost,
+    TurnRepair,
     UnknownToolUse,
+    lease_hold,
     turn_begin,
     turn_cancel_request,
     turn_error_emit,
     turn_finish,
     turn_heartbeat,
     turn_is_cancelled,
+    turn_repair,
 )
 
 __all__ = [
@@ -69,6 +74,8 @@ __all__ = [
     "compaction_operator_end",
     "masked_result_store",
     "INTERRUPTED_TOOL_RESULT",
+    "SERVER_STOPPED_CODE",
+    "SERVER_STOPPED_TOOL_RESULT",
     "TOKEN_PREFIX",
     "CompactionConflict",
     "ModelCallData",
@@ -78,6 +85,7 @@ __all__ = [
     "ToolResultAlreadyGiven",
     "TurnInProgress",
     "TurnLeaseLost",
+    "TurnRepair",
     "UnknownToolUse",
     "agent_token_authenticate",
     "agent_token_create",
@@ -88,6 +96,7 @@ __all__ = [
     "compaction_warning_store",
     "default_model",
     "event_emit",
+    "lease_hold",
     "model_call_record",
     "session_context_window_resolve",
     "session_create",
@@ -101,4 +110,5 @@ __all__ = [
     "turn_finish",
     "turn_heartbeat",
     "turn_is_cancelled",
+    "turn_repair",
 ]
