@@ -184,7 +184,9 @@ def _dead_turn_close(session: AgentSession, now: Any) -> None:
     compaction (a lease with no user message) ends with `compaction_failed` instead."""
     dead = session.current_turn_id
     assert dead is not None
-    is_turn = Message.objects.filter(turn_id=dead).exclude(metadata__type="compact").exists()
+    # A turn's first message is its user's; an operator's compaction writes only its summary.
+    first = Message.objects.filter(turn_id=dead).order_by("position").values_list("metadata", flat=True)[:1]
+    is_turn = any((metadata or {}).get("type") != "compact" for metadata in first)
     dangling = dangling_tool_uses(session)
     if dangling:
         message_write(

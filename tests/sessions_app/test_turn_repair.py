@@ -54,14 +54,20 @@ def _types(session_id: uuid.UUID) -> list[str]:
     )
 
 
-def _as(holder: uuid.UUID, session_id: uuid.UUID, fn, **kwargs):
-    """Call `fn` as the runner holding `holder` would (in its own context)."""
+def _as(holder: uuid.UUID, leased: uuid.UUID, fn, **kwargs):
+    """Call `fn` as the runner holding `holder` of session `leased`'s lease would (its own context)."""
 
     def run():
-        services.lease_hold(session_id=session_id, holder=holder)
+        services.lease_hold(session_id=leased, holder=holder)
         return fn(**kwargs)
 
     return contextvars.copy_context().run(run)
+
+
+def _repaired(session_id: uuid.UUID) -> services.TurnRepair:
+    repair = services.turn_repair(session_id=session_id, holder=uuid.uuid4())
+    assert repair is not None
+    return repair
 
 
 def test_a_live_lease_is_not_repaired(session, announced):
@@ -84,7 +90,7 @@ def test_a_dead_turn_waiting_for_a_client_is_taken_over_and_its_call_stays_answe
     ]
     row = AgentSession.objects.get(pk=session.id)
     assert (row.current_turn_id, row.lease_holder, row.status) == (turn.id, new_holder, "running")
-    assert row.lease_expires_at > timezone.now()
+    assert row.lease_expires_at is not None and row.lease_expires_at > timezone.now()
     assert _types(session.id) == events_before  # nothing is announced: the turn goes on
     services.tool_call_submit_result(
         session_id=session.id, tool_use_id="toolu_c", content="ok", is_error=False
@@ -133,8 +139,8 @@ def test_a_dead_turn_mid_server_tool_gets_error_results_and_a_valid_history(sess
     turn = services.turn_begin(session_id=session.id, content="one", holder=uuid.uuid4())
     _step(session.id, turn.id, ("toolu_s", "read_notepad", "server"))
     _expire(session.id)
-    assert not services.turn_repair(session_id=session.id, holder=uuid.uuid4()).resumed
-    last = Message.objects.filter(session=session).order_by("-position").first()
+    assert not _repaired(session.id).resumed
+    last = Message.objects.filter(session=session).order_by("-position")[0]
     assert last.role == "user"
     assert last.content == [
         {
@@ -155,8 +161,8 @@ def test_a_cancelled_dead_turn_ends_cancelled_without_an_error(session, announce
     _step(session.id, turn.id, ("toolu_c", "client_lookup", "client"))
     services.turn_cancel_request(session_id=session.id)
     _expire(session.id)
-    assert not services.turn_repair(session_id=session.id, holder=uuid.uuid4()).resumed
-    completed = SessionEvent.objects.filter(session=session).order_by("-seq").first()
+    assert not _repaired(session.id).resumed
+    completed = SessionEvent.objects.filter(session=session).order_by("-seq")[0]
     assert (completed.type, completed.payload["stop_reason"]) == ("turn.completed", "cancelled")
     assert "error" not in _types(session.id)
 
@@ -164,7 +170,7 @@ def test_a_cancelled_dead_turn_ends_cancelled_without_an_error(session, announce
 def test_a_dead_operator_compaction_is_released_with_compaction_failed(session, announced):
     services.compaction_operator_begin(session_id=session.id, holder=uuid.uuid4())
     _expire(session.id)
-    assert not services.turn_repair(session_id=session.id, holder=uuid.uuid4()).resumed
+    assert not _repaired(session.id).resumed
     assert _types(session.id)[-2:] == ["error", "session.status"]
     assert "turn.completed" not in _types(session.id)
     assert AgentSession.objects.get(pk=session.id).current_turn_id is None
@@ -184,7 +190,7 @@ def test_a_stalled_runner_writes_nothing_once_its_turn_is_taken_over(session, an
     turn = services.turn_begin(session_id=session.id, content="one", holder=old)
     _step(session.id, turn.id, ("toolu_c", "client_lookup", "client"))
     _expire(session.id)
-    assert services.turn_repair(session_id=session.id, holder=uuid.uuid4()).resumed
+    assert _repaired(session.id).resumed
     before = (Message.objects.count(), SessionEvent.objects.count())
     assert not _as(old, session.id, services.turn_heartbeat, session_id=session.id, turn_id=turn.id)
     with pytest.raises(services.TurnLeaseLost):
