@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlparse, urlunparse
@@ -42,7 +43,8 @@ NO_MEMORY = {
 def postgres_redis_env(tmp_path) -> Iterator[dict[str, str]]:
     """A fresh PostgreSQL database (migrated) and the Redis channel layer, for daphne processes."""
     base = urlparse(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/palimpsest"))
-    name = "palimpsest_e2e"
+    # Unique: several checkouts may run their services tests on one server at once.
+    name = f"palimpsest_e2e_{uuid.uuid4().hex[:12]}"
     admin_url = urlunparse(base._replace(path="/postgres"))
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

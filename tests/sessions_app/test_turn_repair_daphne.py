@@ -16,17 +16,16 @@ import pytest
 
 from tests.fake_anthropic import FakeAnthropicServer, stalled, text
 from tests.servers import Daphne, manage, server_env
-from tests.sessions_app.test_e2e_daphne import (
-    CLIENT_TOOL,
-    open_ws,
-    recv_until,
-    token_for,
-)
+from tests.sessions_app.test_e2e_daphne import CLIENT_TOOL, open_ws, token_for
 
-LEASE_SECONDS = "2"
-# Fast repairs for the tests below; a case that must show the attach repairing turns it off.
-FAST = {"PALIMPSEST_TURN_LEASE_SECONDS": LEASE_SECONDS, "PALIMPSEST_TURN_SWEEP_SECONDS": "0.3"}
-NO_SWEEP = {"PALIMPSEST_TURN_LEASE_SECONDS": LEASE_SECONDS, "PALIMPSEST_TURN_SWEEP_SECONDS": "3600"}
+# Short leases, so that a killed process's turn is repaired soon. One process at a time (SQLite)
+# may use a very short one; beside a live process the lease must outlast the live process's
+# own stalls (its first model call imports the SDK), or its live turn would be repaired too.
+FAST = {"PALIMPSEST_TURN_LEASE_SECONDS": "2", "PALIMPSEST_TURN_SWEEP_SECONDS": "0.3"}
+NO_SWEEP = {"PALIMPSEST_TURN_LEASE_SECONDS": "2", "PALIMPSEST_TURN_SWEEP_SECONDS": "3600"}
+BESIDE_A_LIVE_PROCESS = {"PALIMPSEST_TURN_LEASE_SECONDS": "8", "PALIMPSEST_TURN_SWEEP_SECONDS": "0.3"}
+# No frame awaited here takes this long unless something is wrong: fail instead of hanging.
+RECV_LIMIT_SECONDS = 60
 
 
 @pytest.fixture
@@ -58,10 +57,15 @@ async def _until_all(ws, *types: str) -> list[dict]:
     frames: list[dict] = []
     wanted = set(types)
     while wanted:
-        frame = json.loads(await asyncio.wait_for(ws.recv(), 30))
+        frame = json.loads(await asyncio.wait_for(ws.recv(), RECV_LIMIT_SECONDS))
         frames.append(frame)
         wanted.discard(frame["type"])
     return frames
+
+
+async def recv_until(ws, frame_type: str) -> list[dict]:
+    """Frames up to and including the first of `frame_type`."""
+    return await _until_all(ws, frame_type)
 
 
 async def _start_client_call(server: Daphne, token: str):
@@ -92,10 +96,10 @@ def _assert_ended_by_repair(frames: list[dict], turn_id: str) -> None:
 
 async def _assert_idle_and_usable(ws) -> None:
     await ws.send(json.dumps({"type": "session.get"}))
-    state = json.loads(await ws.recv())
+    state = json.loads(await asyncio.wait_for(ws.recv(), RECV_LIMIT_SECONDS))
     assert (state["session"]["status"], state["session"]["turn_id"]) == ("idle", None)
     await ws.send(json.dumps({"type": "turn.cancel"}))
-    assert json.loads(await ws.recv())["code"] == "no_turn_in_progress"
+    assert json.loads(await asyncio.wait_for(ws.recv(), RECV_LIMIT_SECONDS))["code"] == "no_turn_in_progress"
     await ws.send(json.dumps({"type": "user.message", "content": "and now?"}))
     frames = await recv_until(ws, "turn.completed")
     assert frames[-1]["stop_reason"] == "end_turn"
@@ -173,7 +177,7 @@ async def test_sqlite_killed_mid_model_call_the_turn_is_ended_with_an_error(sqli
 async def test_two_processes_one_killed_while_a_client_call_waits_the_other_finishes_it(
     postgres_redis_env, tmp_path
 ):
-    env = {**postgres_redis_env, **FAST}
+    env = {**postgres_redis_env, **BESIDE_A_LIVE_PROCESS}
     token = token_for(env)
     one = Daphne(env, tmp_path / "one.log").start()
     with Daphne(env, tmp_path / "two.log") as two:
@@ -202,7 +206,7 @@ async def test_two_processes_one_killed_mid_model_call_the_other_ends_the_turn(p
     with FakeAnthropicServer() as fake:
         env = {
             **postgres_redis_env,
-            **FAST,
+            **BESIDE_A_LIVE_PROCESS,
             "PALIMPSEST_PROVIDER": "anthropic",
             "ANTHROPIC_API_KEY": "test-key",
             "ANTHROPIC_BASE_URL": fake.url,
