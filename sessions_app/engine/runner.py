@@ -181,7 +181,9 @@ class TurnRunner:
         self.epoch = 0
         self.history = PreparedHistory()
         self.lease_lost = False
-        self.wake = _wakeups.setdefault(session_id, asyncio.Event())
+        # Its own: a runner that lost the lease (it stalled, and this one took the turn over) must
+        # not take the session's wake-ups with it when it ends.
+        self.wake = _wakeups[session_id] = asyncio.Event()
         self.features = features()
         self.tools = ToolDispatch(turn=self, features=self.features)
         self.compactor = compactor.Compactor(self)
