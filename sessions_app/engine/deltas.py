@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 
@@ -17,8 +18,9 @@ class DeltaBuffer:
     and at the latest DELTA_FLUSH_SECONDS after a piece arrived, even when the model then stalls
     (a timer flushes what is waiting)."""
 
-    def __init__(self, session_id: uuid.UUID) -> None:
+    def __init__(self, session_id: uuid.UUID, turn_id: uuid.UUID) -> None:
         self.session_id = session_id
+        self.turn_id = turn_id
         self.parts: list[str] = []
         self.last_flush = time.monotonic()
         self.timer: asyncio.Task | None = None
@@ -50,6 +52,9 @@ class DeltaBuffer:
             self.last_flush = time.monotonic()
             if self.parts:
                 text, self.parts = "".join(self.parts), []
-                await db(services.event_emit)(
-                    session_id=self.session_id, type="assistant.delta", payload={"text": text}
-                )
+                # A turn ended or taken over elsewhere shows no more text; its runner finds out
+                # at its next check and stops.
+                with contextlib.suppress(services.TurnLeaseLost):
+                    await db(services.turn_delta_emit)(
+                        session_id=self.session_id, turn_id=self.turn_id, text=text
+                    )

@@ -404,7 +404,7 @@ class TurnRunner:
         self, provider: Provider, snapshot: SessionSnapshot, built: BuiltRequest
     ) -> tuple[ModelResponse, ModelCallData]:
         """The model's answer to `built`, and the record of the call to store with it."""
-        deltas = DeltaBuffer(self.session_id)
+        deltas = DeltaBuffer(self.session_id, self.turn_id)
         call = records.TurnCall(
             provider=provider.name,
             snapshot=snapshot,

@@ -406,5 +406,13 @@ def turn_is_cancelled(*, session_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
     return bool(row["cancel_requested"])
 
 
+def turn_delta_emit(*, session_id: uuid.UUID, turn_id: uuid.UUID, text: str) -> None:
+    """Announce streamed text of `turn_id`'s model call; `TurnLeaseLost` (nothing written) when
+    the turn no longer holds the lease (another process ended it or took it over)."""
+    with transaction.atomic():
+        turn_lock(session_id, turn_id)
+        event_emit(session_id=session_id, type="assistant.delta", payload={"text": text})
+
+
 def turn_error_emit(*, session_id: uuid.UUID, code: str, message: str) -> None:
     event_emit(session_id=session_id, type="error", payload={"code": code, "message": message})

@@ -196,6 +196,8 @@ def test_a_stalled_runner_writes_nothing_once_its_turn_is_taken_over(session, an
     with pytest.raises(services.TurnLeaseLost):
         _as(old, session.id, services.turn_is_cancelled, session_id=session.id, turn_id=turn.id)
     with pytest.raises(services.TurnLeaseLost):
+        _as(old, session.id, services.turn_delta_emit, session_id=session.id, turn_id=turn.id, text="late")
+    with pytest.raises(services.TurnLeaseLost):
         _as(
             old,
             session.id,
