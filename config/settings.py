@@ -214,6 +214,8 @@ PALIMPSEST_FS_ROOT = os.environ.get("PALIMPSEST_FS_ROOT", "")
 PALIMPSEST_SANDBOX = os.environ.get("PALIMPSEST_SANDBOX", "auto")
 # A turn holds its session's lease this long between heartbeats; a crashed process's lease runs out.
 PALIMPSEST_TURN_LEASE_SECONDS = env_int("PALIMPSEST_TURN_LEASE_SECONDS", 60)
+# How often each process looks for turns whose lease ran out (their process died) and repairs them.
+PALIMPSEST_TURN_SWEEP_SECONDS = env_float("PALIMPSEST_TURN_SWEEP_SECONDS", 15.0)
 # How long a turn waits for a client's tool.result before giving the model a tool error.
 PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS = env_int("PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS", 600)
 # How often a waiting turn looks in the database for results and cancels written by another process.

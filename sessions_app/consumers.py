@@ -13,7 +13,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from sessions_app import connections, quotas, selectors, services
-from sessions_app.engine import runner
+from sessions_app.engine import repair, runner
 from sessions_app.engine.compactor import ContextWindowTooSmall
 from sessions_app.engine.features import features
 from sessions_app.event_stream import SessionEventStream
@@ -88,6 +88,7 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
             return
         held = connections.connection_add(self, token_id=self.token.pk)
         self.registered = True
+        repair.sweeper_ensure()
         if not quotas.connection_allowed(open_connections=held):
             connections.connection_remove(self, token_id=self.token.pk)
             self.registered = False
@@ -196,6 +197,8 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
             )
         since_seqs = _since_seqs(frame.get("since_seqs") or {}, request_id)
         session = await self._session_for_token(frame["session_id"], request_id)
+        # A turn whose process died is repaired before the replay, which then tells its end.
+        await runner.turn_repair_if_dead(session_id=session.id)
         await self.stream_join(session.id, since_seq=since_seq)
         self.stream_hint(since_seqs)
         # Joined first, listed after: a child spawned meanwhile is announced to a group we are in.
@@ -255,6 +258,9 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
         session_id = await database_sync_to_async(selectors.client_tool_call_session)(
             session_id=attached, tool_use_id=frame["tool_use_id"]
         )
+        # If the turn waiting for it lost its process, this process takes it over first, so the
+        # result is used (or the turn is ended, and the result refused).
+        await runner.turn_repair_if_dead(session_id=session_id)
         try:
             await database_sync_to_async(services.tool_call_submit_result)(
                 session_id=session_id,
@@ -262,12 +268,8 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
                 content=frame["content"],
                 is_error=bool(frame.get("is_error", False)),
             )
-        except services.UnknownToolUse:
-            await self._send_error(
-                "unknown_tool_use_id",
-                f"no client tool call {frame['tool_use_id']!r} waits in this session or its sub-sessions",
-                request_id,
-            )
+        except services.UnknownToolUse as exc:
+            await self._send_error("unknown_tool_use_id", str(exc), request_id)
             return
         except services.ToolResultAlreadyGiven:
             await self._send_error(
@@ -280,6 +282,8 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
 
     async def on_turn_cancel(self, frame: dict, request_id: Any) -> None:
         session_id = self._attached(request_id)
+        # A turn whose process died is ended (then there is nothing to cancel) or taken over.
+        await runner.turn_repair_if_dead(session_id=session_id)
         try:
             await database_sync_to_async(services.turn_cancel_request)(session_id=session_id)
         except services.NoTurnInProgress:

@@ -79,6 +79,10 @@ class AgentSession(TimestampedModel):
     # The turn lease: one turn at a time per session, across every server process.
     current_turn_id = models.UUIDField(null=True, blank=True, editable=False)
     lease_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Who holds the lease: a fresh id for each runner of a turn (the turn's first, and any process
+    # that takes a dead turn over). A turn's writes check it, so a process that stalled past its
+    # lease writes nothing once another process has taken the same turn over.
+    lease_holder = models.UUIDField(null=True, blank=True, editable=False)
     cancel_requested = models.BooleanField(default=False, editable=False)
     # The session notepad (seed 000): null until first written. Changed only through
     # `memory_app.notepad.services` (row lock, version check, revision, event), hence not editable here.
@@ -122,6 +126,14 @@ class AgentSession(TimestampedModel):
                 condition=Q(parent_session__isnull=True, root_session__isnull=True, depth=0)
                 | Q(parent_session__isnull=False, root_session__isnull=False, depth__gte=1),
                 name="session_tree_consistent",
+            ),
+        ]
+        indexes = [
+            # Each process's sweep for turns whose process died (leases that ran out).
+            models.Index(
+                fields=["lease_expires_at"],
+                condition=Q(lease_expires_at__isnull=False),
+                name="session_lease_expiry_idx",
             ),
         ]
 

@@ -6,6 +6,8 @@ import hashlib
 import uuid
 from typing import Any
 
+from django.utils import timezone
+
 from sessions_app.engine.context import canonical_json
 from sessions_app.models import (
     AgentSession,
@@ -185,4 +187,20 @@ def archive_messages(*, archive: Archive) -> list[Message]:
         Message.objects.filter(session_id=archive.session_id, epoch=archive.epoch)
         .only("position", "role", "content", "metadata")
         .order_by("position")
+    )
+
+
+def turn_lease_expired(*, session_id: uuid.UUID) -> bool:
+    """Whether a turn holds the session's lease and the lease ran out (a cheap read, no lock)."""
+    return AgentSession.objects.filter(
+        pk=session_id, current_turn_id__isnull=False, lease_expires_at__lte=timezone.now()
+    ).exists()
+
+
+def sessions_lease_expired(*, limit: int) -> list[uuid.UUID]:
+    """Sessions whose turn's lease ran out (on the lease expiry index), oldest expiry first."""
+    return list(
+        AgentSession.objects.filter(lease_expires_at__lte=timezone.now(), current_turn_id__isnull=False)
+        .order_by("lease_expires_at")
+        .values_list("pk", flat=True)[:limit]
     )

@@ -13,7 +13,7 @@ from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 
 from sessions_app import services
-from sessions_app.engine import runner
+from sessions_app.engine import repair, runner
 from tests.fake_anthropic import FakeAnthropicServer
 
 (Path(__file__).resolve().parent.parent / ".local").mkdir(exist_ok=True)
@@ -52,6 +52,7 @@ def _no_connections_left() -> Iterator[None]:
 async def _turns_finish() -> AsyncIterator[None]:
     """No turn may outlive its test (it would write into the next test's database)."""
     yield
+    await repair.sweeper_stop()
     await runner.turns_wait_idle(timeout=10)
 
 

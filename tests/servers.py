@@ -99,6 +99,12 @@ class Daphne:
                 time.sleep(0.1)
         raise RuntimeError(f"daphne did not start:\n{self.log_path.read_text()}")
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: nothing of the process runs after this (no cleanup)."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=10)
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()

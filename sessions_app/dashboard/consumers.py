@@ -24,6 +24,7 @@ from sessions_app.channel_announcer import ALL_SESSIONS_GROUP
 from sessions_app.dashboard import fragments, selectors
 from sessions_app.dashboard.auth import is_operator
 from sessions_app.dashboard.list_filters import list_filters_of
+from sessions_app.engine import repair, runner
 from sessions_app.event_stream import SessionEventStream
 
 CLOSE_FORBIDDEN = 4403
@@ -61,6 +62,9 @@ class DashboardSessionConsumer(SessionEventStream, AsyncWebsocketConsumer):
             since_seq = max(0, int(_query(self.scope).get("since_seq", "0")))
         except ValueError:
             since_seq = 0
+        repair.sweeper_ensure()
+        # A turn whose process died is repaired before the replay, which then shows its end.
+        await runner.turn_repair_if_dead(session_id=session.pk)
         await self.stream_join(session.pk, since_seq=since_seq)
         await self.stream_replay()
 

@@ -13,13 +13,20 @@ from sessions_app import services
 from sessions_app.engine import compactor
 from sessions_app.engine.db import db
 from sessions_app.engine.providers import Provider, provider_for_model
-from sessions_app.engine.runner import LeaseLost, TurnCancelled, TurnRunner, register_task
+from sessions_app.engine.runner import (
+    LeaseLost,
+    TurnCancelled,
+    TurnRunner,
+    register_task,
+    turn_repair_if_dead,
+)
 
 logger = logging.getLogger("palimpsest.engine")
 
 
 class OperatorCompaction(TurnRunner):
     async def run(self) -> str:
+        services.lease_hold(session_id=self.session_id, holder=self.holder)
         heartbeat = asyncio.create_task(self._heartbeat())
         error = ""
         try:
@@ -52,8 +59,11 @@ class OperatorCompaction(TurnRunner):
 async def compaction_operator_start(*, session_id: uuid.UUID, provider: Provider | None = None) -> uuid.UUID:
     """Start an operator's compaction in the background; `services.TurnInProgress` while a turn
     (or another compaction) holds the session."""
-    turn = await db(services.compaction_operator_begin)(session_id=session_id)
+    await turn_repair_if_dead(session_id=session_id, provider=provider)
+    holder = uuid.uuid4()
+    turn = await db(services.compaction_operator_begin)(session_id=session_id, holder=holder)
     register_task(
-        OperatorCompaction(session_id=session_id, turn_id=turn.id, provider=provider).run(), turn.id
+        OperatorCompaction(session_id=session_id, turn_id=turn.id, provider=provider, holder=holder).run(),
+        turn.id,
     )
     return turn.id

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
@@ -24,6 +23,7 @@ from sessions_app.engine import compaction, compactor, records
 from sessions_app.engine.content import nul_free
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.db import db, db_heavy
+from sessions_app.engine.deltas import DeltaBuffer
 from sessions_app.engine.features import features
 from sessions_app.engine.history import history_for, history_view_refresh
 from sessions_app.engine.prefix import stable_prefix_bytes
@@ -33,17 +33,18 @@ from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.engine.tokens import estimate_json_tokens
 from sessions_app.engine.tool_dispatch import (
     CANCELLED_TOOL_RESULT,
+    PendingCall,
     ToolDispatch,
     TurnCancelled,
     tool_calls_plan,
 )
 from sessions_app.engine.tool_hooks import turn_started as tool_hooks_turn_started
 from sessions_app.engine.types import ModelCallData, PlannedToolCall
+from sessions_app.models import ToolExecutor
 
 logger = logging.getLogger("palimpsest.engine")
 
 T = TypeVar("T")
-DELTA_FLUSH_SECONDS = 0.05
 # A turn that no longer holds its session's lease stops and writes nothing more.
 LeaseLost = services.TurnLeaseLost
 
@@ -76,12 +77,53 @@ async def turn_start(
     that cannot fit the session's window at all, whatever is masked or summarized, is refused
     (`compactor.ContextWindowTooSmall`) before anything is stored."""
     tokens = await db_heavy(compactor.message_fits_check)(session_id=session_id, content=content)
+    # A turn whose process died is repaired first: ended (then this one begins), or taken over
+    # while it waits for a client's tool results (then this one is refused: a turn is running).
+    await turn_repair_if_dead(session_id=session_id, provider=provider)
+    holder = uuid.uuid4()
     turn = await db(services.turn_begin)(
-        session_id=session_id, content=content, request_id=request_id, token_estimate=tokens
+        session_id=session_id, content=content, request_id=request_id, token_estimate=tokens, holder=holder
     )
-    runner = TurnRunner(session_id=session_id, turn_id=turn.id, provider=provider)
+    runner = TurnRunner(session_id=session_id, turn_id=turn.id, provider=provider, holder=holder)
     register_task(runner.run(), turn.id)
     return turn.id
+
+
+async def turn_repair_if_dead(*, session_id: uuid.UUID, provider: Provider | None = None) -> str | None:
+    """Repair the session's turn if its process died (its lease ran out): `"resumed"` when this
+    process took the turn over (it waits here for the client's tool results, then goes on),
+    `"closed"` when it was ended, None when there was nothing to repair. Cheap when the lease
+    is live: one read."""
+    if not await db(selectors.turn_lease_expired)(session_id=session_id):
+        return None
+    holder = uuid.uuid4()
+    repair = await db(services.turn_repair)(session_id=session_id, holder=holder)
+    if repair is None:
+        return None
+    if not repair.resumed:
+        logger.info("turn %s of session %s ended: its process stopped", repair.turn_id, session_id)
+        return "closed"
+    logger.info("turn %s of session %s taken over: its process stopped", repair.turn_id, session_id)
+    runner = TurnRunner(
+        session_id=session_id,
+        turn_id=repair.turn_id,
+        provider=provider,
+        holder=holder,
+        resume=[
+            PendingCall(
+                c.tool_use_id,
+                c.name,
+                c.input,
+                c.executor,
+                # A server tool was running when the process died: it is not run twice.
+                None if c.executor == ToolExecutor.CLIENT else services.SERVER_STOPPED_TOOL_RESULT,
+            )
+            for c in repair.calls
+        ],
+        steps=repair.steps,
+    )
+    register_task(runner.run(), repair.turn_id)
+    return "resumed"
 
 
 def register_task(coroutine: Coroutine[Any, Any, str], turn_id: uuid.UUID) -> None:
@@ -116,67 +158,39 @@ async def _estimate_off_the_db_thread(content: list[dict]) -> int:
     return await asyncio.to_thread(estimate_json_tokens, content)
 
 
-class _DeltaBuffer:
-    """Coalesces streamed text into `assistant.delta` events at most every DELTA_FLUSH_SECONDS,
-    and at the latest DELTA_FLUSH_SECONDS after a piece arrived, even when the model then stalls
-    (a timer flushes what is waiting)."""
-
-    def __init__(self, session_id: uuid.UUID) -> None:
-        self.session_id = session_id
-        self.parts: list[str] = []
-        self.last_flush = time.monotonic()
-        self.timer: asyncio.Task | None = None
-        self.lock = asyncio.Lock()
-
-    async def add(self, text: str) -> None:
-        self.parts.append(text)
-        waited = time.monotonic() - self.last_flush
-        if waited >= DELTA_FLUSH_SECONDS:
-            await self.flush()
-        elif self.timer is None:
-            self.timer = asyncio.create_task(self._flush_later(DELTA_FLUSH_SECONDS - waited))
-
-    async def _flush_later(self, delay: float) -> None:
-        await asyncio.sleep(delay)
-        self.timer = None
-        await self._emit()
-
-    async def flush(self) -> None:
-        """Send what is waiting now; the end of a call (no timer outlives it)."""
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        await self._emit()
-
-    async def _emit(self) -> None:
-        # One at a time, so that deltas keep their order.
-        async with self.lock:
-            self.last_flush = time.monotonic()
-            if self.parts:
-                text, self.parts = "".join(self.parts), []
-                await db(services.event_emit)(
-                    session_id=self.session_id, type="assistant.delta", payload={"text": text}
-                )
-
-
 class TurnRunner:
     def __init__(
-        self, *, session_id: uuid.UUID, turn_id: uuid.UUID, provider: Provider | None = None
+        self,
+        *,
+        session_id: uuid.UUID,
+        turn_id: uuid.UUID,
+        provider: Provider | None = None,
+        holder: uuid.UUID | None = None,
+        resume: list[PendingCall] | None = None,
+        steps: int = 0,
     ) -> None:
+        """`holder` names this runner's lease (`services.lease_hold`). `resume`: the turn is taken
+        over from a process that died while its last step (`steps` made so far) waited for these
+        calls; the runner answers them first, then goes on as usual."""
         self.session_id = session_id
         self.turn_id = turn_id
         self.provider = provider
-        self.steps = 0
+        self.holder = holder or uuid.uuid4()
+        self.resume = resume
+        self.steps = steps
         self.epoch = 0
         self.history = PreparedHistory()
         self.lease_lost = False
-        self.wake = _wakeups.setdefault(session_id, asyncio.Event())
+        # Its own: a runner that lost the lease (it stalled, and this one took the turn over) must
+        # not take the session's wake-ups with it when it ends.
+        self.wake = _wakeups[session_id] = asyncio.Event()
         self.features = features()
         self.tools = ToolDispatch(turn=self, features=self.features)
         self.compactor = compactor.Compactor(self)
 
     # -- lifecycle ---------------------------------------------------------
     async def run(self) -> str:
+        services.lease_hold(session_id=self.session_id, holder=self.holder)
         heartbeat = asyncio.create_task(self._heartbeat())
         stop_reason, error = "error", ""
         try:
@@ -221,7 +235,11 @@ class TurnRunner:
         while True:
             await asyncio.sleep(interval)
             try:
-                held = await db(services.turn_heartbeat)(session_id=self.session_id, turn_id=self.turn_id)
+                # On a thread (and connection) of its own: a busy shared database thread must not
+                # let a live turn's lease run out, or another process would repair it.
+                held = await db_heavy(services.turn_heartbeat)(
+                    session_id=self.session_id, turn_id=self.turn_id
+                )
             except Exception:
                 # A passing database error (a locked SQLite file, a dropped connection) is not a
                 # lost lease: try again at the next beat, well before the lease runs out.
@@ -289,11 +307,17 @@ class TurnRunner:
 
     async def _loop(self) -> str:
         snapshot = await db(self._load)()
-        if self.features.hooks:
+        if self.features.hooks and self.resume is None:
             await db(tool_hooks_turn_started)(
                 hooks=self.features.hooks, session=snapshot, turn_id=self.turn_id
             )
         provider = self.provider or provider_for_model(snapshot.model)
+        if self.resume:
+            cancelled, ends_turn = await self._calls_answer(snapshot, self.resume)
+            if cancelled:
+                raise TurnCancelled
+            if ends_turn:
+                return "end_turn"
         while True:
             await self.check_stop()
             if self.steps >= snapshot.setting("max_steps_per_turn"):
@@ -329,21 +353,7 @@ class TurnRunner:
                 )
             cancelled = ends_turn = False
             if calls:
-                outcomes = await self.tools.run(snapshot, calls)
-                stored = await db(services.tool_results_store)(
-                    session_id=self.session_id,
-                    turn_id=self.turn_id,
-                    epoch=self.epoch,
-                    outcomes=outcomes,
-                    token_estimate=await _estimate_off_the_db_thread(services.tool_result_blocks(outcomes)),
-                )
-                self.history.append(
-                    StoredMessage(stored.position, "user", stored.content, stored.token_estimate)
-                )
-                if any((spec := self.features.tool(c.name)) and spec.refreshes_history for c in calls):
-                    await db(history_view_refresh)(self.session_id, self.history)
-                cancelled = any(o.content == CANCELLED_TOOL_RESULT for o in outcomes)
-                ends_turn = any(o.ends_turn for o in outcomes)
+                cancelled, ends_turn = await self._calls_answer(snapshot, calls)
             if cancelled:
                 raise TurnCancelled
             if prepared.warned:
@@ -357,6 +367,23 @@ class TurnRunner:
                 continue
             if not calls or ends_turn:
                 return "end_turn"
+
+    async def _calls_answer(self, snapshot: SessionSnapshot, calls: list[PendingCall]) -> tuple[bool, bool]:
+        """Run a step's tool calls and store their results; whether the turn was cancelled
+        meanwhile, and whether a tool ends the turn."""
+        outcomes = await self.tools.run(snapshot, calls)
+        stored = await db(services.tool_results_store)(
+            session_id=self.session_id,
+            turn_id=self.turn_id,
+            epoch=self.epoch,
+            outcomes=outcomes,
+            token_estimate=await _estimate_off_the_db_thread(services.tool_result_blocks(outcomes)),
+        )
+        self.history.append(StoredMessage(stored.position, "user", stored.content, stored.token_estimate))
+        if any((spec := self.features.tool(c.name)) and spec.refreshes_history for c in calls):
+            await db(history_view_refresh)(self.session_id, self.history)
+        cancelled = any(o.content == CANCELLED_TOOL_RESULT for o in outcomes)
+        return cancelled, any(o.ends_turn for o in outcomes)
 
     async def record_summary(
         self, body: dict, response: ModelResponse, purpose: str, duration_ms: int
@@ -377,7 +404,7 @@ class TurnRunner:
         self, provider: Provider, snapshot: SessionSnapshot, built: BuiltRequest
     ) -> tuple[ModelResponse, ModelCallData]:
         """The model's answer to `built`, and the record of the call to store with it."""
-        deltas = _DeltaBuffer(self.session_id)
+        deltas = DeltaBuffer(self.session_id, self.turn_id)
         call = records.TurnCall(
             provider=provider.name,
             snapshot=snapshot,

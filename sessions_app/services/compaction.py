@@ -22,7 +22,7 @@ from sessions_app.models import (
 )
 from sessions_app.services.events import event_emit
 from sessions_app.services.messages import message_write
-from sessions_app.services.turns import TurnLeaseLost, lease_lock_free, lease_until, turn_lock
+from sessions_app.services.turns import TurnLeaseLost, lease_held, lease_lock_free, lease_until, turn_lock
 
 
 class CompactionConflict(Exception):
@@ -87,7 +87,7 @@ def compaction_store(
         raise ValueError("a compaction needs a summary")
     with transaction.atomic():
         session = AgentSession.objects.select_for_update().get(pk=session_id)
-        if turn_id is not None and session.current_turn_id != turn_id:
+        if turn_id is not None and not lease_held(session, turn_id):
             raise TurnLeaseLost
         if session.epoch != epoch:
             raise CompactionConflict
@@ -226,15 +226,16 @@ def compaction_failure_record(*, session_id: uuid.UUID, message: str) -> int:
 OPERATOR_COMPACTION = "operator_compaction"
 
 
-def compaction_operator_begin(*, session_id: uuid.UUID) -> Turn:
-    """Take the session's lease for a compaction an operator asked for (no turn may start while
-    it runs; `TurnInProgress` if one is running). It resets the breaker."""
+def compaction_operator_begin(*, session_id: uuid.UUID, holder: uuid.UUID | None = None) -> Turn:
+    """Take the session's lease (for `holder`) for a compaction an operator asked for (no turn may
+    start while it runs; `TurnInProgress` if one is running). It resets the breaker."""
     with transaction.atomic():
         session = lease_lock_free(session_id)
         turn = Turn.objects.create(session=session)
         AgentSession.objects.filter(pk=session_id).update(
             current_turn_id=turn.id,
             lease_expires_at=lease_until(),
+            lease_holder=holder,
             cancel_requested=False,
             compaction_failures=0,
         )
@@ -244,11 +245,18 @@ def compaction_operator_begin(*, session_id: uuid.UUID) -> Turn:
 def compaction_operator_end(*, session_id: uuid.UUID, turn_id: uuid.UUID, error: str = "") -> None:
     """Release the lease of an operator's compaction; an `error` event says why it failed."""
     with transaction.atomic():
+        session = AgentSession.objects.select_for_update().get(pk=session_id)
+        if not lease_held(session, turn_id):
+            return  # another process found the lease run out and ended the compaction
         Turn.objects.filter(pk=turn_id).update(
             ended_at=timezone.now(), stop_reason=OPERATOR_COMPACTION, error=error
         )
         released = AgentSession.objects.filter(pk=session_id, current_turn_id=turn_id).update(
-            current_turn_id=None, lease_expires_at=None, cancel_requested=False, status=SessionStatus.IDLE
+            current_turn_id=None,
+            lease_expires_at=None,
+            lease_holder=None,
+            cancel_requested=False,
+            status=SessionStatus.IDLE,
         )
         if error:
             event_emit(

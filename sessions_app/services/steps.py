@@ -235,8 +235,15 @@ def tool_call_submit_result(
         call = ToolCall.objects.filter(
             session_id=session_id, tool_use_id=tool_use_id, executor=ToolExecutor.CLIENT
         ).first()
-        if call is None or call.turn_id != session.current_turn_id:
-            raise UnknownToolUse
+        if call is None:
+            raise UnknownToolUse(f"no client tool call {tool_use_id!r} exists in this session")
+        if call.turn_id != session.current_turn_id:
+            # Its turn ended (cancelled, ended by another process after its own stopped, or
+            # gave up waiting): the model was given what `result` holds instead.
+            raise UnknownToolUse(
+                f"tool call {tool_use_id!r} no longer waits: the turn that made it has ended, and the "
+                "model was told the call was not answered"
+            )
         if call.status != ToolCallStatus.PENDING:
             raise ToolResultAlreadyGiven
         call.status = ToolCallStatus.DONE

@@ -1,26 +1,57 @@
 """Turns: the lease that lets one turn at a time write a session's history, its start, its end,
-cancels, and the lock every turn write takes."""
+cancels, the lock every turn write takes, and the repair of a turn whose process died.
+
+A lease has a holder: a fresh id for each runner of a turn. The runner's task names it once
+(`lease_hold`); every check below (`turn_lock`, the heartbeat, the cancel check, the end) then
+compares it, so a process that stalled past its lease writes nothing once another process has
+taken the same turn over. Code outside a runner (an operator's tool, a test) checks the turn only.
+"""
 
 from __future__ import annotations
 
 import uuid
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings as django_settings
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
+from sessions_app.engine.types import PlannedToolCall
 from sessions_app.models import (
     AgentSession,
+    Message,
     MessageRole,
+    ModelCall,
     SessionStatus,
+    ToolCall,
+    ToolCallStatus,
+    ToolExecutor,
     Turn,
 )
 from sessions_app.services.events import event_emit, events_emit
 from sessions_app.services.messages import dangling_tool_uses, message_write
 
 INTERRUPTED_TOOL_RESULT = "The turn that called this tool was interrupted before the tool answered."
+# What the model reads for a server tool that was running when its process died, in a turn that
+# another process takes over (the tool may have done its work; its result is lost).
+SERVER_STOPPED_TOOL_RESULT = (
+    "The server stopped while this tool was running: it may or may not have finished, and its "
+    "result is lost. Check what it was meant to change before relying on it."
+)
+# The `error` event (and `Turn.error`) of a turn closed because its process died.
+SERVER_STOPPED_CODE = "server_stopped"
+SERVER_STOPPED_MESSAGE = (
+    "The server process running this turn stopped; the turn was ended by another process. "
+    "Nothing stored was lost: send your message again to go on."
+)
+COMPACTION_STOPPED_MESSAGE = "The compaction was interrupted: the server process running it stopped."
+
+# (session id, holder) of the lease the running task holds; set by a runner at its start.
+_LEASE: ContextVar[tuple[uuid.UUID, uuid.UUID] | None] = ContextVar("palimpsest_turn_lease", default=None)
 
 
 class TurnInProgress(Exception):
@@ -43,6 +74,25 @@ class TurnLeaseLost(Exception):
     """The turn writing no longer holds its session's lease: nothing was written."""
 
 
+def lease_hold(*, session_id: uuid.UUID, holder: uuid.UUID) -> None:
+    """Name the lease the current task holds (a runner calls this first thing in its own task,
+    so the value is the task's own: a child turn started from it names its own)."""
+    _LEASE.set((session_id, holder))
+
+
+def _lease_held(session_id: uuid.UUID, turn_id: uuid.UUID, current: Any, holder: Any) -> bool:
+    """Whether the session's lease (`current` turn, `holder`) is this task's lease of `turn_id`."""
+    if current != turn_id:
+        return False
+    held = _LEASE.get()
+    return held is None or held[0] != session_id or held[1] == holder
+
+
+def lease_held(session: AgentSession, turn_id: uuid.UUID) -> bool:
+    """Whether `session` (a row read under its lock) is leased to this task's `turn_id`."""
+    return _lease_held(session.pk, turn_id, session.current_turn_id, session.lease_holder)
+
+
 def turn_lock(session_id: uuid.UUID, turn_id: uuid.UUID) -> AgentSession:
     """Lock the session row for a write of `turn_id`; `TurnLeaseLost` if another turn holds it.
 
@@ -51,7 +101,7 @@ def turn_lock(session_id: uuid.UUID, turn_id: uuid.UUID) -> AgentSession:
     history the new turn now owns. The session row is always the first lock a turn write takes.
     """
     session = AgentSession.objects.select_for_update().get(pk=session_id)
-    if session.current_turn_id != turn_id:
+    if not _lease_held(session_id, turn_id, session.current_turn_id, session.lease_holder):
         raise TurnLeaseLost
     return session
 
@@ -60,28 +110,179 @@ def lease_until() -> Any:
     return timezone.now() + timedelta(seconds=django_settings.PALIMPSEST_TURN_LEASE_SECONDS)
 
 
+def _lease_expired(session: AgentSession, now: Any) -> bool:
+    expires = session.lease_expires_at
+    return bool(session.current_turn_id and (expires is None or expires <= now))
+
+
 def lease_lock_free(session_id: uuid.UUID) -> AgentSession:
     """Lock the session row (inside the caller's transaction) for a new holder of its lease:
-    `TurnInProgress` while a turn holds an unexpired lease; a turn whose lease ran out (its
-    process died) is closed as an error."""
+    `TurnInProgress` while a turn holds an unexpired lease, or while a dead turn still waits for
+    a client's tool results (it is taken over by `turn_repair`, not ended); any other turn whose
+    lease ran out (its process died) is closed first, announced as `turn_repair` does."""
     session = AgentSession.objects.select_for_update().get(pk=session_id)
     now = timezone.now()
-    if session.current_turn_id and session.lease_expires_at and session.lease_expires_at > now:
+    if session.current_turn_id and not _lease_expired(session, now):
         raise TurnInProgress
     if session.current_turn_id:
-        Turn.objects.filter(pk=session.current_turn_id, ended_at__isnull=True).update(
-            ended_at=now, stop_reason="error", error="lease expired"
-        )
+        if _resumable_calls(session):
+            raise TurnInProgress
+        _dead_turn_close(session, now)
+        session.refresh_from_db()
     return session
 
 
+# ---------------------------------------------------------------------------
+# The repair of a turn whose process died
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TurnRepair:
+    """What `turn_repair` did with a dead turn: `resumed` (the caller now holds its lease and
+    runs it on: `calls` are its last step's tool calls, in the model's order, and `steps` the
+    model steps it had made) or closed."""
+
+    turn_id: uuid.UUID
+    resumed: bool
+    calls: list[PlannedToolCall] = field(default_factory=list)
+    steps: int = 0
+
+
+def _dangling_blocks(session: AgentSession) -> list[dict]:
+    """The `tool_use` blocks of the epoch's last message when it is an assistant step whose
+    results were never stored."""
+    last = Message.objects.filter(session=session, epoch=session.epoch).order_by("-position").first()
+    if last is None or last.role != MessageRole.ASSISTANT:
+        return []
+    return [b for b in last.content if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+def _resumable_calls(session: AgentSession) -> list[PlannedToolCall]:
+    """The dead turn's last step's calls when some are a client's (each stays answerable): the
+    turn is taken over rather than ended. Empty when the turn was asked to cancel."""
+    dead = session.current_turn_id
+    if session.cancel_requested or dead is None:
+        return []
+    blocks = _dangling_blocks(session)
+    executors = dict(
+        ToolCall.objects.filter(
+            session=session, turn_id=dead, tool_use_id__in=[b["id"] for b in blocks]
+        ).values_list("tool_use_id", "executor")
+    )
+    if ToolExecutor.CLIENT not in executors.values():
+        return []
+    return [
+        PlannedToolCall(b["id"], b["name"], b.get("input") or {}, executors.get(b["id"], ToolExecutor.SERVER))
+        for b in blocks
+    ]
+
+
+def _dead_turn_close(session: AgentSession, now: Any) -> None:
+    """End the session's dead turn inside the caller's transaction (the row is locked): its
+    unanswered calls get an error result (the history stays valid for the API), the turn ends
+    (`cancelled` if a cancel was asked, else `error` with a `server_stopped` event), the lease is
+    released, the status is idle, and everything is announced after commit. An operator's
+    compaction (a lease with no user message) ends with `compaction_failed` instead."""
+    dead = session.current_turn_id
+    assert dead is not None
+    # A turn's first message is its user's; an operator's compaction writes only its summary.
+    first = Message.objects.filter(turn_id=dead).order_by("position").values_list("metadata", flat=True)[:1]
+    is_turn = any((metadata or {}).get("type") != "compact" for metadata in first)
+    dangling = dangling_tool_uses(session)
+    if dangling:
+        message_write(
+            session_id=session.pk,
+            epoch=session.epoch,
+            role=MessageRole.USER,
+            content=[
+                {
+                    "type": "tool_result",
+                    "tool_use_id": tool_use_id,
+                    "content": INTERRUPTED_TOOL_RESULT,
+                    "is_error": True,
+                }
+                for tool_use_id in dangling
+            ],
+            turn_id=dead,
+            metadata={"repair": "interrupted_turn"},
+        )
+    ToolCall.objects.filter(session=session, turn_id=dead, status=ToolCallStatus.PENDING).update(
+        status=ToolCallStatus.DONE, result=INTERRUPTED_TOOL_RESULT, is_error=True, completed_at=now
+    )
+    stop_reason = "cancelled" if session.cancel_requested and is_turn else "error"
+    Turn.objects.filter(pk=dead, ended_at__isnull=True).update(
+        ended_at=now, stop_reason=stop_reason, error=SERVER_STOPPED_MESSAGE
+    )
+    AgentSession.objects.filter(pk=session.pk).update(
+        current_turn_id=None,
+        lease_expires_at=None,
+        lease_holder=None,
+        cancel_requested=False,
+        # The session is sound: only the process that ran the turn stopped.
+        status=SessionStatus.IDLE,
+        last_activity_at=now,
+    )
+    if not is_turn:
+        event_emit(
+            session_id=session.pk,
+            type="error",
+            payload={"code": "compaction_failed", "message": COMPACTION_STOPPED_MESSAGE},
+        )
+        event_emit(session_id=session.pk, type="session.status", payload={"status": SessionStatus.IDLE})
+        return
+    if stop_reason == "error":
+        event_emit(
+            session_id=session.pk,
+            type="error",
+            payload={"code": SERVER_STOPPED_CODE, "message": SERVER_STOPPED_MESSAGE},
+        )
+    event_emit(
+        session_id=session.pk,
+        type="turn.completed",
+        payload={"turn_id": str(dead), "stop_reason": stop_reason},
+    )
+
+
+def turn_repair(*, session_id: uuid.UUID, holder: uuid.UUID) -> TurnRepair | None:
+    """Repair the session's turn if its lease ran out (its process died); None if there is
+    nothing to repair (no turn, a live lease, or another process repaired it first).
+
+    A turn whose last step waits for a client's tool results is taken over: the lease is renewed
+    for `holder` and the caller must run the turn on (`TurnRepair.resumed`); a result the client
+    sent meanwhile, to any process, is kept and used. Any other dead turn is closed
+    (`_dead_turn_close`). Two processes repairing at once: the session's row lock (an IMMEDIATE
+    transaction on SQLite) lets one in; the other then finds a live lease or no turn.
+    """
+    with transaction.atomic():
+        session = AgentSession.objects.select_for_update().get(pk=session_id)
+        now = timezone.now()
+        if not _lease_expired(session, now):
+            return None
+        dead = session.current_turn_id
+        assert dead is not None
+        calls = _resumable_calls(session)
+        if not calls:
+            _dead_turn_close(session, now)
+            return TurnRepair(turn_id=dead, resumed=False)
+        AgentSession.objects.filter(pk=session_id, current_turn_id=dead).update(
+            lease_expires_at=lease_until(), lease_holder=holder, status=SessionStatus.RUNNING
+        )
+        steps = ModelCall.objects.filter(turn_id=dead, purpose="turn").aggregate(n=Max("step"))["n"] or 0
+    return TurnRepair(turn_id=dead, resumed=True, calls=calls, steps=steps)
+
+
 def turn_begin(
-    *, session_id: uuid.UUID, content: str, request_id: Any = None, token_estimate: int | None = None
+    *,
+    session_id: uuid.UUID,
+    content: str,
+    request_id: Any = None,
+    token_estimate: int | None = None,
+    holder: uuid.UUID | None = None,
 ) -> Turn:
     """Take the session's turn lease, store the user's message and announce the turn.
 
     `token_estimate` is the message's estimate when the caller counted it already (the engine
     counts off Django's shared database thread, where a huge text would stall every session).
+    `holder` names the runner that will hold the lease (`lease_hold`).
 
     Raises `TurnInProgress` while another turn holds an unexpired lease. A history left with
     unanswered tool calls by a crashed turn is repaired first (each gets an error result), so
@@ -111,6 +312,7 @@ def turn_begin(
         AgentSession.objects.filter(pk=session.id).update(
             current_turn_id=turn.id,
             lease_expires_at=lease_until(),
+            lease_holder=holder,
             cancel_requested=False,
             status=SessionStatus.RUNNING,
             # A new turn resets the compaction breaker (DESIGN.md).
@@ -139,12 +341,13 @@ def turn_begin(
 
 
 def turn_heartbeat(*, session_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
-    """Extend the lease; False when this turn no longer holds it."""
-    return bool(
-        AgentSession.objects.filter(pk=session_id, current_turn_id=turn_id).update(
-            lease_expires_at=lease_until()
-        )
-    )
+    """Extend the lease; False when this task no longer holds it (another process took the turn
+    over or closed it after the lease ran out)."""
+    held = _LEASE.get()
+    rows = AgentSession.objects.filter(pk=session_id, current_turn_id=turn_id)
+    if held is not None and held[0] == session_id:
+        rows = rows.filter(lease_holder=held[1])
+    return bool(rows.update(lease_expires_at=lease_until()))
 
 
 def turn_finish(
@@ -156,14 +359,20 @@ def turn_finish(
     error: str = "",
     extra: dict | None = None,
 ) -> None:
-    """Release the lease and announce `turn.completed`."""
+    """Release the lease and announce `turn.completed`. A turn that no longer holds its lease
+    writes nothing: whoever took the lease (a new turn, or a process that repaired this one)
+    ended it or runs it on."""
     with transaction.atomic():
+        session = AgentSession.objects.select_for_update().get(pk=session_id)
+        if not _lease_held(session_id, turn_id, session.current_turn_id, session.lease_holder):
+            return
         Turn.objects.filter(pk=turn_id).update(
             ended_at=timezone.now(), stop_reason=stop_reason, steps=steps, error=error
         )
         AgentSession.objects.filter(pk=session_id, current_turn_id=turn_id).update(
             current_turn_id=None,
             lease_expires_at=None,
+            lease_holder=None,
             cancel_requested=False,
             status=SessionStatus.ERROR if stop_reason == "error" else SessionStatus.IDLE,
             last_activity_at=timezone.now(),
@@ -190,10 +399,22 @@ def turn_cancel_request(*, session_id: uuid.UUID) -> uuid.UUID:
 def turn_is_cancelled(*, session_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
     """Whether a cancel was asked for this turn. Raises `TurnLeaseLost` if another turn holds the
     session (that is not a cancel: the lost turn must write nothing, not "cancelled" results)."""
-    row = AgentSession.objects.filter(pk=session_id).values("current_turn_id", "cancel_requested").get()
-    if row["current_turn_id"] != turn_id:
+    row = (
+        AgentSession.objects.filter(pk=session_id)
+        .values("current_turn_id", "lease_holder", "cancel_requested")
+        .get()
+    )
+    if not _lease_held(session_id, turn_id, row["current_turn_id"], row["lease_holder"]):
         raise TurnLeaseLost
     return bool(row["cancel_requested"])
+
+
+def turn_delta_emit(*, session_id: uuid.UUID, turn_id: uuid.UUID, text: str) -> None:
+    """Announce streamed text of `turn_id`'s model call; `TurnLeaseLost` (nothing written) when
+    the turn no longer holds the lease (another process ended it or took it over)."""
+    with transaction.atomic():
+        turn_lock(session_id, turn_id)
+        event_emit(session_id=session_id, type="assistant.delta", payload={"text": text})
 
 
 def turn_error_emit(*, session_id: uuid.UUID, code: str, message: str) -> None:

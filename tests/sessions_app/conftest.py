@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+import os
+import uuid
+from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlparse, urlunparse
 
+import psycopg
 import pytest
 
 from sessions_app.engine.tools import ToolSpec
 from tests.features import ECHO_TOOL
+from tests.servers import manage, server_env
 
 
 @pytest.fixture
@@ -31,3 +37,23 @@ NO_MEMORY = {
     "subsessions": {"enabled": False},
     "tasks": {"enabled": False},
 }
+
+
+@pytest.fixture
+def postgres_redis_env(tmp_path) -> Iterator[dict[str, str]]:
+    """A fresh PostgreSQL database (migrated) and the Redis channel layer, for daphne processes."""
+    base = urlparse(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/palimpsest"))
+    # Unique: several checkouts may run their services tests on one server at once.
+    name = f"palimpsest_e2e_{uuid.uuid4().hex[:12]}"
+    admin_url = urlunparse(base._replace(path="/postgres"))
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    env = server_env(
+        DATABASE_URL=urlunparse(base._replace(path=f"/{name}")),
+        REDIS_URL=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+    )
+    manage("migrate", "--noinput", env=env)
+    yield env
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -643,7 +643,7 @@ async def test_an_unexpected_failure_answers_internal_error_and_keeps_the_connec
     await client.close()
 
 
-async def test_a_turn_whose_lease_was_taken_over_stops_without_writing(connect, settings):
+async def test_a_stalled_turn_taken_over_writes_nothing_and_its_client_call_stays_answerable(connect):
     from datetime import timedelta
 
     from django.utils import timezone
@@ -652,19 +652,24 @@ async def test_a_turn_whose_lease_was_taken_over_stops_without_writing(connect, 
     session = await client.create(tools=[CLIENT_TOOL])
     await client.send({"type": "user.message", "content": "tool client_lookup {}"})
     call = (await client.until("tool.call"))[-1]
-    # Its process stalls past the lease; another turn starts meanwhile.
+    # Its runner stalls past the lease (as if its process died): the next frame repairs the turn,
+    # which waits for the client, so it is taken over rather than ended.
     await sync_to_async(AgentSession.objects.filter(pk=session["id"]).update)(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
-    await client.send({"type": "user.message", "content": "echo second"})
-    await client.until("turn.completed")  # one of the two turns ends
-    await client.until("turn.completed")  # and then the other
-    await client.send({"type": "tool.result", "tool_use_id": call["tool_use_id"], "content": "too late"})
-    assert (await client.recv())["code"] == "unknown_tool_use_id"
+    await client.send({"type": "user.message", "content": "echo second", "request_id": 7})
+    refused = await client.recv()
+    assert (refused["type"], refused["code"], refused["request_id"]) == ("error", "turn_in_progress", 7)
+    await client.send({"type": "tool.result", "tool_use_id": call["tool_use_id"], "content": "in time"})
+    frames = await client.until("turn.completed")
+    assert frames[-1]["stop_reason"] == "end_turn"
+    assert await client.nothing_more()  # one turn.completed: the stalled runner ended silently
     contents = await alist(Message.objects.filter(session_id=session["id"]).order_by("position"))
     results = [b for m in contents for b in m.content if b.get("type") == "tool_result"]
-    assert len(results) == 1  # the repair's, never a second one from the stalled turn
-    assert results[0]["is_error"] is True
+    assert results == [{"type": "tool_result", "tool_use_id": call["tool_use_id"], "content": "in time"}]
+    assert [m.content for m in contents if m.role == "assistant"][-1] == [
+        {"type": "text", "text": "client_lookup returned: in time"}
+    ]
     await client.close()
 
 

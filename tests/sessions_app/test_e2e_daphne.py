@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from urllib.parse import urlparse, urlunparse
 
-import psycopg
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
@@ -119,27 +116,7 @@ async def test_large_tool_result_passes_daphne_and_oversized_frame_is_refused(sq
     assert frames[-1]["stop_reason"] == "end_turn"
 
 
-# -- two processes sharing one session (PostgreSQL + Redis) ---------------------------------
-@pytest.fixture
-def postgres_redis_env(tmp_path) -> Iterator[dict[str, str]]:
-    import os
-
-    base = urlparse(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/palimpsest"))
-    name = f"palimpsest_e2e_{os.getpid()}"  # two runs at once (two checkouts) never share it
-    admin_url = urlunparse(base._replace(path="/postgres"))
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-    env = server_env(
-        DATABASE_URL=urlunparse(base._replace(path=f"/{name}")),
-        REDIS_URL=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
-    )
-    manage("migrate", "--noinput", env=env)
-    yield env
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
+# -- two processes sharing one session (PostgreSQL + Redis: conftest's postgres_redis_env) --
 @pytest.mark.services
 async def test_two_daphne_processes_share_one_session(postgres_redis_env, tmp_path):
     env = postgres_redis_env

@@ -125,6 +125,8 @@ async def turn_cancel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRe
     session = await sync_to_async(session_or_404)(session_id)
     error = ""
     try:
+        # A turn whose process died is ended (nothing to cancel then) or taken over first.
+        await runner.turn_repair_if_dead(session_id=session.pk)
         await sync_to_async(services.turn_cancel_request)(session_id=session.pk)
     except services.NoTurnInProgress:
         error = "No turn is running."

@@ -1,0 +1,70 @@
+"""Each process's sweep for turns whose process died.
+
+A turn's lease is renewed every third of `PALIMPSEST_TURN_LEASE_SECONDS` while its process
+lives. When a process dies (kill -9, a lost machine) its turns' leases run out, and any live
+process repairs them (`runner.turn_repair_if_dead`): a turn waiting for a client's tool results
+is taken over and goes on; any other is ended with `turn.completed` (`stop_reason: "error"`) and
+an `error` event `server_stopped`. The consumers repair a session's turn when a client attaches
+or sends it a frame; this sweep finds the others (one query on the lease expiry index every
+`PALIMPSEST_TURN_SWEEP_SECONDS`), so a dead turn is finished even when no client comes back.
+
+The sweep is started by the first connection a process serves (`sweeper_ensure`): daphne has no
+startup hook, and a process that serves nobody has nobody to tell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from django.conf import settings
+
+from sessions_app import selectors
+from sessions_app.engine.db import db
+from sessions_app.engine.runner import turn_repair_if_dead
+
+logger = logging.getLogger("palimpsest.engine")
+# Sessions repaired by one round at most; the next round takes the rest.
+SWEEP_BATCH = 100
+
+_sweeper: asyncio.Task | None = None
+
+
+async def turns_sweep() -> int:
+    """One round: repair every session whose turn's lease ran out; how many were repaired."""
+    repaired = 0
+    for session_id in await db(selectors.sessions_lease_expired)(limit=SWEEP_BATCH):
+        try:
+            if await turn_repair_if_dead(session_id=session_id):
+                repaired += 1
+        except Exception:
+            logger.exception("repairing the turn of session %s failed; trying again next round", session_id)
+    return repaired
+
+
+def sweeper_ensure() -> None:
+    """Start this process's sweep in the running event loop, unless it runs already."""
+    global _sweeper
+    loop = asyncio.get_running_loop()
+    if _sweeper is not None and not _sweeper.done() and _sweeper.get_loop() is loop:
+        return
+    _sweeper = loop.create_task(_sweep_forever(), name="palimpsest-turn-sweep")
+
+
+async def sweeper_stop() -> None:
+    """Stop this process's sweep (tests: no task outlives its event loop)."""
+    global _sweeper
+    task, _sweeper = _sweeper, None
+    if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def _sweep_forever() -> None:
+    while True:
+        await asyncio.sleep(settings.PALIMPSEST_TURN_SWEEP_SECONDS)
+        try:
+            await turns_sweep()
+        except Exception:
+            # A passing database error: the next round tries again.
+            logger.warning("sweeping for dead turns failed; retrying", exc_info=True)
