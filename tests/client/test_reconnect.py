@@ -85,7 +85,7 @@ async def test_a_server_killed_mid_turn_costs_the_caller_no_event(server_env_sql
     assert [e for e in after if isinstance(e, AssistantDelta)][-1].text.endswith("again")
 
 
-async def test_a_client_tool_answered_while_the_server_is_down_is_sent_after_the_restart(
+async def test_a_server_killed_while_a_sub_sessions_client_tool_runs_ends_both_turns_heard_once(
     server_env_sqlite, token, tmp_path
 ):
     env = crash_env(server_env_sqlite)
