@@ -77,11 +77,13 @@ class Chat:
         self.session: Session | None = None
         self.turn: asyncio.Task[None] | None = None
         self._line_open = False  # the last write left a line unfinished (streamed text)
+        self._prompted = False  # the prompt is the last thing written
 
     # -- output --------------------------------------------------------------------------
     def write(self, text: str) -> None:
         self.out.write(text)
         self.out.flush()
+        self._prompted = False
 
     def line(self, text: str) -> None:
         """A whole line, on a line of its own."""
@@ -97,8 +99,9 @@ class Chat:
         self.line(f"  · {where}{text}")
 
     def prompt(self) -> None:
-        if self.interactive:
+        if self.interactive and not self._prompted:
             self.write(PROMPT)
+            self._prompted = True
 
     # -- events --------------------------------------------------------------------------
     def show(self, event: Event) -> None:
@@ -165,6 +168,7 @@ class Chat:
         self.prompt()
         async for raw in lines:
             text = raw.strip()
+            self._prompted = False  # the user's line ended it
             if text == "/quit":
                 break
             if text:
