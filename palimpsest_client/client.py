@@ -156,7 +156,10 @@ class Client:
 
     # -- opening and closing -------------------------------------------------------------
     async def _open(self) -> None:
-        self._ws = await self._dial()
+        try:
+            self._ws = await self._dial()
+        except InvalidHandshake as exc:
+            raise ConnectionLost(f"the server refused the websocket at {self.url}: {exc}") from exc
         self._ready.set()
         self._reader = asyncio.create_task(self._read_forever(), name="palimpsest-client-reader")
 
@@ -445,6 +448,9 @@ class Client:
         elif isinstance(event, ToolResult):
             self._calls.pop(event.tool_use_id, None)
             self._answers.pop(event.tool_use_id, None)
+            # A tool.result frame that was taken has no reply: forget it once its result is seen.
+            for request_id in [r for r, t in self._tool_frames.items() if t == event.tool_use_id]:
+                del self._tool_frames[request_id]
         elif isinstance(event, TurnCompleted):
             # An ended turn waits for nothing more (a crashed turn's calls are closed by the server).
             for tool_use_id, call in list(self._calls.items()):

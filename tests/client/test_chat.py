@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from palimpsest_client import connect
-from palimpsest_client.chat import Chat
-from tests.servers import BASE_DIR, Daphne
+from palimpsest_client.chat import Chat, main
+from tests.servers import BASE_DIR, Daphne, free_port
 
 PTY_WAIT_SECONDS = 60
 
@@ -53,16 +53,24 @@ async def test_cancel_attach_and_a_sub_sessions_notices(server_env_sqlite, token
     env = {**server_env_sqlite, "PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS": "0.1"}
     out = io.StringIO()
 
+    async def shown(text: str, *, last: bool = False) -> None:
+        """Wait until the chat has written `text` (`last`: as the last thing it wrote); a hung
+        chat fails the test, not the suite."""
+        for _ in range(int(PTY_WAIT_SECONDS / 0.05)):
+            written = out.getvalue()
+            if written.endswith(text) if last else text in written:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{text!r} never appeared; the chat wrote:\n{out.getvalue()}")
+
     async def typed() -> AsyncIterator[str]:
         yield "echo " + " ".join(f"w{n}" for n in range(100)) + "\n"
-        while "model> w0" not in out.getvalue():
-            await asyncio.sleep(0.05)
+        await shown("model> w0")
         yield "/cancel\n"
-        while "turn ended: cancelled" not in out.getvalue():
-            await asyncio.sleep(0.05)
+        await shown("turn ended: cancelled")
         yield "spawn echo from below\n"
-        while out.getvalue().count("you> ") < 4:
-            await asyncio.sleep(0.05)
+        await shown("model> spawn_session returned")
+        await shown("you> ", last=True)  # the prompt after that turn
 
     with Daphne(env, tmp_path / "chat.log") as server:
         async with connect(server.ws_url, token) as client:
@@ -75,6 +83,7 @@ async def test_cancel_attach_and_a_sub_sessions_notices(server_env_sqlite, token
             await other.start(None)
             await other.run(scripted(f"/attach {first.session.id}", "/attach", "/nonsense"))
     text = out.getvalue()
+    assert text.count("you> ") == 3  # at the start and after each turn, never twice in a row
     assert "  · turn ended: cancelled" in text
     assert "  · sub-session " in text and "started (spawn): " in text
     assert "] said: from below" in text  # the child's answer, as a notice
@@ -131,3 +140,15 @@ def test_the_program_in_a_terminal(daphne: Daphne, token: str, tmp_path: Path):
             program.kill()
             program.wait()
         os.close(controller)
+
+
+def test_without_a_token_the_chat_says_how_to_make_one(monkeypatch, capsys):
+    monkeypatch.delenv("PALIMPSEST_TOKEN", raising=False)
+    assert main(["--url", "ws://127.0.0.1:9/ws/agent/"]) == 2
+    assert "create_agent_token NAME" in capsys.readouterr().err
+
+
+def test_with_no_server_the_chat_says_so(capsys):
+    url = f"ws://127.0.0.1:{free_port()}/ws/agent/"
+    assert main(["--url", url, "--token", "pal_x"]) == 1
+    assert f"Cannot connect to {url}" in capsys.readouterr().out

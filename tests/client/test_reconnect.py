@@ -64,7 +64,7 @@ async def test_a_server_killed_mid_turn_costs_the_caller_no_event(server_env_sql
             events: list[Event] = []
             async for event in session.send(f"echo {LONG_ANSWER}"):
                 events.append(event)
-                if sum(isinstance(e, AssistantDelta) for e in events) == 5:
+                if restarted is None and sum(isinstance(e, AssistantDelta) for e in events) == 5:
                     kill(server)
                     restarted = await asyncio.to_thread(restart, server, tmp_path / "second.log")
             after = [e async for e in session.send("echo back again")]
@@ -106,7 +106,7 @@ async def test_a_server_killed_while_a_sub_sessions_client_tool_runs_ends_both_t
             events: list[Event] = []
             async for event in session.send("spawn tool lookup {}"):
                 events.append(event)
-                if isinstance(event, ToolCall) and event.name == "lookup":
+                if restarted is None and isinstance(event, ToolCall) and event.name == "lookup":
                     kill(server)
                     release.set()  # answered while no server is there
                     restarted = await asyncio.to_thread(restart, server, tmp_path / "second.log")
