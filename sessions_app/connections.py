@@ -66,11 +66,6 @@ def connection_remove(holder: TokenHolder, *, token_id: int) -> None:
         del _by_token[token_id]
 
 
-def connections_any() -> bool:
-    """Whether this process holds any agent connection."""
-    return any(_by_token.values())
-
-
 def connections_open(*, token_id: int) -> int:
     return len(_by_token.get(token_id, ()))
 

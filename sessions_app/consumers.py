@@ -12,7 +12,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from sessions_app import connections, quotas, selectors, services, turn_sweeper
+from sessions_app import connections, quotas, selectors, services
 from sessions_app.engine import runner
 from sessions_app.engine.compactor import ContextWindowTooSmall
 from sessions_app.engine.features import features
@@ -88,8 +88,6 @@ class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
             return
         held = connections.connection_add(self, token_id=self.token.pk)
         self.registered = True
-        # Turns whose process died are closed while clients are here to be told.
-        turn_sweeper.sweeper_ensure(while_needed=connections.connections_any)
         if not quotas.connection_allowed(open_connections=held):
             connections.connection_remove(self, token_id=self.token.pk)
             self.registered = False

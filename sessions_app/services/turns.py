@@ -21,10 +21,6 @@ from sessions_app.services.events import event_emit
 from sessions_app.services.messages import dangling_tool_uses, message_write
 
 INTERRUPTED_TOOL_RESULT = "The turn that called this tool was interrupted before the tool answered."
-TURN_INTERRUPTED = "turn_interrupted"
-TURN_INTERRUPTED_MESSAGE = (
-    "The server process running this turn stopped (its lease ran out); the turn ended unfinished."
-)
 
 
 class TurnInProgress(Exception):
@@ -157,17 +153,11 @@ def turn_finish(
     error: str = "",
     extra: dict | None = None,
 ) -> None:
-    """Release the lease and announce `turn.completed`; nothing when the turn was closed as
-    interrupted already (`turn_expired_close`: its process stalled past the lease and its end
-    was announced then)."""
+    """Release the lease and announce `turn.completed`."""
     with transaction.atomic():
-        ended = (
-            Turn.objects.filter(pk=turn_id)
-            .exclude(error=TURN_INTERRUPTED)
-            .update(ended_at=timezone.now(), stop_reason=stop_reason, steps=steps, error=error)
+        Turn.objects.filter(pk=turn_id).update(
+            ended_at=timezone.now(), stop_reason=stop_reason, steps=steps, error=error
         )
-        if not ended:
-            return
         AgentSession.objects.filter(pk=session_id, current_turn_id=turn_id).update(
             current_turn_id=None,
             lease_expires_at=None,
@@ -178,61 +168,6 @@ def turn_finish(
         payload: dict[str, Any] = {"turn_id": str(turn_id), "stop_reason": stop_reason}
         payload.update(extra or {})
         event_emit(session_id=session_id, type="turn.completed", payload=payload)
-
-
-def sessions_with_expired_lease(*, grace_seconds: float, limit: int) -> list[uuid.UUID]:
-    """Sessions whose lease ran out over `grace_seconds` ago while a turn or compaction held
-    it (its process died or stalled), oldest expiry first."""
-    expired_before = timezone.now() - timedelta(seconds=grace_seconds)
-    return list(
-        AgentSession.objects.filter(current_turn_id__isnull=False, lease_expires_at__lt=expired_before)
-        .order_by("lease_expires_at")
-        .values_list("pk", flat=True)[:limit]
-    )
-
-
-def turn_expired_close(*, session_id: uuid.UUID, grace_seconds: float) -> bool:
-    """End the turn whose lease ran out over `grace_seconds` ago in `session_id`, so that the
-    clients following it are not left waiting for a `turn.completed` no process will send: it
-    ends as an error, announced by an `error` event (`turn_interrupted`) and `turn.completed`
-    (`stop_reason` `error`). An operator's compaction whose process died just releases the lease (status
-    idle). Its unanswered tool calls are repaired by the next turn (`turn_begin`).
-
-    False when the session holds no expired lease (anymore): a live turn renewed it, or
-    another process closed it first (the row lock makes that check and the close one step).
-    """
-    with transaction.atomic():
-        session = AgentSession.objects.select_for_update().get(pk=session_id)
-        now = timezone.now()
-        turn_id = session.current_turn_id
-        expired_before = now - timedelta(seconds=grace_seconds)
-        if turn_id is None or session.lease_expires_at is None or session.lease_expires_at >= expired_before:
-            return False
-        # A turn stores its user message with it; an operator's compaction stores none.
-        is_turn = session.messages.filter(turn_id=turn_id).exists()
-        Turn.objects.filter(pk=turn_id, ended_at__isnull=True).update(
-            ended_at=now, stop_reason="error" if is_turn else "", error=TURN_INTERRUPTED
-        )
-        AgentSession.objects.filter(pk=session_id).update(
-            current_turn_id=None,
-            lease_expires_at=None,
-            cancel_requested=False,
-            status=SessionStatus.ERROR if is_turn else SessionStatus.IDLE,
-        )
-        if is_turn:
-            event_emit(
-                session_id=session_id,
-                type="error",
-                payload={"code": TURN_INTERRUPTED, "message": TURN_INTERRUPTED_MESSAGE},
-            )
-            event_emit(
-                session_id=session_id,
-                type="turn.completed",
-                payload={"turn_id": str(turn_id), "stop_reason": "error"},
-            )
-        else:
-            event_emit(session_id=session_id, type="session.status", payload={"status": SessionStatus.IDLE})
-    return True
 
 
 def turn_cancel_request(*, session_id: uuid.UUID) -> uuid.UUID:
