@@ -9,7 +9,7 @@ PORT ?= 8000
 # PALIMPSEST_MAX_FRAME_BYTES (16 MiB by default).
 WS_LIMIT := 33554432
 
-.PHONY: run test test-services lint format browsers sandbox clean
+.PHONY: run chat test test-services lint format browsers sandbox clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,16 @@ run: $(STAMP) sandbox
 	PALIMPSEST_DEV=1 PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS=$${PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS:-0.03} \
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) --websocket-max-message-size $(WS_LIMIT) \
 		--websocket-max-frame-size $(WS_LIMIT) config.asgi:application
+
+# A terminal chat with the server `make run` serves (run it in another terminal, with the same
+# HOST and PORT). The token is PALIMPSEST_TOKEN, else one made once and kept in .local/chat-token
+# (delete that file for a new one, e.g. after a fresh database).
+CHAT_TOKEN := .local/chat-token
+chat: $(STAMP)
+	@test -s $(CHAT_TOKEN) || [ -n "$${PALIMPSEST_TOKEN}" ] || { mkdir -p .local && umask 077 && \
+		PALIMPSEST_DEV=1 $(PY) manage.py create_agent_token terminal-chat | tail -n 1 > $(CHAT_TOKEN); }
+	@PALIMPSEST_TOKEN="$${PALIMPSEST_TOKEN:-$$(cat $(CHAT_TOKEN))}" \
+		$(PY) -m palimpsest_client chat --url ws://$(HOST):$(PORT)/ws/agent/
 
 test: $(STAMP) browsers sandbox
 	$(PY) -m pytest

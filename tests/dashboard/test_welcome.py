@@ -34,3 +34,9 @@ def test_a_later_start_makes_no_second_operator_and_says_the_same(monkeypatch, t
     second = welcome(monkeypatch, tmp_path)
     assert get_user_model().objects.filter(is_superuser=True).count() == 1
     assert first == second
+
+
+def test_it_tells_how_to_chat_from_the_terminal(monkeypatch, tmp_path):
+    printed = welcome(monkeypatch, tmp_path)
+    assert "ws://127.0.0.1:8123/ws/agent/" in printed
+    assert "Chat from a terminal: `make chat PORT=8123` in another terminal" in printed

@@ -36,8 +36,13 @@ class Command(BaseCommand):
             self.stdout.write("Log in with your superuser (or: python manage.py createsuperuser).")
         self.stdout.write(f"Model provider: {settings.PALIMPSEST_PROVIDER}.")
         dev = "PALIMPSEST_DEV=1 " if settings.PALIMPSEST_DEV else ""
+        port_arg = "" if str(options["port"]) == "8000" else f" PORT={options['port']}"
         self.stdout.write(
             f"Agent clients: `{dev}.venv/bin/python manage.py create_agent_token NAME` prints a token for "
             f"ws://{options['host']}:{options['port']}/ws/agent/ (revoke_agent_token NAME revokes it; "
-            "the admin's Agent tokens page makes and revokes them too)\n"
+            "the admin's Agent tokens page makes and revokes them too)"
+        )
+        self.stdout.write(
+            f"Chat from a terminal: `make chat{port_arg}` in another terminal (or "
+            "`.venv/bin/palimpsest-chat --token TOKEN --url ...`; the Python client is `palimpsest_client`)\n"
         )

@@ -1,0 +1,326 @@
+"""A terminal chat with a Palimpsest session, on `palimpsest_client`.
+
+    python -m palimpsest_client chat [--url URL] [--token TOKEN] [--session ID]
+    palimpsest-chat ...                       (the same, installed as a console script)
+
+The answer streams as the model writes it; tool calls, memory updates, compactions and
+sub-sessions show as one-line notices. Commands: /notepad, /scratchpad, /attach ID, /cancel,
+/help, /quit. In a terminal you may type while a turn runs (/cancel stops it); with input from
+a pipe each message waits for its turn to end before the next line is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import threading
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, TextIO
+
+from palimpsest_client.client import DEFAULT_URL, Client, Session, connect
+from palimpsest_client.errors import AuthenticationError, ConnectionLost, PalimpsestError, ProtocolError
+from palimpsest_client.events import (
+    AssistantDelta,
+    AssistantMessage,
+    CompactionCompleted,
+    CompactionFailed,
+    CompactionMasked,
+    CompactionWarning,
+    ErrorEvent,
+    Event,
+    NotepadUpdated,
+    ScratchpadUpdated,
+    SessionSpawned,
+    SessionStatus,
+    TaskEnded,
+    TaskStarted,
+    ToolCall,
+    ToolResult,
+    TurnCompleted,
+    UserMessage,
+)
+
+TOKEN_ENV = "PALIMPSEST_TOKEN"
+URL_ENV = "PALIMPSEST_URL"
+PROMPT = "you> "
+MODEL_PREFIX = "model> "
+# A notice is one line: longer values are cut to this many characters.
+NOTICE_PREVIEW_CHARS = 100
+# Messages of the conversation shown after /attach.
+ATTACH_SHOWN_MESSAGES = 10
+HELP = """Commands:
+  /notepad        the session's notepad
+  /scratchpad     its scratchpad (notes, plan, refs)
+  /attach ID      switch to another session of this token
+  /cancel         stop the running turn
+  /help           this list
+  /quit           leave (a running turn goes on on the server)
+Anything else is sent to the model (the scripted model answers `help` with what it understands)."""
+
+
+def _one_line(value: Any, limit: int = NOTICE_PREVIEW_CHARS) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Chat:
+    """The chat's core: reads lines, sends messages and commands, writes what happens to `out`."""
+
+    def __init__(self, client: Client, out: TextIO, *, interactive: bool) -> None:
+        self.client = client
+        self.out = out
+        self.interactive = interactive
+        self.session: Session | None = None
+        self.turn: asyncio.Task[None] | None = None
+        self._line_open = False  # the last write left a line unfinished (streamed text)
+        self._prompted = False  # the prompt is the last thing written
+
+    # -- output --------------------------------------------------------------------------
+    def write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+        self._prompted = False
+
+    def line(self, text: str) -> None:
+        """A whole line, on a line of its own."""
+        if self._line_open:
+            self.write("\n")
+            self._line_open = False
+        self.write(text + "\n")
+
+    def notice(self, event: Event, text: str) -> None:
+        where = ""
+        if self.session is not None and event.session_id != self.session.id:
+            where = f"[sub {event.session_id[:8]}] "
+        self.line(f"  · {where}{text}")
+
+    def prompt(self) -> None:
+        if self.interactive and not self._prompted:
+            self.write(PROMPT)
+            self._prompted = True
+
+    # -- events --------------------------------------------------------------------------
+    def show(self, event: Event) -> None:
+        root = self.session is not None and event.session_id == self.session.id
+        if isinstance(event, AssistantDelta):
+            if root:
+                if not self._line_open:
+                    self.write(MODEL_PREFIX)
+                self.write(event.text)
+                self._line_open = True
+        elif isinstance(event, AssistantMessage):
+            if not root:
+                if event.text:
+                    self.notice(event, f"said: {_one_line(event.text)}")
+            elif self._line_open:
+                self.write("\n")
+                self._line_open = False
+        elif isinstance(event, ToolCall):
+            who = "answered by the client" if event.executor == "client" else "run by the server"
+            self.notice(event, f"tool {event.name} {_one_line(event.input)} ({who})")
+        elif isinstance(event, ToolResult):
+            verb = "failed" if event.is_error else "→"
+            self.notice(event, f"{event.name} {verb} {_one_line(event.content)}")
+        elif isinstance(event, NotepadUpdated):
+            self.notice(event, f"notepad updated (version {event.version}, by {event.author})")
+        elif isinstance(event, ScratchpadUpdated):
+            self.notice(event, f"scratchpad {event.space} updated (by {event.author})")
+        elif isinstance(event, CompactionWarning):
+            tokens = f"{event.estimated_tokens} of {event.threshold_tokens} tokens"
+            self.notice(event, f"context at {tokens}: compacting soon")
+        elif isinstance(event, CompactionCompleted):
+            self.notice(
+                event, f"compacted: {event.tokens_before} → {event.tokens_after} tokens (epoch {event.epoch})"
+            )
+        elif isinstance(event, CompactionMasked):
+            tokens = f"{event.tokens_before} → {event.tokens_after} tokens"
+            self.notice(event, f"masked {event.masked} tool results: {tokens}")
+        elif isinstance(event, CompactionFailed):
+            self.notice(event, f"compaction failed: {_one_line(event.message)}")
+        elif isinstance(event, SessionSpawned):
+            child = event.child_session_id[:8]
+            self.notice(event, f"sub-session {child} started ({event.mode}): {_one_line(event.title)}")
+        elif isinstance(event, SessionStatus) and event.status == "compacting":
+            self.notice(event, "compacting the history…")
+        elif isinstance(event, TaskStarted):
+            self.notice(event, f"task started: {event.name}")
+        elif isinstance(event, TaskEnded):
+            self.notice(event, f"task ended: {event.name}")
+        elif isinstance(event, ErrorEvent):
+            self.notice(event, f"error {event.code}: {event.message}")
+        elif isinstance(event, TurnCompleted) and (not root or event.stop_reason != "end_turn"):
+            self.notice(event, f"turn ended: {event.stop_reason}")
+
+    # -- the loop ------------------------------------------------------------------------
+    async def start(self, session_id: str | None) -> None:
+        if session_id:
+            await self.attach(session_id)
+        else:
+            self.session = await self.client.create_session(title="terminal chat")
+            self.line(f"New session {self.session.id} (model {self.session.info.get('model')}).")
+        self.line("Type a message, or /help.")
+
+    async def run(self, lines: AsyncIterator[str]) -> None:
+        self.prompt()
+        async for raw in lines:
+            text = raw.strip()
+            self._prompted = False  # the user's line ended it
+            if text == "/quit":
+                break
+            if text:
+                await self.handle(text)
+            if self.turn is not None and not self.interactive:
+                await self.turn  # piped input: one turn at a time
+            if self.turn is None:
+                self.prompt()
+        if self.turn is not None and not self.interactive:
+            await self.turn
+        if self._line_open:
+            self.write("\n")
+
+    async def handle(self, text: str) -> None:
+        session = self.session
+        assert session is not None
+        command, _, argument = text.partition(" ")
+        try:
+            if command == "/help":
+                self.line(HELP)
+            elif command == "/notepad":
+                notepad = session.notepad()
+                self.line(notepad.rstrip("\n") if notepad else "(the notepad is empty)")
+            elif command == "/scratchpad":
+                self.show_scratchpad(session)
+            elif command == "/cancel":
+                if self.turn is None:
+                    self.line("No turn is running.")
+                else:
+                    await session.cancel()
+            elif command == "/attach":
+                if not argument.strip():
+                    self.line("Usage: /attach SESSION_ID")
+                elif self.turn is not None:
+                    self.line("A turn is running: wait for it, or /cancel it first.")
+                else:
+                    await self.attach(argument.strip())
+            elif text.startswith("/"):
+                self.line(f"Unknown command {command}; /help lists them.")
+            elif self.turn is not None:
+                self.line("A turn is running: wait for it, or /cancel it.")
+            else:
+                self.turn = asyncio.create_task(self.run_turn(session, text))
+        except ProtocolError as exc:
+            self.line(f"! {exc.code}: {exc.message}")
+
+    async def run_turn(self, session: Session, text: str) -> None:
+        try:
+            async for event in session.send(text):
+                self.show(event)
+        except ProtocolError as exc:
+            self.line(f"! {exc.code}: {exc.message}")
+        except ConnectionLost as exc:
+            self.line(f"! {exc}")
+        finally:
+            self.turn = None
+            if self.interactive:
+                self.prompt()
+
+    async def attach(self, session_id: str) -> None:
+        session = await self.client.attach(session_id)
+        self.session = session
+        title = session.info.get("title") or "untitled"
+        self.line(
+            f"Attached to {session.id} ({title}, {session.info.get('status')}, "
+            f"{len(session.replayed)} events)."
+        )
+        said = [e for e in session.replayed if isinstance(e, UserMessage | AssistantMessage)]
+        said = [e for e in said if e.session_id == session.id][-ATTACH_SHOWN_MESSAGES:]
+        for event in said:
+            if isinstance(event, UserMessage):
+                self.line(f"{PROMPT}{_one_line(event.content, 400)}")
+            elif isinstance(event, AssistantMessage) and event.text:
+                self.line(f"{MODEL_PREFIX}{_one_line(event.text, 400)}")
+
+    def show_scratchpad(self, session: Session) -> None:
+        spaces = session.scratchpad()
+        if not any(spaces.values()):
+            self.line("(the scratchpad is empty)")
+            return
+        for space in ("notes", "plan", "refs"):
+            value = spaces.get(space)
+            if not value:
+                continue
+            self.line(f"## {space}")
+            self.line(
+                "\n".join(f"- {v}" for v in value) if isinstance(value, list) else str(value).rstrip("\n")
+            )
+
+
+async def stdin_lines() -> AsyncIterator[str]:
+    """Lines of standard input, read by a daemon thread (a blocked read never holds up exit)."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def read() -> None:
+        for line in sys.stdin:
+            loop.call_soon_threadsafe(queue.put_nowait, line)
+        loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    threading.Thread(target=read, name="palimpsest-chat-stdin", daemon=True).start()
+    while (line := await queue.get()) is not None:
+        yield line
+
+
+async def chat(url: str, token: str, session_id: str | None, out: TextIO, *, interactive: bool) -> int:
+    """Run the chat on standard input; the exit status."""
+    try:
+        async with connect(url, token) as client:
+            talk = Chat(client, out, interactive=interactive)
+            await talk.start(session_id)
+            await talk.run(stdin_lines())
+    except AuthenticationError:
+        out.write(
+            "The server refused the token (4401). Create one with\n"
+            "  PALIMPSEST_DEV=1 .venv/bin/python manage.py create_agent_token NAME\n"
+        )
+        return 2
+    except OSError as exc:
+        out.write(f"Cannot connect to {url} ({exc}). Is the server running (make run)?\n")
+        return 1
+    except PalimpsestError as exc:
+        out.write(f"{exc}\n")
+        return 1
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    parse = argparse.ArgumentParser(
+        prog="palimpsest-chat", description="Chat with a Palimpsest session from the terminal."
+    )
+    parse.add_argument(
+        "--url",
+        default=os.environ.get(URL_ENV, DEFAULT_URL),
+        help=f"agent websocket (${URL_ENV}; {DEFAULT_URL})",
+    )
+    parse.add_argument("--token", default=os.environ.get(TOKEN_ENV, ""), help=f"agent token (${TOKEN_ENV})")
+    parse.add_argument("--session", default=None, help="attach to this session instead of creating one")
+    return parse
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if not args.token:
+        sys.stderr.write(
+            f"A token is needed: --token TOKEN or ${TOKEN_ENV}. Create one with\n"
+            "  PALIMPSEST_DEV=1 .venv/bin/python manage.py create_agent_token NAME\n"
+        )
+        return 2
+    try:
+        return asyncio.run(
+            chat(args.url, args.token, args.session, sys.stdout, interactive=sys.stdin.isatty())
+        )
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,154 @@
+"""The terminal chat against a real daphne: its core loop with scripted input, and the real
+program under a pseudo-terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from palimpsest_client import connect
+from palimpsest_client.chat import Chat, main
+from tests.servers import BASE_DIR, Daphne, free_port
+
+PTY_WAIT_SECONDS = 60
+
+
+async def scripted(*lines: str) -> AsyncIterator[str]:
+    for line in lines:
+        yield line + "\n"
+
+
+async def test_one_exchange_then_notepad_and_scratchpad(daphne: Daphne, token: str):
+    out = io.StringIO()
+    async with connect(daphne.ws_url, token) as client:
+        chat = Chat(client, out, interactive=False)
+        await chat.start(None)
+        await chat.run(
+            scripted("echo hello from the terminal", "remember: the key is blue", "/notepad", "/scratchpad")
+        )
+        session_id = chat.session.id if chat.session else ""
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"New session {session_id} (model scripted)."
+    assert "model> hello from the terminal" in lines
+    notepad_at = lines.index("model> Noting that in my notepad.")
+    assert lines[notepad_at + 1 : notepad_at + 4] == [
+        '  · tool update_notepad {"operation": "append", "content": "the key is blue\\n"}'
+        " (run by the server)",
+        "  · notepad updated (version 1, by agent)",
+        '  · update_notepad → {"ok": true}',
+    ]
+    # /notepad shows what the events said, without asking the model.
+    assert lines[-2:] == ["the key is blue", "(the scratchpad is empty)"]
+
+
+async def test_cancel_attach_and_a_sub_sessions_notices(server_env_sqlite, token, tmp_path):
+    env = {**server_env_sqlite, "PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS": "0.1"}
+    out = io.StringIO()
+
+    async def shown(text: str, *, last: bool = False) -> None:
+        """Wait until the chat has written `text` (`last`: as the last thing it wrote); a hung
+        chat fails the test, not the suite."""
+        for _ in range(int(PTY_WAIT_SECONDS / 0.05)):
+            written = out.getvalue()
+            if written.endswith(text) if last else text in written:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{text!r} never appeared; the chat wrote:\n{out.getvalue()}")
+
+    async def typed() -> AsyncIterator[str]:
+        yield "echo " + " ".join(f"w{n}" for n in range(100)) + "\n"
+        await shown("model> w0")
+        yield "/cancel\n"
+        await shown("turn ended: cancelled")
+        yield "spawn echo from below\n"
+        await shown("model> spawn_session returned")
+        await shown("you> ", last=True)  # the prompt after that turn
+
+    with Daphne(env, tmp_path / "chat.log") as server:
+        async with connect(server.ws_url, token) as client:
+            first = Chat(client, out, interactive=True)
+            await first.start(None)
+            await first.run(typed())
+            assert first.session is not None
+            again = io.StringIO()
+            other = Chat(client, again, interactive=False)
+            await other.start(None)
+            await other.run(scripted(f"/attach {first.session.id}", "/attach", "/nonsense"))
+    text = out.getvalue()
+    assert text.count("you> ") == 3  # at the start and after each turn, never twice in a row
+    assert "  · turn ended: cancelled" in text
+    assert "  · sub-session " in text and "started (spawn): " in text
+    assert "] said: from below" in text  # the child's answer, as a notice
+    attached = again.getvalue().splitlines()
+    assert f"Attached to {first.session.id} (terminal chat, idle, " in attached[2]
+    assert attached[3].startswith("you> echo w0 w1")
+    assert attached[-2:] == ["Usage: /attach SESSION_ID", "Unknown command /nonsense; /help lists them."]
+
+
+def _read_until(fd: int, needle: str, seen: list[str]) -> str:
+    """Read the pseudo-terminal until `needle` appears in what was read since the last call."""
+    deadline = time.monotonic() + PTY_WAIT_SECONDS
+    chunk = ""
+    while needle not in chunk:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{needle!r} did not appear; the terminal showed:\n{''.join(seen)}{chunk}")
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                data = os.read(fd, 4096).decode("utf-8", "replace")
+            except OSError:
+                break
+            chunk += data
+    seen.append(chunk)
+    return chunk
+
+
+def test_the_program_in_a_terminal(daphne: Daphne, token: str, tmp_path: Path):
+    controller, terminal = pty.openpty()
+    env = {**os.environ, "PALIMPSEST_TOKEN": token}
+    program = subprocess.Popen(
+        [sys.executable, "-m", "palimpsest_client", "chat", "--url", daphne.ws_url],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        cwd=BASE_DIR,
+        env=env,
+        close_fds=True,
+    )
+    os.close(terminal)
+    seen: list[str] = []
+    try:
+        assert "Type a message, or /help." in _read_until(controller, "you> ", seen)
+        os.write(controller, b"remember: the key is blue\n")
+        answer = _read_until(controller, "you> ", seen)
+        assert "model> Noting that in my notepad." in answer
+        assert "notepad updated (version 1, by agent)" in answer
+        os.write(controller, b"/notepad\n")
+        assert "the key is blue" in _read_until(controller, "you> ", seen)
+        os.write(controller, b"/quit\n")
+        assert program.wait(timeout=30) == 0
+    finally:
+        if program.poll() is None:
+            program.kill()
+            program.wait()
+        os.close(controller)
+
+
+def test_without_a_token_the_chat_says_how_to_make_one(monkeypatch, capsys):
+    monkeypatch.delenv("PALIMPSEST_TOKEN", raising=False)
+    assert main(["--url", "ws://127.0.0.1:9/ws/agent/"]) == 2
+    assert "create_agent_token NAME" in capsys.readouterr().err
+
+
+def test_with_no_server_the_chat_says_so(capsys):
+    url = f"ws://127.0.0.1:{free_port()}/ws/agent/"
+    assert main(["--url", url, "--token", "pal_x"]) == 1
+    assert f"Cannot connect to {url}" in capsys.readouterr().out

@@ -1,0 +1,232 @@
+"""`palimpsest_client` driving a real daphne: turns, client tools (the session's and a
+sub-session's), cancelling, state, and the protocol's errors raised as exceptions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from palimpsest_client import (
+    AssistantDelta,
+    AssistantMessage,
+    AuthenticationError,
+    ClientTool,
+    Event,
+    InvalidRequest,
+    NotepadUpdated,
+    NoTurnInProgress,
+    ProtocolError,
+    Reconnect,
+    SessionNotFound,
+    SessionSpawned,
+    ToolCall,
+    ToolError,
+    ToolResult,
+    TurnCompleted,
+    TurnInProgress,
+    TurnStarted,
+    UserMessage,
+    connect,
+    tool,
+)
+from tests.servers import Daphne, manage
+
+LOOKUP_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
+WAIT = ClientTool("wait", "Wait for the client.", {"type": "object"})
+
+
+def assert_gapless(events: list[Event]) -> None:
+    """Each session's seqs are consecutive, each seen once."""
+    by_session: dict[str, list[int]] = {}
+    for event in events:
+        by_session.setdefault(event.session_id, []).append(event.seq)
+    for seqs in by_session.values():
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+
+
+async def collect(session, text: str) -> list[Event]:
+    return [event async for event in session.send(text)]
+
+
+async def test_a_turn_yields_typed_events_until_it_completes(daphne: Daphne, token: str):
+    async with connect(daphne.ws_url, token) as client:
+        session = await client.create_session(title="typed")
+        events = await collect(session, "echo hello there")
+    assert isinstance(events[0], UserMessage) and events[0].content == "echo hello there"
+    assert isinstance(events[1], TurnStarted)
+    assert "".join(e.text for e in events if isinstance(e, AssistantDelta)) == "hello there"
+    message = next(e for e in events if isinstance(e, AssistantMessage))
+    assert message.text == "hello there"
+    last = events[-1]
+    assert isinstance(last, TurnCompleted) and last.stop_reason == "end_turn"
+    assert last.turn_id == events[1].turn_id
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert {e.session_id for e in events} == {session.id}
+
+
+async def test_a_client_tool_is_answered_by_its_handler(daphne: Daphne, token: str):
+    seen: list[dict] = []
+
+    @tool("lookup", "Look a word up.", LOOKUP_SCHEMA)
+    async def lookup(args: dict) -> str:
+        seen.append(args)
+        return f"{args['q']} means hello"
+
+    async with connect(daphne.ws_url, token) as client:
+        session = await client.create_session(tools=[lookup])
+        assert session.info["tools"] == [lookup.spec()]
+        events = await collect(session, 'tool lookup {"q": "ciao"}')
+    assert seen == [{"q": "ciao"}]
+    call = next(e for e in events if isinstance(e, ToolCall))
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert (call.name, call.executor, call.input) == ("lookup", "client", {"q": "ciao"})
+    assert (result.tool_use_id, result.is_error) == (call.tool_use_id, False)
+    assert [e for e in events if isinstance(e, AssistantMessage)][-1].text == (
+        "lookup returned: ciao means hello"
+    )
+    assert events[-1].stop_reason == "end_turn"  # type: ignore[attr-defined]
+    assert_gapless(events)
+
+
+async def test_a_dict_of_handlers_answers_and_a_raising_handler_is_an_error_result(daphne, token):
+    def broken(args: dict) -> str:
+        raise ToolError("the dictionary is closed")
+
+    async with connect(daphne.ws_url, token) as client:
+        session = await client.create_session(
+            tools=[tool("lookup", "Look up.", LOOKUP_SCHEMA)(broken)],
+            handlers={"lookup": lambda args: {"word": args["q"], "found": True}},
+        )
+        found = await collect(session, 'tool lookup {"q": "a"}')
+        session.tool("lookup")(broken)
+        failed = await collect(session, 'tool lookup {"q": "b"}')
+    found_result = next(e for e in found if isinstance(e, ToolResult))
+    assert json.loads(found_result.content) == {"word": "a", "found": True}
+    failed_result = next(e for e in failed if isinstance(e, ToolResult))
+    assert failed_result.is_error is True
+    assert "the dictionary is closed" in json.dumps(failed_result.content)
+    assert [e for e in failed if isinstance(e, AssistantMessage)][-1].text == (
+        "lookup failed: the dictionary is closed"
+    )
+
+
+async def test_a_sub_sessions_client_tool_is_answered_on_the_roots_connection(daphne, token):
+    answered: list[dict] = []
+
+    @tool("lookup", "Look a word up.", LOOKUP_SCHEMA)
+    def lookup(args: dict) -> str:
+        answered.append(args)
+        return "the owner is Ada"
+
+    async with connect(daphne.ws_url, token) as client:
+        session = await client.create_session(tools=[lookup])
+        events = await collect(session, 'spawn tool lookup {"q": "owner"}')
+    spawned = next(e for e in events if isinstance(e, SessionSpawned))
+    child = spawned.child_session_id
+    call = next(e for e in events if isinstance(e, ToolCall) and e.name == "lookup")
+    assert call.session_id == child and call.executor == "client"
+    assert answered == [{"q": "owner"}]
+    child_result = next(e for e in events if isinstance(e, ToolResult) and e.session_id == child)
+    assert child_result.tool_use_id == call.tool_use_id and child_result.is_error is False
+    # The child reported the tool's answer; the root reported the child's.
+    final = [e for e in events if isinstance(e, AssistantMessage) and e.session_id == session.id][-1]
+    assert "lookup returned: the owner is Ada" in final.text
+    assert events[-1].session_id == session.id and events[-1].stop_reason == "end_turn"  # type: ignore[attr-defined]
+    assert {e.session_id for e in events} == {session.id, child}
+    assert_gapless(events)
+
+
+async def test_a_call_without_a_handler_is_left_to_the_caller(daphne, token):
+    async with connect(daphne.ws_url, token) as client:
+        session = await client.create_session(tools=[ClientTool("ask", "Ask the user.", {"type": "object"})])
+        events = []
+        async for event in session.send("tool ask {}"):
+            events.append(event)
+            if isinstance(event, ToolCall):
+                await session.respond(event.tool_use_id, [{"type": "text", "text": "by hand"}])
+    assert [e for e in events if isinstance(e, AssistantMessage)][-1].text == "ask returned: by hand"
+
+
+async def test_state_and_notepad_follow_the_session(daphne, token):
+    async with connect(daphne.ws_url, token) as client:
+        session = await client.create_session(title="memo")
+        assert session.notepad() is None
+        events = await collect(session, "remember: the key is blue")
+        state = await session.state()
+    assert any(isinstance(e, NotepadUpdated) for e in events)
+    assert session.notepad() == "the key is blue\n"
+    assert state["id"] == session.id and state["title"] == "memo"
+    assert state["status"] == "idle" and state["last_seq"] == events[-1].seq
+
+
+async def test_attach_replays_and_answers_a_waiting_call(daphne, token):
+    async with connect(daphne.ws_url, token) as first:
+        # Declared without a handler: this connection leaves the call unanswered.
+        session = await first.create_session(tools=[ClientTool("lookup", "Look up.", LOOKUP_SCHEMA)])
+        async for event in session.send('tool lookup {"q": "x"}'):
+            if isinstance(event, ToolCall):
+                break
+    async with connect(daphne.ws_url, token) as second:
+        attached = await second.attach(session.id, handlers={"lookup": lambda a: "answered later"})
+        assert [e.seq for e in attached.replayed] == list(range(1, len(attached.replayed) + 1))
+        assert isinstance(attached.replayed[-1], ToolCall)
+        done = None
+        async for event in attached.events():
+            if isinstance(event, TurnCompleted):
+                done = event
+                break
+        messages = [e async for e in _until_completed(attached, "echo again")]
+    assert done is not None and done.stop_reason == "end_turn"
+    assert messages[-1].stop_reason == "end_turn"  # type: ignore[attr-defined]
+
+
+async def _until_completed(session, text):
+    async for event in session.send(text):
+        yield event
+
+
+async def test_protocol_errors_are_raised_with_their_codes(daphne, token):
+    async with connect(daphne.ws_url, token) as client:
+        with pytest.raises(SessionNotFound) as missing:
+            await client.attach("00000000-0000-0000-0000-000000000000")
+        assert missing.value.code == "session_not_found"
+        with pytest.raises(InvalidRequest) as invalid:
+            await client.create_session(model="m" * 101)
+        assert invalid.value.code == "invalid_value"
+        session = await client.create_session(tools=[WAIT])  # no handler: the turn waits
+        with pytest.raises(NoTurnInProgress):
+            await session.cancel()
+        turn = session.send("tool wait {}")
+        async for event in turn:
+            if isinstance(event, ToolCall):
+                break
+        await turn.aclose()
+        with pytest.raises(TurnInProgress) as busy:
+            await collect(session, "echo too soon")
+        assert busy.value.code == "turn_in_progress" and isinstance(busy.value, ProtocolError)
+        cancelled = await session.cancel()
+    assert cancelled.stop_reason == "cancelled"
+
+
+async def test_a_wrong_token_raises_authentication_error_and_is_not_retried(daphne):
+    async with connect(daphne.ws_url, "pal_wrong", reconnect=Reconnect(initial_delay=0.01)) as client:
+        with pytest.raises(AuthenticationError) as refused:
+            await client.create_session()
+        assert refused.value.close_code == 4401
+        assert client.reconnects == 0
+        with pytest.raises(AuthenticationError):
+            await client.create_session()
+
+
+async def test_a_token_revoked_mid_session_ends_the_iteration(server_env_sqlite, tmp_path, token):
+    env = {**server_env_sqlite, "PALIMPSEST_TOKEN_RECHECK_SECONDS": "0.2"}
+    with Daphne(env, tmp_path / "revoke.log") as server:
+        async with connect(server.ws_url, token, reconnect=Reconnect(initial_delay=0.01)) as client:
+            session = await client.create_session(tools=[WAIT])
+            with pytest.raises(AuthenticationError):
+                async for event in session.send("tool wait {}"):
+                    if isinstance(event, ToolCall):
+                        await asyncio.to_thread(manage, "revoke_agent_token", "client-tests", env=env)
+            assert client.reconnects == 0
