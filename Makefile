@@ -8,8 +8,11 @@ PORT ?= 8000
 # Daphne's own websocket limit (1 MiB) would cut off large client tool results: raise it above
 # PALIMPSEST_MAX_FRAME_BYTES (16 MiB by default).
 WS_LIMIT := 33554432
+# `make run` lets the file tools read this folder (a generated log to try offloading with) unless
+# PALIMPSEST_FS_ROOT says otherwise (empty: file tools off).
+DEMO_FILES := $(CURDIR)/.local/files
 
-.PHONY: run chat test test-services lint format browsers sandbox clean
+.PHONY: demo-files run chat test test-services lint format browsers sandbox clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,10 +22,12 @@ $(STAMP): pyproject.toml
 
 # The local development defaults (DEBUG, a fixed key, plain HTTP) are chosen explicitly here;
 # a deployment sets SECRET_KEY and friends instead (docs/deploy.md).
-run: $(STAMP) sandbox
+run: $(STAMP) sandbox demo-files
 	PALIMPSEST_DEV=1 $(PY) manage.py migrate --noinput
-	PALIMPSEST_DEV=1 $(PY) manage.py palimpsest_welcome --host $(HOST) --port $(PORT)
-	PALIMPSEST_DEV=1 PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS=$${PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS:-0.03} \
+	PALIMPSEST_DEV=1 PALIMPSEST_FS_ROOT=$${PALIMPSEST_FS_ROOT-$(DEMO_FILES)} \
+		$(PY) manage.py palimpsest_welcome --host $(HOST) --port $(PORT)
+	PALIMPSEST_DEV=1 PALIMPSEST_FS_ROOT=$${PALIMPSEST_FS_ROOT-$(DEMO_FILES)} \
+	PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS=$${PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS:-0.03} \
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) --websocket-max-message-size $(WS_LIMIT) \
 		--websocket-max-frame-size $(WS_LIMIT) config.asgi:application
 
@@ -35,6 +40,11 @@ chat: $(STAMP)
 		PALIMPSEST_DEV=1 $(PY) manage.py create_agent_token terminal-chat | tail -n 1 > $(CHAT_TOKEN); }
 	@PALIMPSEST_TOKEN="$${PALIMPSEST_TOKEN:-$$(cat $(CHAT_TOKEN))}" \
 		$(PY) -m palimpsest_client chat --url ws://$(HOST):$(PORT)/ws/agent/
+
+demo-files:
+	@mkdir -p $(DEMO_FILES)
+	@test -s $(DEMO_FILES)/big.log || { seq -f "INFO event %g" 1 5000 > $(DEMO_FILES)/big.log && \
+		echo "ERROR boom" >> $(DEMO_FILES)/big.log; }
 
 test: $(STAMP) browsers sandbox
 	$(PY) -m pytest

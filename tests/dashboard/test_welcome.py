@@ -40,3 +40,10 @@ def test_it_tells_how_to_chat_from_the_terminal(monkeypatch, tmp_path):
     printed = welcome(monkeypatch, tmp_path)
     assert "ws://127.0.0.1:8123/ws/agent/" in printed
     assert "Chat from a terminal: `make chat PORT=8123` in another terminal" in printed
+
+
+def test_it_says_which_folder_the_file_tools_read(monkeypatch, tmp_path, settings):
+    settings.PALIMPSEST_FS_ROOT = ""
+    assert "File tools read" not in welcome(monkeypatch, tmp_path)
+    settings.PALIMPSEST_FS_ROOT = str(tmp_path / "files")
+    assert f"File tools read {tmp_path / 'files'} (with the scripted model" in welcome(monkeypatch, tmp_path)

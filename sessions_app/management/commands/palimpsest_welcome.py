@@ -42,6 +42,11 @@ class Command(BaseCommand):
             f"ws://{options['host']}:{options['port']}/ws/agent/ (revoke_agent_token NAME revokes it; "
             "the admin's Agent tokens page makes and revokes them too)"
         )
+        if settings.PALIMPSEST_FS_ROOT:
+            self.stdout.write(
+                f"File tools read {settings.PALIMPSEST_FS_ROOT} (with the scripted model, try "
+                "`read big.log then grep ERROR`)."
+            )
         self.stdout.write(
             f"Chat from a terminal: `make chat{port_arg}` in another terminal (or "
             "`.venv/bin/palimpsest-chat --token TOKEN --url ...`; the Python client is `palimpsest_client`)\n"
