@@ -176,6 +176,30 @@ def _resumable_calls(session: AgentSession) -> list[PlannedToolCall]:
     ]
 
 
+def _interrupted_results_write(session: AgentSession, turn_id: uuid.UUID | None) -> None:
+    """An error result for each tool call of the history left unanswered by a turn that stopped,
+    so that the next request is valid for the API."""
+    dangling = dangling_tool_uses(session)
+    if not dangling:
+        return
+    message_write(
+        session_id=session.pk,
+        epoch=session.epoch,
+        role=MessageRole.USER,
+        content=[
+            {
+                "type": "tool_result",
+                "tool_use_id": tool_use_id,
+                "content": INTERRUPTED_TOOL_RESULT,
+                "is_error": True,
+            }
+            for tool_use_id in dangling
+        ],
+        turn_id=turn_id,
+        metadata={"repair": "interrupted_turn"},
+    )
+
+
 def _dead_turn_close(session: AgentSession, now: Any) -> None:
     """End the session's dead turn inside the caller's transaction (the row is locked): its
     unanswered calls get an error result (the history stays valid for the API), the turn ends
@@ -187,24 +211,7 @@ def _dead_turn_close(session: AgentSession, now: Any) -> None:
     # A turn's first message is its user's; an operator's compaction writes only its summary.
     first = Message.objects.filter(turn_id=dead).order_by("position").values_list("metadata", flat=True)[:1]
     is_turn = any((metadata or {}).get("type") != "compact" for metadata in first)
-    dangling = dangling_tool_uses(session)
-    if dangling:
-        message_write(
-            session_id=session.pk,
-            epoch=session.epoch,
-            role=MessageRole.USER,
-            content=[
-                {
-                    "type": "tool_result",
-                    "tool_use_id": tool_use_id,
-                    "content": INTERRUPTED_TOOL_RESULT,
-                    "is_error": True,
-                }
-                for tool_use_id in dangling
-            ],
-            turn_id=dead,
-            metadata={"repair": "interrupted_turn"},
-        )
+    _interrupted_results_write(session, dead)
     ToolCall.objects.filter(session=session, turn_id=dead, status=ToolCallStatus.PENDING).update(
         status=ToolCallStatus.DONE, result=INTERRUPTED_TOOL_RESULT, is_error=True, completed_at=now
     )
@@ -290,24 +297,7 @@ def turn_begin(
     """
     with transaction.atomic():
         session = lease_lock_free(session_id)
-        dangling = dangling_tool_uses(session)
-        if dangling:
-            message_write(
-                session_id=session.id,
-                epoch=session.epoch,
-                role=MessageRole.USER,
-                content=[
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": i,
-                        "content": INTERRUPTED_TOOL_RESULT,
-                        "is_error": True,
-                    }
-                    for i in dangling
-                ],
-                turn_id=session.current_turn_id,
-                metadata={"repair": "interrupted_turn"},
-            )
+        _interrupted_results_write(session, session.current_turn_id)
         turn = Turn.objects.create(session=session)
         AgentSession.objects.filter(pk=session.id).update(
             current_turn_id=turn.id,
