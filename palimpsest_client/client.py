@@ -672,15 +672,32 @@ class Session:
             self._client._answers[tool_use_id] = answer
         await self._client._send_answer(tool_use_id, answer)
 
-    def tool(self, name: str) -> Callable[[ToolHandler], ToolHandler]:
-        """Register the handler of a client tool the session declares (its description and
-        schema were given when it was created): `@session.tool("lookup")`. Calls waiting for
-        it are answered at once."""
+    def tool(
+        self, name: str, description: str | None = None, input_schema: dict[str, Any] | None = None
+    ) -> Callable[[ToolHandler], ToolHandler]:
+        """Register the handler of a client tool the session declares:
+        `@session.tool("lookup")`, or `@session.tool("lookup", "Look a word up.", schema)` to
+        check the declaration as well. The protocol fixes a session's client tools when it is
+        created (`session.create`'s `tools`, see `tool(...)` and `ClientTool`), so a name it does
+        not declare, or a description or schema other than the declared one, is a `ValueError`.
+        Calls waiting for the tool are answered at once."""
         self._check()
-        declared = {str(spec.get("name")) for spec in self.info.get("tools", [])}
-        if name not in declared:
+        declared = {str(spec.get("name")): spec for spec in self.info.get("tools", [])}
+        spec = declared.get(name)
+        if spec is None:
             raise ValueError(
-                f"session {self.id} declares no client tool {name!r} (it has {sorted(declared)})"
+                f"session {self.id} declares no client tool {name!r} (it has {sorted(declared)}); "
+                "client tools are declared when the session is created"
+            )
+        if description is not None and description != spec.get("description"):
+            raise ValueError(
+                f"client tool {name!r} of session {self.id} was declared with the description "
+                f"{spec.get('description')!r}, not {description!r}"
+            )
+        if input_schema is not None and input_schema != spec.get("input_schema"):
+            raise ValueError(
+                f"client tool {name!r} of session {self.id} was declared with another input_schema: "
+                f"{spec.get('input_schema')!r}"
             )
 
         def register(handler: ToolHandler) -> ToolHandler:

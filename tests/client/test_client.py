@@ -100,8 +100,14 @@ async def test_a_dict_of_handlers_answers_and_a_raising_handler_is_an_error_resu
             handlers={"lookup": lambda args: {"word": args["q"], "found": True}},
         )
         found = await collect(session, 'tool lookup {"q": "a"}')
-        session.tool("lookup")(broken)
+        session.tool("lookup", "Look up.", LOOKUP_SCHEMA)(broken)  # the declaration, checked
         failed = await collect(session, 'tool lookup {"q": "b"}')
+        with pytest.raises(ValueError, match="declares no client tool 'ask'"):
+            session.tool("ask")
+        with pytest.raises(ValueError, match="declared with the description 'Look up.'"):
+            session.tool("lookup", "Something else.")
+        with pytest.raises(ValueError, match="another input_schema"):
+            session.tool("lookup", "Look up.", {"type": "object"})
     found_result = next(e for e in found if isinstance(e, ToolResult))
     assert json.loads(found_result.content) == {"word": "a", "found": True}
     failed_result = next(e for e in failed if isinstance(e, ToolResult))
