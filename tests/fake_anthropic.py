@@ -221,6 +221,10 @@ def _split_json(s: str, size: int = 12) -> list[str]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, so httpx connection reuse is exercised
+    # TCP_NODELAY, as a real API server's streaming does: each SSE event is its own small write,
+    # and with Nagle's algorithm the second one waited for the client's delayed ACK (~40 ms),
+    # which the benchmarks then counted as the server's own work.
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
