@@ -69,3 +69,27 @@ async def test_a_one_step_turn_runs_as_many_queries_at_400_messages_as_at_10(set
     large = await _turn_queries(400)
     assert small, "no query was seen: the count below would prove nothing"
     assert len(large) == len(small), (len(small), len(large))
+
+
+async def test_a_one_step_turn_opens_no_savepoint_and_reads_no_counter_back(settings):
+    """Its writes nest (the events inside the turn's start, the call's record inside the step's
+    store) without a savepoint each, and every seq or position comes back from its increment
+    (`UPDATE ... RETURNING`): 45 statements where there were 62."""
+    settings.DEBUG = True
+    settings.PALIMPSEST_TURN_LEASE_SECONDS = 600
+    sql = await _turn_queries(10)
+    assert sql, "no query was seen: the checks below would prove nothing"
+    assert [q for q in sql if "SAVEPOINT" in q.upper()] == []
+    counters = ('"last_seq"', '"next_position"')
+    increments = [
+        q
+        for q in sql
+        if q.startswith("UPDATE") and any(f"{c} = (" in q or f"{c} = {c}" in q for c in counters)
+    ]
+    assert len(increments) == 6, increments  # 2 messages, 4 event writes
+    assert all("RETURNING" in q for q in increments), increments
+    read_back = [
+        q for q in sql if q.startswith("SELECT") and any(f'."{c[1:-1]}" AS {c}' in q for c in counters)
+    ]
+    assert read_back == []
+    assert len(sql) <= 45, len(sql)
