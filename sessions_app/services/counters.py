@@ -26,7 +26,7 @@ def _field(name: str) -> tuple[Field, str]:
     return field, connection.ops.quote_name(field.column)
 
 
-def session_counter_add(session_id: uuid.UUID, field: str, by: int, **assign: Any) -> int:
+def session_counter_add(session_id: uuid.UUID | str, field: str, by: int, **assign: Any) -> int:
     """Add `by` to the session's counter `field`, set the other fields in `assign` with it, and
     return the counter's new value (inside the caller's transaction, whose row lock keeps the
     counter gapless: `services` package docstring).
