@@ -197,45 +197,57 @@ def servers_start(env: dict[str, str], processes: int, folder: Path, fake: FakeP
     return [Daphne(base, folder / f"daphne{i}.log").start() for i in range(processes)]
 
 
-async def step_bench(args: argparse.Namespace, env: dict[str, str], folder: Path) -> None:
+async def step_works(
+    env: dict[str, str], folder: Path, fake: FakeProcess, histories: list[int], turns: int, warmup: int
+) -> dict[int, tuple[list[float], list[float]]]:
+    """Per history size: the server work (ms) of each measured one-step turn and the fake's own
+    time (ms) of its call, through one daphne against `fake` (which must answer at once)."""
     from asgiref.sync import sync_to_async
 
-    fake = FakeProcess(0.0)
     token = await sync_to_async(token_create)()
     servers = servers_start(env, 1, folder, fake)
-    results = {}
+    results: dict[int, tuple[list[float], list[float]]] = {}
     try:
-        for history in args.history:
+        for history in histories:
             client = Client(servers[0].ws_url, token)
             await client.open()
             await sync_to_async(history_fill)(client.session_id, history)
             works, fakes = [], []
-            for index in range(args.warmup + args.turns):
+            for index in range(warmup + turns):
                 fake.spans()
                 times = await client.turn(f"go {index}")
                 spans = fake.spans()
-                if index < args.warmup:
+                if index < warmup:
                     continue
                 assert len(spans) == 1, spans
                 handled = spans[0][1] - spans[0][0]
                 fakes.append(handled * 1000)
                 works.append((times["done"] - times["sent"] - handled) * 1000)
             await client.close()
-            results[history] = works
-            print(
-                f"history {history:>6,} messages: server work per one-step turn "
-                f"median {statistics.median(works):.1f} ms "
-                f"(quartiles {percentile(works, 0.25):.1f}-{percentile(works, 0.75):.1f}, "
-                f"{len(works)} turns); the fake's own time median {statistics.median(fakes):.1f} ms",
-                flush=True,
-            )
+            results[history] = (works, fakes)
     finally:
         for server in servers:
             server.stop()
+    return results
+
+
+async def step_bench(args: argparse.Namespace, env: dict[str, str], folder: Path) -> None:
+    fake = FakeProcess(0.0)
+    try:
+        results = await step_works(env, folder, fake, args.history, args.turns, args.warmup)
+    finally:
         fake.stop()
+    for history, (works, fakes) in results.items():
+        print(
+            f"history {history:>6,} messages: server work per one-step turn "
+            f"median {statistics.median(works):.1f} ms "
+            f"(quartiles {percentile(works, 0.25):.1f}-{percentile(works, 0.75):.1f}, "
+            f"{len(works)} turns); the fake's own time median {statistics.median(fakes):.1f} ms",
+            flush=True,
+        )
     sizes = list(results)
     if len(sizes) > 1:
-        ratio = statistics.median(results[sizes[-1]]) / statistics.median(results[sizes[0]])
+        ratio = statistics.median(results[sizes[-1]][0]) / statistics.median(results[sizes[0]][0])
         print(f"ratio {sizes[-1]:,} / {sizes[0]:,} messages: x{ratio:.2f}")
 
 

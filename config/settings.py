@@ -162,7 +162,8 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # One process: in memory, cleaning expired messages at most once a second (channel_layer.py).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "sessions_app.channel_layer.ThrottledInMemoryChannelLayer"}}
 
 # ---------------------------------------------------------------------------
 # Auth, static files, i18n

@@ -329,8 +329,8 @@ def message_estimate(content: str) -> int:
 def message_fits_check(*, session_id: uuid.UUID, content: str) -> int:
     """Refuse a user message that cannot fit the session's window even with an empty history:
     the system prompt, the tools and the memory plus the message itself leave no room for an
-    answer. Returns the message's estimate (to be stored with it). Runs in a thread of its own:
-    counting a huge text is heavy."""
+    answer. Returns the message's estimate (to be stored with it). Runs in a database thread; a
+    long text's check in a thread of its own (`runner.turn_start`): counting it is heavy."""
     from sessions_app.engine.features import features
     from sessions_app.models import AgentSession
 

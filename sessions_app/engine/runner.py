@@ -76,7 +76,11 @@ async def turn_start(
     """Begin a turn (raises `services.TurnInProgress`) and run it in the background. A message
     that cannot fit the session's window at all, whatever is masked or summarized, is refused
     (`compactor.ContextWindowTooSmall`) before anything is stored."""
-    tokens = await db_heavy(compactor.message_fits_check)(session_id=session_id, content=content)
+    # A long text is counted in a thread (and connection) of its own; a usual message is cheap to
+    # count and goes to the database threads, which keep their connections (a thread of its own
+    # opens and closes one per call: on PostgreSQL a new server backend for every turn).
+    fits_check = db_heavy if len(content) >= ESTIMATE_INLINE_MAX_CHARS else db
+    tokens = await fits_check(compactor.message_fits_check)(session_id=session_id, content=content)
     # A turn whose process died is repaired first: ended (then this one begins), or taken over
     # while it waits for a client's tool results (then this one is refused: a turn is running).
     await turn_repair_if_dead(session_id=session_id, provider=provider)
@@ -335,7 +339,8 @@ class TurnRunner:
                 snapshot, built = prepared.snapshot, prepared.built
                 response, call_data = await self._call_model(provider, snapshot, built)
             calls = tool_calls_plan(snapshot, response.content)
-            calls = await db_heavy(self.tools.inputs_resolve)(snapshot, calls)
+            if calls:  # an answer without tool calls has no inputs for the hooks
+                calls = await db_heavy(self.tools.inputs_resolve)(snapshot, calls)
             # An empty text block (or an empty answer) would make every later request invalid.
             content = [b for b in response.content if not (b.get("type") == "text" and not b.get("text"))]
             message = await db(services.assistant_step_store)(

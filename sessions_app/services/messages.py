@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import uuid
 
-from django.db.models import F
 from django.utils import timezone
 
 from sessions_app.engine.tokens import estimate_json_tokens
 from sessions_app.models import AgentSession, Message, MessageRole
+from sessions_app.services.counters import session_counter_add
 
 
 def message_write(
@@ -22,10 +22,7 @@ def message_write(
     token_estimate: int | None = None,
 ) -> Message:
     """Append a message to the session's history (inside the caller's transaction)."""
-    AgentSession.objects.filter(pk=session_id).update(
-        next_position=F("next_position") + 1, last_activity_at=timezone.now()
-    )
-    position = AgentSession.objects.filter(pk=session_id).values_list("next_position", flat=True).get() - 1
+    position = session_counter_add(session_id, "next_position", 1, last_activity_at=timezone.now()) - 1
     return Message.objects.create(
         session_id=session_id,
         position=position,

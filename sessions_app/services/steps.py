@@ -32,6 +32,14 @@ TOKEN_RATIO_BOUNDS = (0.25, 4.0)
 def model_call_record(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData) -> ModelCall:
     """Store one model call's record and add its usage to the session's running totals, in one
     transaction (the totals always equal the sum over the session's recorded calls)."""
+    with transaction.atomic(savepoint=False):
+        call = _model_call_create(session_id=session_id, turn_id=turn_id, data=data)
+        AgentSession.objects.filter(pk=session_id).update(**_usage_totals_added(data))
+    return call
+
+
+def _usage_totals_added(data: ModelCallData) -> dict[str, Any]:
+    """The session's running usage totals with `data`'s call added (an `update()`'s arguments)."""
     usage = data.usage
     counts = {
         "usage_input_tokens": usage.get("input_tokens", 0),
@@ -39,13 +47,10 @@ def model_call_record(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data:
         "usage_cache_creation_tokens": usage.get("cache_creation_input_tokens", 0),
         "usage_cache_read_tokens": usage.get("cache_read_input_tokens", 0),
     }
-    with transaction.atomic():
-        call = _model_call_create(session_id=session_id, turn_id=turn_id, data=data)
-        AgentSession.objects.filter(pk=session_id).update(
-            usage_model_calls=F("usage_model_calls") + 1,
-            **{field: F(field) + (value or 0) for field, value in counts.items()},
-        )
-    return call
+    return {
+        "usage_model_calls": F("usage_model_calls") + 1,
+        **{field: F(field) + (value or 0) for field, value in counts.items()},
+    }
 
 
 def _model_call_create(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData) -> ModelCall:
@@ -99,7 +104,8 @@ def assistant_step_store(
     )
     with transaction.atomic():
         session = turn_lock(session_id, turn_id)
-        model_call_record(session_id=session_id, turn_id=turn_id, data=call)
+        # The call's record; its usage joins the session's totals in the one update below.
+        _model_call_create(session_id=session_id, turn_id=turn_id, data=call)
         message = None
         if content:
             message = message_write(
@@ -119,6 +125,7 @@ def assistant_step_store(
             last_prompt_tokens=prompt_tokens,
             last_estimated_tokens=call.estimated_prompt_tokens,
             token_ratio=ratio,
+            **_usage_totals_added(call),
         )
         events: list[tuple[str, dict[str, Any]]] = []
         if message is not None:

@@ -4,9 +4,11 @@ queries at 10 and at 400 stored messages (a count, not a time)."""
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db.backends.signals import connection_created
 
 from sessions_app import services
 from sessions_app.engine import runner
@@ -69,3 +71,52 @@ async def test_a_one_step_turn_runs_as_many_queries_at_400_messages_as_at_10(set
     large = await _turn_queries(400)
     assert small, "no query was seen: the count below would prove nothing"
     assert len(large) == len(small), (len(small), len(large))
+
+
+async def test_a_one_step_turn_opens_no_savepoint_and_reads_no_counter_back(settings):
+    """Its writes nest (the events inside the turn's start, the call's record inside the step's
+    store) without a savepoint each, and every seq or position comes back from its increment
+    (`UPDATE ... RETURNING`): 45 statements where there were 62."""
+    settings.DEBUG = True
+    settings.PALIMPSEST_TURN_LEASE_SECONDS = 600
+    sql = await _turn_queries(10)
+    assert sql, "no query was seen: the checks below would prove nothing"
+    assert [q for q in sql if "SAVEPOINT" in q.upper()] == []
+    counters = ('"last_seq"', '"next_position"')
+    increments = [
+        q
+        for q in sql
+        if q.startswith("UPDATE") and any(f"{c} = (" in q or f"{c} = {c}" in q for c in counters)
+    ]
+    assert len(increments) == 6, increments  # 2 messages, 4 event writes
+    assert all("RETURNING" in q for q in increments), increments
+    read_back = [
+        q for q in sql if q.startswith("SELECT") and any(f'."{c[1:-1]}" AS {c}' in q for c in counters)
+    ]
+    assert read_back == []
+    assert len(sql) <= 45, len(sql)
+
+
+async def test_a_one_step_turn_opens_no_connection_outside_the_database_threads(settings):
+    """The engine's database threads keep their connections; a thread of its own (`db_heavy`)
+    opens and closes one per call, on PostgreSQL a new server backend: a usual message's fit
+    check and a step without tool calls use none."""
+    settings.PALIMPSEST_TURN_LEASE_SECONDS = 600  # no heartbeat (its own thread) during the turn
+    settings.PALIMPSEST_DB_THREADS = 4
+    session = await sync_to_async(services.session_create)(owner=None, model="scripted")
+    await sync_to_async(_fill)(session.id, 10)
+    await runner.turn_start(session_id=session.id, content="hello")
+    await runner.turns_wait_idle(timeout=60)
+    opened: list[str] = []
+
+    def created(sender, connection, **kwargs) -> None:
+        opened.append(threading.current_thread().name)
+
+    connection_created.connect(created)
+    try:
+        await runner.turn_start(session_id=session.id, content="hello again")
+        await runner.turns_wait_idle(timeout=60)
+    finally:
+        connection_created.disconnect(created)
+    outside = [name for name in opened if not name.startswith("palimpsest-db")]
+    assert outside == []

@@ -1,0 +1,32 @@
+"""The channel layer of a single process (no REDIS_URL): Channels' in-memory layer, cleaning at
+most once a second.
+
+Channels' `InMemoryChannelLayer` cleans on every `receive` and `group_send`: it walks every
+channel's queue and every group membership to drop expired messages and memberships. With N
+attached connections that is O(N) work per event, twice (the group send, then the consumer's
+receive), so N sessions each streaming events cost O(N²): at 500 connections it was the largest
+single item of a turn's CPU (bench/README.md, issue 12). Cleaning at most every
+`clean_interval` seconds keeps what cleaning is for (a message nobody read for `expiry` seconds
+is dropped, and its channel leaves its groups), at most `clean_interval` later.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from channels.layers import InMemoryChannelLayer
+
+
+class ThrottledInMemoryChannelLayer(InMemoryChannelLayer):
+    def __init__(self, *args: Any, clean_interval: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.clean_interval = clean_interval
+        self._cleaned_at = float("-inf")
+
+    def _clean_expired(self) -> None:
+        now = time.monotonic()
+        if now - self._cleaned_at < self.clean_interval:
+            return
+        self._cleaned_at = now
+        super()._clean_expired()
