@@ -6,6 +6,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,3 +27,30 @@ def django_setup(**env: str) -> Path:
     django.setup()
     call_command("migrate", verbosity=0)
     return folder
+
+
+def history_fill(session_id: Any, messages: int, *, context_window: int | None = None) -> None:
+    """Store `messages` short alternating user/assistant messages in the session's epoch 0 (one
+    bulk insert), as a benchmark's long history; optionally set its context window."""
+    from sessions_app.engine.tokens import estimate_json_tokens
+    from sessions_app.models import AgentSession, Message
+
+    rows = []
+    for position in range(messages):
+        role = "user" if position % 2 == 0 else "assistant"
+        content = [{"type": "text", "text": f"message {position}: " + "lorem ipsum dolor sit amet " * 8}]
+        rows.append(
+            Message(
+                session_id=session_id,
+                position=position,
+                epoch=0,
+                role=role,
+                content=content,
+                token_estimate=estimate_json_tokens(content),
+            )
+        )
+    Message.objects.bulk_create(rows, batch_size=2000)
+    update: dict[str, Any] = {"next_position": messages}
+    if context_window is not None:
+        update["context_window"] = context_window
+    AgentSession.objects.filter(pk=session_id).update(**update)

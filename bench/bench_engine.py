@@ -18,7 +18,7 @@ import statistics
 import time
 from typing import Any
 
-from _setup import django_setup
+from _setup import django_setup, history_fill
 
 
 class ZeroModel:
@@ -59,28 +59,6 @@ class SlowModel:
         return ModelResponse(
             content=[{"type": "text", "text": "done"}], stop_reason="end_turn", usage=Usage(100, 1)
         )
-
-
-def history_fill(session_id: Any, messages: int) -> None:
-    from sessions_app.engine.tokens import estimate_json_tokens
-    from sessions_app.models import AgentSession, Message
-
-    rows = []
-    for position in range(messages):
-        role = "user" if position % 2 == 0 else "assistant"
-        content = [{"type": "text", "text": f"message {position}: " + "lorem ipsum dolor sit amet " * 8}]
-        rows.append(
-            Message(
-                session_id=session_id,
-                position=position,
-                epoch=0,
-                role=role,
-                content=content,
-                token_estimate=estimate_json_tokens(content),
-            )
-        )
-    Message.objects.bulk_create(rows, batch_size=2000)
-    AgentSession.objects.filter(pk=session_id).update(next_position=messages)
 
 
 async def overhead(history: int, turns: int, steps: int) -> dict[str, float]:

@@ -38,6 +38,9 @@ sys.path.insert(0, str(ROOT))
 
 from tests.servers import Daphne, server_env  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "bench"))
+from _setup import history_fill  # noqa: E402
+
 MODEL = "claude-sonnet-4-5"
 
 
@@ -108,28 +111,6 @@ def token_create() -> str:
     from sessions_app import services
 
     return services.agent_token_create(name="bench")[1]
-
-
-def history_fill(session_id: str, messages: int) -> None:
-    from sessions_app.engine.tokens import estimate_json_tokens
-    from sessions_app.models import AgentSession, Message
-
-    rows = []
-    for position in range(messages):
-        role = "user" if position % 2 == 0 else "assistant"
-        content = [{"type": "text", "text": f"message {position}: " + "lorem ipsum dolor sit amet " * 8}]
-        rows.append(
-            Message(
-                session_id=session_id,
-                position=position,
-                epoch=0,
-                role=role,
-                content=content,
-                token_estimate=estimate_json_tokens(content),
-            )
-        )
-    Message.objects.bulk_create(rows, batch_size=2000)
-    AgentSession.objects.filter(pk=session_id).update(next_position=messages, context_window=10_000_000)
 
 
 def rss_kib(pid: int) -> int:
@@ -211,7 +192,7 @@ async def step_works(
         for history in histories:
             client = Client(servers[0].ws_url, token)
             await client.open()
-            await sync_to_async(history_fill)(client.session_id, history)
+            await sync_to_async(history_fill)(client.session_id, history, context_window=10_000_000)
             works, fakes = [], []
             for index in range(warmup + turns):
                 fake.spans()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,31 @@ def fake_anthropic(settings: Any) -> Iterator[FakeAnthropicServer]:
         settings.ANTHROPIC_API_KEY = "test-key"
         settings.ANTHROPIC_BASE_URL = server.url
         yield server
+
+
+@pytest.fixture
+def strict_fake(settings: Any) -> Iterator[Callable[..., FakeAnthropicServer]]:
+    """`strict_fake(window=...)` → a started fake Messages API in strict mode (it refuses what
+    the real API refuses, and prompts over `window`), the provider pointed at it."""
+    servers: list[FakeAnthropicServer] = []
+
+    def start(window: int = 200_000) -> FakeAnthropicServer:
+        server = FakeAnthropicServer(strict=True, window=window).start()
+        servers.append(server)
+        settings.PALIMPSEST_PROVIDER = "anthropic"
+        settings.ANTHROPIC_API_KEY = "test-key"
+        settings.ANTHROPIC_BASE_URL = server.url
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+async def chat(client: Any, content: str) -> list[dict]:
+    """Send a user message on a test client; the frames up to its turn.completed."""
+    await client.send({"type": "user.message", "content": content})
+    return await client.until("turn.completed", timeout=30)
 
 
 @pytest.fixture

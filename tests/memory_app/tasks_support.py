@@ -3,39 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from typing import Any
 
-import pytest
-
-from tests.fake_anthropic import FakeAnthropicServer
+from tests.conftest import chat, strict_fake
 
 MODEL = "claude-sonnet-4-6"
+__all__ = ["chat", "strict_fake"]  # shared with the tasks tests (tests/conftest.py)
+
 NO_SCRATCHPAD = {"scratchpad": {"enabled": False}}
 # Task scoping on, the notepad and the scratchpad off.
 ONLY_TASKS = {"notepad": {"enabled": False}, "scratchpad": {"enabled": False}}
-
-
-@pytest.fixture
-def strict_fake(settings: Any) -> Iterator[Callable[..., FakeAnthropicServer]]:
-    servers: list[FakeAnthropicServer] = []
-
-    def start(window: int = 200_000) -> FakeAnthropicServer:
-        server = FakeAnthropicServer(strict=True, window=window).start()
-        servers.append(server)
-        settings.PALIMPSEST_PROVIDER = "anthropic"
-        settings.ANTHROPIC_API_KEY = "test-key"
-        settings.ANTHROPIC_BASE_URL = server.url
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
-
-
-async def chat(client: Any, content: str) -> list[dict]:
-    await client.send({"type": "user.message", "content": content})
-    return await client.until("turn.completed", timeout=30)
 
 
 def names_by_id(body: dict) -> dict[str, str]:

@@ -4,7 +4,7 @@ request must be one the real API accepts) with a context window it enforces."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 from memory_app.observations.models import Observation
 from sessions_app.engine.prompts import COMPACTION_PREVIOUS_SUMMARY_HEADING, PRE_COMPACTION_WARNING
 from sessions_app.models import AgentSession, Archive, MaskedResult, Message
-from tests.conftest import alist
+from tests.conftest import alist, chat
 from tests.fake_anthropic import ErrorReply, FakeAnthropicServer, Reply, error, text, tool_use
 from tests.sessions_app.conftest import NO_MEMORY
 
@@ -44,28 +44,6 @@ def user_text(body: dict) -> str:
     blocks = body["messages"][-1]["content"]
     texts = [b.get("text", "") for b in blocks if b.get("type") == "text"]
     return texts[-1] if texts else ""
-
-
-@pytest.fixture
-def strict_fake(settings: Any) -> Iterator[Callable[..., FakeAnthropicServer]]:
-    servers: list[FakeAnthropicServer] = []
-
-    def start(window: int) -> FakeAnthropicServer:
-        server = FakeAnthropicServer(strict=True, window=window).start()
-        servers.append(server)
-        settings.PALIMPSEST_PROVIDER = "anthropic"
-        settings.ANTHROPIC_API_KEY = "test-key"
-        settings.ANTHROPIC_BASE_URL = server.url
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
-
-
-async def chat(client: Any, content: str) -> list[dict]:
-    await client.send({"type": "user.message", "content": content})
-    return await client.until("turn.completed", timeout=30)
 
 
 def no_errors(fake: FakeAnthropicServer, frames: list[dict]) -> None:
