@@ -509,7 +509,14 @@ def test_keyboard_shortcuts_reach_the_common_actions(new_page, scripted_server):
     page.fill("#id_content", "echo " + " ".join(f"w{i}" for i in range(300)))
     page.click("#message-form button:has-text('Send')")
     page.wait_for_selector("#session-status.status-running")
-    page.evaluate("document.activeElement.blur()")  # after sending, the box has the focus again
+    # After sending, the box has the focus again, once the send's answer is swapped in. The
+    # turn's "running" can come over the websocket before that answer: an x pressed before
+    # the swap would be typed into the new box, not taken as the shortcut.
+    page.wait_for_function(
+        "document.activeElement && document.activeElement.id === 'id_content'"
+        " && document.activeElement.value === ''"
+    )
+    page.evaluate("document.activeElement.blur()")
     page.keyboard.press("x")
     page.wait_for_selector("#transcript .marker.turn-end:has-text('cancelled')")
 
