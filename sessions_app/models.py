@@ -184,7 +184,7 @@ class Message(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["session", "position"]
+        ordering = ["session_id", "position"]
         constraints = [
             models.UniqueConstraint(fields=["session", "position"], name="message_unique_position"),
         ]
@@ -201,7 +201,7 @@ class SessionEvent(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["session", "seq"]
+        ordering = ["session_id", "seq"]
         constraints = [
             models.UniqueConstraint(fields=["session", "seq"], name="event_unique_seq"),
             models.CheckConstraint(condition=Q(seq__gte=1), name="event_seq_from_one"),
@@ -244,7 +244,7 @@ class Archive(models.Model):
     masked = models.JSONField(default=list, blank=True)
 
     class Meta:
-        ordering = ["session", "epoch"]
+        ordering = ["session_id", "epoch"]
         constraints = [models.UniqueConstraint(fields=["session", "epoch"], name="archive_unique_epoch")]
 
 
@@ -262,7 +262,7 @@ class MaskedResult(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["session", "epoch", "pk"]
+        ordering = ["session_id", "epoch", "pk"]
         constraints = [
             models.UniqueConstraint(fields=["session", "epoch", "tool_use_id"], name="masked_result_unique")
         ]
@@ -295,7 +295,7 @@ class ToolCall(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["session", "created_at"]
+        ordering = ["session_id", "created_at"]
         constraints = [
             models.UniqueConstraint(fields=["session", "tool_use_id"], name="toolcall_unique_id"),
         ]
@@ -339,7 +339,7 @@ class ModelCall(models.Model):
     first_token_ms = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
-        ordering = ["session", "started_at"]
+        ordering = ["session_id", "started_at"]
 
     @property
     def prompt_tokens(self) -> int:

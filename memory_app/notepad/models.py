@@ -34,7 +34,7 @@ class NotepadRevision(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
-        ordering = ["session", "version"]
+        ordering = ["session_id", "version"]
         constraints = [
             models.UniqueConstraint(fields=["session", "version"], name="notepad_revision_unique_version"),
             models.CheckConstraint(condition=Q(version__gte=1), name="notepad_revision_version_from_one"),

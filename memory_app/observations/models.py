@@ -83,7 +83,7 @@ class ObservationChunk(models.Model):
     end_line = models.PositiveBigIntegerField(default=1)
 
     class Meta:
-        ordering = ["observation", "index"]
+        ordering = ["observation_id", "index"]
         constraints = [
             models.UniqueConstraint(fields=["observation", "index"], name="observation_chunk_unique_index"),
         ]

@@ -70,7 +70,7 @@ class ScratchpadRevision(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
-        ordering = ["session", "space", "version"]
+        ordering = ["session_id", "space", "version"]
         constraints = [
             models.UniqueConstraint(
                 fields=["session", "space", "version"], name="scratchpad_revision_unique_version"

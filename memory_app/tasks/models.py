@@ -45,7 +45,7 @@ class Task(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["session", "started_at"]
+        ordering = ["session_id", "started_at"]
         constraints = [
             models.UniqueConstraint(
                 fields=["session"], condition=Q(status="open"), name="task_one_open_per_session"
