@@ -13,6 +13,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from sessions_app import connections, quotas, selectors, services
+from sessions_app.dispatch import LoopDispatch
 from sessions_app.engine import repair, runner
 from sessions_app.engine.compactor import ContextWindowTooSmall
 from sessions_app.engine.features import features
@@ -66,7 +67,7 @@ def _rate_limited_frames(request_id: Any = None) -> FrameError:
     )
 
 
-class AgentConsumer(SessionEventStream, AsyncWebsocketConsumer):
+class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
     token: AgentToken | None = None
     # When the token was last confirmed active (monotonic seconds; `connections.py`).
     token_verified_at: float = 0.0

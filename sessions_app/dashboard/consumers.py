@@ -24,6 +24,7 @@ from sessions_app.channel_announcer import ALL_SESSIONS_GROUP
 from sessions_app.dashboard import fragments, selectors
 from sessions_app.dashboard.auth import is_operator
 from sessions_app.dashboard.list_filters import list_filters_of
+from sessions_app.dispatch import LoopDispatch
 from sessions_app.engine import repair, runner
 from sessions_app.event_stream import SessionEventStream
 
@@ -41,7 +42,7 @@ def _operator(scope: dict) -> Any:
     return user if is_operator(user) else None
 
 
-class DashboardSessionConsumer(SessionEventStream, AsyncWebsocketConsumer):
+class DashboardSessionConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
     operator_name: str = ""
 
     async def connect(self) -> None:
@@ -87,7 +88,7 @@ class DashboardSessionConsumer(SessionEventStream, AsyncWebsocketConsumer):
         await self.send(text_data=html)
 
 
-class DashboardListConsumer(AsyncWebsocketConsumer):
+class DashboardListConsumer(LoopDispatch, AsyncWebsocketConsumer):
     filters: dict[str, Any]
 
     async def connect(self) -> None:

@@ -779,3 +779,26 @@ async def test_a_surrogate_pair_written_as_escapes_is_one_character_and_fine(con
     session = await client.create(title="\ud83d\ude00")
     assert session["title"] == "\U0001f600"
     await client.close()
+
+
+async def test_frames_and_events_reach_their_handlers_without_a_hop_to_the_shared_thread(
+    connect, monkeypatch
+):
+    """Channels hops to Django's one shared thread (`aclose_old_connections`) before each message
+    a consumer handles; ours go straight to their handlers (`sessions_app.dispatch`): a turn's
+    frames in and events out pass no such hop."""
+    import channels.consumer
+
+    hops = []
+
+    async def counted() -> None:
+        hops.append(1)
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", counted)
+    client = await connect()
+    await client.create()
+    await client.send({"type": "user.message", "content": "hello"})
+    frames = await client.until("turn.completed")
+    assert [f["type"] for f in frames if f["type"] == "assistant.message"] == ["assistant.message"]
+    assert hops == []
+    await client.close()
