@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -188,14 +189,23 @@ async def test_unreachable_api_is_a_connection_error():
     assert caught.value.kind == "connection"
 
 
-async def test_one_sdk_client_serves_every_turn(connect, fake_anthropic):
+async def test_a_few_sdk_clients_serve_every_turn(connect, fake_anthropic):
+    """Clients are built once per process (tens of milliseconds each) and taken in turn: a
+    fixed few, whatever the number of turns, each with its own connection pool."""
+    from sessions_app.engine.providers.anthropic import CLIENT_POOLS
+
     client = await connect()
     await client.create(model=MODEL)
-    first = anthropic_client(api_key="test-key", base_url=fake_anthropic.url)
-    for content in ["a", "b"]:
+    before = {
+        id(anthropic_client(api_key="test-key", base_url=fake_anthropic.url)) for _ in range(CLIENT_POOLS)
+    }
+    for content in ["a", "b", "c"]:
         await client.send({"type": "user.message", "content": content})
         await client.until("turn.completed")
-    assert anthropic_client(api_key="test-key", base_url=fake_anthropic.url) is first
+    after = {
+        id(anthropic_client(api_key="test-key", base_url=fake_anthropic.url)) for _ in range(3 * CLIENT_POOLS)
+    }
+    assert after == before and len(before) == CLIENT_POOLS
     await client.close()
 
 
@@ -406,3 +416,66 @@ async def test_an_encoded_body_is_sent_as_it_is_and_again_on_a_retry(fake_anthro
         assert request.body == {**body, "stream": True}
         assert request.headers["content-type"] == "application/json"
     assert len(fake_anthropic.requests) == (2 if breakage else 1)
+
+
+def test_the_answer_is_put_together_from_the_raw_events_as_the_api_returns_it_whole():
+    """The provider assembles the answer from the SDK's raw events (no model object per event,
+    a tool's input parsed once): text, a tool's input in pieces, a tool without input, thinking
+    with its signature, and the usage of `message_start` updated by `message_delta`."""
+    from sessions_app.engine.providers.anthropic import _Attempt
+
+    attempt = _Attempt()
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"id": "msg_1", "model": "m", "usage": {"input_tokens": 7}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hm"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "s"}},
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "text", "text": "", "citations": None},
+        },
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Hel"}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "lo"}},
+        {"type": "content_block_stop", "index": 1},
+        {
+            "type": "content_block_start",
+            "index": 2,
+            "content_block": {"type": "tool_use", "id": "toolu_1", "name": "grep", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "input_json_delta", "partial_json": '{"pat'},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "input_json_delta", "partial_json": 'tern": "x"}'},
+        },
+        {"type": "content_block_stop", "index": 2},
+        {
+            "type": "content_block_start",
+            "index": 3,
+            "content_block": {"type": "tool_use", "id": "toolu_2", "name": "now", "input": {}},
+        },
+        {"type": "content_block_stop", "index": 3},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"output_tokens": 9},
+        },
+        {"type": "message_stop"},
+    ]
+    streamed = [attempt.follow(event) for event in events]
+    assert "".join(streamed) == "Hello"
+    AnthropicProvider._check_complete(attempt)
+    assert attempt.content() == [
+        {"type": "thinking", "thinking": "hm", "signature": "s"},
+        {"type": "text", "text": "Hello"},
+        {"type": "tool_use", "id": "toolu_1", "name": "grep", "input": {"pattern": "x"}},
+        {"type": "tool_use", "id": "toolu_2", "name": "now", "input": {}},
+    ]
+    assert attempt.message["usage"] == {"input_tokens": 7, "output_tokens": 9}
+    assert attempt.message["stop_reason"] == "tool_use"

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import itertools
 import json
 import time
 import weakref
 from typing import Any
 
 import anthropic
-from anthropic.lib.streaming import AsyncMessageStreamManager
-from anthropic.types import Message, RawMessageStreamEvent
 
 from sessions_app.engine.providers.base import ModelResponse, ProviderError, TextCallback, Usage
 
@@ -36,15 +35,20 @@ _http: Any = importlib.import_module(
     ).partition(".")[0]
 )
 
-# One client per event loop (in the server: one per process). Building a client costs tens of
-# milliseconds and it pools connections, so turns share it; an httpx pool cannot cross loops.
+# A few clients per event loop (in the server: per process), taken in turn. Building a client
+# costs tens of milliseconds and it pools connections, so turns share them; an httpx pool cannot
+# cross loops. More than one: a pool's bookkeeping walks all of its requests and connections
+# each time one starts or ends, so hundreds of calls at once in one pool cost time quadratic in
+# their number (a tenth of the CPU of 500 concurrent turns with one pool, still 6% with eight).
+CLIENT_POOLS = 16
 _clients: weakref.WeakKeyDictionary[Any, dict[tuple, anthropic.AsyncAnthropic]] = weakref.WeakKeyDictionary()
+_next_pool = itertools.count()
 
 
 def anthropic_client(*, api_key: str, base_url: str | None, max_retries: int = 2) -> anthropic.AsyncAnthropic:
     loop = asyncio.get_running_loop()
     per_loop = _clients.setdefault(loop, {})
-    key = (api_key, base_url, max_retries)
+    key = (api_key, base_url, max_retries, next(_next_pool) % CLIENT_POOLS)
     client = per_loop.get(key)
     if client is None:
         client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=max_retries)
@@ -64,23 +68,35 @@ CONNECT_TIMEOUT_SECONDS = 10.0
 RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error"})
 
 
-def _stream(
+async def _stream(
     client: anthropic.AsyncAnthropic, body: dict[str, Any], encoded: bytes | None, timeout: anthropic.Timeout
-) -> AsyncMessageStreamManager:
-    """`client.messages.stream(**body)`; with `encoded` (the body's JSON, already built), those
-    bytes are sent as they are: the SDK would otherwise copy the whole body and encode it again on
-    every call, a cost that grows with the history."""
-    if encoded is None or not encoded.startswith(b"{") or encoded == b"{}":
-        return client.messages.stream(**body, timeout=timeout)
-    request = client.post(
+) -> anthropic.AsyncStream[Any]:
+    """The SDK's stream of the Messages API's events for `body`, each a plain dict. With
+    `encoded` (the body's JSON, already built) those bytes are sent as they are: the SDK would
+    otherwise copy the whole body and encode it again on every call, a cost that grows with the
+    history. The SDK still does the HTTP: its retries before the stream starts, its errors, its
+    SSE decoding (an `error` event raises `APIStatusError`); the answer is put together here
+    (`_Attempt`), not by the SDK's message stream, which built a model object per event and
+    parsed a tool's partial input again at each of its pieces."""
+    options: Any = {"headers": {"Content-Type": "application/json"}, "timeout": timeout}
+    if encoded is not None and encoded.startswith(b"{") and encoded != b"{}":
+        return await client.post(
+            "/v1/messages",
+            # One copy of the megabytes (a slice and a concatenation made two).
+            content=b"".join((b'{"stream":true,', memoryview(encoded)[1:])),
+            options=options,
+            cast_to=object,
+            stream=True,
+            stream_cls=anthropic.AsyncStream[object],
+        )
+    return await client.post(
         "/v1/messages",
-        content=b'{"stream":true,' + encoded[1:],
-        options={"headers": {"Content-Type": "application/json"}, "timeout": timeout},
-        cast_to=Message,
+        body={**body, "stream": True},
+        options=options,
+        cast_to=object,
         stream=True,
-        stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
+        stream_cls=anthropic.AsyncStream[object],
     )
-    return AsyncMessageStreamManager(request)
 
 
 def _is_prompt_too_long(exc: anthropic.APIStatusError) -> bool:
@@ -88,7 +104,8 @@ def _is_prompt_too_long(exc: anthropic.APIStatusError) -> bool:
 
 
 class _Attempt:
-    """What one streamed attempt has done so far."""
+    """What one streamed attempt has done so far, and the answer it puts together from the
+    stream's events (what the SDK's message stream accumulated)."""
 
     def __init__(self) -> None:
         self.streamed_text = False
@@ -96,6 +113,65 @@ class _Attempt:
         self.stopped = False  # message_stop arrived
         self.open_blocks: set[int] = set()
         self.tool_json: dict[int, list[str]] = {}
+        self.message: dict[str, Any] = {}
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.texts: dict[int, list[str]] = {}
+
+    def follow(self, event: dict[str, Any]) -> str:
+        """Take one event in; the text it streams ("" if none)."""
+        kind = event.get("type")
+        if kind == "message_start":
+            self.message = dict(event.get("message") or {})
+        elif kind == "content_block_start":
+            index = event["index"]
+            self.open_blocks.add(index)
+            self.blocks[index] = dict(event.get("content_block") or {})
+        elif kind == "content_block_delta":
+            return self._delta(event["index"], event.get("delta") or {})
+        elif kind == "content_block_stop":
+            self.open_blocks.discard(event["index"])
+        elif kind == "message_delta":
+            delta = event.get("delta") or {}
+            for key in ("stop_reason", "stop_sequence"):
+                if key in delta:
+                    self.message[key] = delta[key]
+            usage = dict(self.message.get("usage") or {})
+            usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+            self.message["usage"] = usage
+        elif kind == "message_stop":
+            self.stopped = True
+        return ""
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> str:
+        block = self.blocks.setdefault(index, {})
+        kind = delta.get("type")
+        if kind == "text_delta":
+            text = delta.get("text") or ""
+            self.texts.setdefault(index, []).append(text)
+            return text
+        if kind == "input_json_delta":
+            self.tool_json.setdefault(index, []).append(delta.get("partial_json") or "")
+        elif kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + (delta.get("thinking") or "")
+        elif kind == "signature_delta":
+            block["signature"] = delta.get("signature")
+        elif kind == "citations_delta":
+            block.setdefault("citations", []).append(delta.get("citation"))
+        return ""
+
+    def content(self) -> list[dict[str, Any]]:
+        """The answer's blocks in order, as the API returns them whole (without `null` fields).
+        Call after `_check_complete`: every tool input is then a whole JSON object."""
+        out = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if index in self.texts:
+                block["text"] = block.get("text", "") + "".join(self.texts[index])
+            if index in self.tool_json:
+                text = "".join(self.tool_json[index])
+                block["input"] = json.loads(text) if text else {}
+            out.append({key: value for key, value in block.items() if value is not None})
+        return out
 
 
 class AnthropicProvider:
@@ -149,18 +225,20 @@ class AnthropicProvider:
         started = time.monotonic()
         first_token_ms: int | None = None
         try:
-            async with _stream(client, body, encoded, timeout) as stream:
-                attempt.started = True
+            stream = await _stream(client, body, encoded, timeout)
+            attempt.started = True
+            try:
                 async for event in stream:
-                    self._follow(event, attempt)
-                    if event.type == "text" and event.text:
+                    text = attempt.follow(event) if isinstance(event, dict) else ""
+                    if text:
                         if first_token_ms is None:
                             first_token_ms = int((time.monotonic() - started) * 1000)
                         if on_text is not None:
                             attempt.streamed_text = True
-                            await on_text(event.text)
-                self._check_complete(attempt)
-                message = await stream.get_final_message()
+                            await on_text(text)
+            finally:
+                await stream.close()
+            self._check_complete(attempt)
         except anthropic.APIStatusError as exc:
             raise self._status_error(exc, attempt) from exc
         except anthropic.APITimeoutError as exc:
@@ -174,32 +252,26 @@ class AnthropicProvider:
         except _http.TransportError as exc:
             raise ProviderError(f"the model's stream broke off: {type(exc).__name__}", kind="stream") from exc
         except ValueError as exc:
-            # The SDK parses partial tool input as it arrives; malformed JSON is a broken stream.
+            # An event that is not JSON: a broken stream.
             raise ProviderError(f"the model's stream was malformed: {exc}", kind="stream") from exc
-        usage = message.usage
+        message = attempt.message
+        usage = message.get("usage") or {}
         return ModelResponse(
-            content=[block.model_dump(mode="json", exclude_none=True) for block in message.content],
-            stop_reason=message.stop_reason or "end_turn",
+            content=attempt.content(),
+            stop_reason=message.get("stop_reason") or "end_turn",
             usage=Usage(
-                input_tokens=usage.input_tokens or 0,
-                output_tokens=usage.output_tokens or 0,
-                cache_creation_input_tokens=usage.cache_creation_input_tokens or 0,
-                cache_read_input_tokens=usage.cache_read_input_tokens or 0,
+                input_tokens=usage.get("input_tokens") or 0,
+                output_tokens=usage.get("output_tokens") or 0,
+                cache_creation_input_tokens=usage.get("cache_creation_input_tokens") or 0,
+                cache_read_input_tokens=usage.get("cache_read_input_tokens") or 0,
             ),
-            raw={"id": message.id, "model": message.model, "stop_sequence": message.stop_sequence},
+            raw={
+                "id": message.get("id"),
+                "model": message.get("model"),
+                "stop_sequence": message.get("stop_sequence"),
+            },
             first_token_ms=first_token_ms,
         )
-
-    @staticmethod
-    def _follow(event: Any, attempt: _Attempt) -> None:
-        if event.type == "content_block_start":
-            attempt.open_blocks.add(event.index)
-        elif event.type == "content_block_stop":
-            attempt.open_blocks.discard(event.index)
-        elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
-            attempt.tool_json.setdefault(event.index, []).append(event.delta.partial_json)
-        elif event.type == "message_stop":
-            attempt.stopped = True
 
     @staticmethod
     def _check_complete(attempt: _Attempt) -> None:
