@@ -8,6 +8,10 @@ receive), so N sessions each streaming events cost O(N²): at 500 connections it
 single item of a turn's CPU (bench/README.md, issue 12). Cleaning at most every
 `clean_interval` seconds keeps what cleaning is for (a message nobody read for `expiry` seconds
 is dropped, and its channel leaves its groups), at most `clean_interval` later.
+
+Channels' cleaning also leaves a group behind, empty, once its last member was dropped that way
+(only `group_discard` deletes empty groups): one empty entry per session whose last follower
+stopped reading, for the life of the process. Cleaning here deletes them too.
 """
 
 from __future__ import annotations
@@ -30,3 +34,5 @@ class ThrottledInMemoryChannelLayer(InMemoryChannelLayer):
             return
         self._cleaned_at = now
         super()._clean_expired()
+        for group in [name for name, members in self.groups.items() if not members]:
+            del self.groups[group]

@@ -48,3 +48,13 @@ async def test_after_the_interval_an_unread_channel_is_dropped_from_its_groups()
     assert (await layer.receive(reader))["type"] == "second"
     assert idle not in layer.groups["session"]
     assert idle not in layer.channels  # its expired message is gone with it
+
+
+async def test_a_group_left_empty_by_the_cleaning_is_deleted():
+    layer = ThrottledInMemoryChannelLayer(expiry=0.01, clean_interval=0.05)
+    idle = await layer.new_channel()
+    await layer.group_add("session.gone", idle)
+    await layer.group_send("session.gone", {"type": "unread"})
+    await asyncio.sleep(0.2)  # past the expiry and the interval
+    await layer.group_send("other", {"type": "cleans"})
+    assert "session.gone" not in layer.groups
