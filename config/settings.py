@@ -223,6 +223,10 @@ PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS = env_int("PALIMPSEST_CLIENT_TOOL_TIMEOUT
 PALIMPSEST_POLL_SECONDS = float(os.environ.get("PALIMPSEST_POLL_SECONDS", "1.0"))
 # The engine's database threads, each with its own connection (0: Django's one shared thread).
 PALIMPSEST_DB_THREADS = env_int("PALIMPSEST_DB_THREADS", 4)
+# A turn's start drops expired observations' content (of every session) at most this often per
+# process: a sweep of the whole store is not every turn's work, and an expired id reads as
+# expired whether or not its content is gone yet.
+PALIMPSEST_OBSERVATIONS_GC_SECONDS = env_float("PALIMPSEST_OBSERVATIONS_GC_SECONDS", 60.0)
 # A model stream that sends nothing this long is a model error (retried like a 5xx while none of
 # its text was streamed; PROTOCOL.md v1.1).
 PALIMPSEST_MODEL_IDLE_SECONDS = env_float("PALIMPSEST_MODEL_IDLE_SECONDS", 120.0)
@@ -235,6 +239,12 @@ PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = float(
 )
 # First wait before a failed compaction summary call is tried again (doubling each time).
 PALIMPSEST_COMPACTION_RETRY_SECONDS = float(os.environ.get("PALIMPSEST_COMPACTION_RETRY_SECONDS", "1.0"))
+# Per-process caches, in bytes (bench/README.md, "Memory per connection and per session"): the
+# sessions' prepared histories (a 10,000-message history is ~17 MB), and each session's previous
+# request for the stable prefix (~3 MB at 10,000 messages). Least recently used sessions go first;
+# a turn reads an evicted history from the database again.
+PALIMPSEST_HISTORY_CACHE_BYTES = env_int("PALIMPSEST_HISTORY_CACHE_BYTES", 256 * 1024 * 1024)
+PALIMPSEST_PREFIX_CACHE_BYTES = env_int("PALIMPSEST_PREFIX_CACHE_BYTES", 128 * 1024 * 1024)
 
 # Estimated cost on the dashboard: USD per million tokens of each kind, per model. List prices as
 # of 2026-11-23 per the model table in the Anthropic docs ("Model pricing": base input, 5-minute

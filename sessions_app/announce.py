@@ -1,9 +1,11 @@
 """The one hook through which committed events reach watchers.
 
-Services call `announce_on_commit(frame)` inside their transaction; the frame is handed to the
-announcer only once the transaction commits, so nobody sees an event that was rolled back. The
-announcer is named by `settings.PALIMPSEST_ANNOUNCER` (the channel layer in the running service)
-and loaded on first use, which keeps services and the engine free of any Channels import.
+Services call `announce_on_commit(*frames)` inside their transaction with the frames of one
+write, in order; they are handed to the announcer together, only once the transaction commits,
+so nobody sees an event that was rolled back (and a write's events cost one hand-over, not one
+each). The announcer is named by `settings.PALIMPSEST_ANNOUNCER` (the channel layer in the
+running service) and loaded on first use, which keeps services and the engine free of any
+Channels import.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from django.utils.module_loading import import_string
 
 logger = logging.getLogger("palimpsest.announce")
 
-Announcer = Callable[[dict], None]
+# Called with the frames of one committed write, in their `seq` order.
+Announcer = Callable[[list[dict]], None]
 
 
 @cache
@@ -37,14 +40,17 @@ def _reload(*, setting: str, **kwargs: Any) -> None:
 setting_changed.connect(_reload)
 
 
-def _announce(frame: dict) -> None:
+def _announce(frames: list[dict]) -> None:
     try:
-        _announcer()(frame)
+        _announcer()(frames)
     except Exception:
-        # The event is committed and replayable with since_seq; a failed broadcast must not
-        # fail the write that produced it.
-        logger.exception("announcing event %s seq %s failed", frame.get("type"), frame.get("seq"))
+        # The events are committed and replayable with since_seq; a failed broadcast must not
+        # fail the write that produced them.
+        logger.exception(
+            "announcing events %s failed", ", ".join(f"{f.get('type')} seq {f.get('seq')}" for f in frames)
+        )
 
 
-def announce_on_commit(frame: dict) -> None:
-    transaction.on_commit(partial(_announce, frame))
+def announce_on_commit(*frames: dict) -> None:
+    if frames:
+        transaction.on_commit(partial(_announce, list(frames)))

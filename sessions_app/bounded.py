@@ -2,8 +2,10 @@
 
 `LRUCache` keeps at most `maxsize` entries, dropping the least recently used. `ExpiringMap`
 also forgets entries not touched for `ttl_seconds` (swept as it is used), so counters of clients
-that went away do not stay. Both are plain, single-threaded structures: each process's event
-loop owns its own.
+that went away do not stay. `SizedLRUCache` is bounded in bytes as well as in entries, for
+entries whose size varies by orders of magnitude (a session's history, its last request). All
+are plain, single-threaded structures: each process's event loop owns its own, or a caller
+holds a lock around them.
 """
 
 from __future__ import annotations
@@ -80,6 +82,75 @@ class ExpiringMap(Generic[K, V]):
             if now - touched <= self.ttl_seconds:
                 return
             data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+class SizedLRUCache(Generic[K, V]):
+    """An LRU bounded by entries and by bytes: after a `set`, the entries' sizes add up to at
+    most `max_bytes` (the least recently used go first), and a value bigger than `max_bytes` on
+    its own is not kept at all (the key's older value is dropped too).
+
+    `size_of` is asked at each `set` for every entry, not remembered: a value may grow while it
+    is cached (a prepared history that a running turn appends to), and the budget is checked
+    against what the entries weigh now. So `size_of` must be cheap (a running total the value
+    keeps, or `len` of bytes); the cost of a `set` is O(entries), which `maxsize` bounds.
+    `max_bytes` may be a callable, read at each `set` (a setting that tests change).
+    """
+
+    def __init__(
+        self,
+        *,
+        maxsize: int,
+        max_bytes: int | Callable[[], int],
+        size_of: Callable[[V], int],
+    ) -> None:
+        if maxsize < 1:
+            raise ValueError("maxsize must be at least 1")
+        self.maxsize = maxsize
+        self._max_bytes = max_bytes
+        self._size_of = size_of
+        self._data: OrderedDict[K, V] = OrderedDict()
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max_bytes() if callable(self._max_bytes) else self._max_bytes
+
+    def get(self, key: K) -> V | None:
+        value = self._data.get(key)
+        if value is not None:
+            self._data.move_to_end(key)
+        return value
+
+    def set(self, key: K, value: V) -> bool:
+        """Keep `value` as the most recently used entry; False when it is too big to keep."""
+        budget = self.max_bytes
+        if self._size_of(value) > budget:
+            self._data.pop(key, None)
+            return False
+        self._data[key] = value
+        self._data.move_to_end(key)
+        while len(self._data) > self.maxsize:
+            self._data.popitem(last=False)
+        total = self.nbytes()
+        while total > budget:
+            _, dropped = self._data.popitem(last=False)
+            total -= self._size_of(dropped)
+        return True
+
+    def nbytes(self) -> int:
+        """What the entries weigh now (by `size_of`)."""
+        return sum(self._size_of(v) for v in self._data.values())
+
+    def pop(self, key: K) -> V | None:
+        return self._data.pop(key, None)
+
+    def clear(self) -> None:
+        self._data.clear()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
 
     def __len__(self) -> int:
         return len(self._data)

@@ -50,8 +50,8 @@ class _Outbox:
         self.frames: deque[tuple[Any, dict]] = deque()
         self.sending = False
 
-    def put(self, layer: Any, frame: dict) -> None:  # runs in the loop
-        self.frames.append((layer, frame))
+    def put(self, layer: Any, frames: list[dict]) -> None:  # runs in the loop
+        self.frames.extend((layer, frame) for frame in frames)
         if not self.sending:
             self.sending = True
             asyncio.get_running_loop().create_task(self._drain())
@@ -75,11 +75,12 @@ _outboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Outbox] = weakr
 _outboxes_lock = threading.Lock()
 
 
-def announce_via_channel_layer(frame: dict) -> None:
-    """Broadcast a committed event. From a database thread of the server (`sync_to_async`), the
-    frame is handed to the event loop without waiting for it: a write's thread does not stand
-    idle while the loop, busy with every other session, gets round to the broadcast. Frames keep
-    their order (one outbox per loop, drained by one task); elsewhere, the send is awaited."""
+def announce_via_channel_layer(frames: list[dict]) -> None:
+    """Broadcast the committed events of one write. From a database thread of the server
+    (`sync_to_async`), the frames are handed to the event loop (one hand-over for all of them)
+    without waiting: a write's thread does not stand idle while the loop, busy with every other
+    session, gets round to the broadcast. Frames keep their order (one outbox per loop, drained
+    by one task); elsewhere, the sends are awaited."""
     layer = get_channel_layer()
     if layer is None:
         return
@@ -89,9 +90,14 @@ def announce_via_channel_layer(frame: dict) -> None:
             outbox = _outboxes.get(loop)
             if outbox is None:
                 outbox = _outboxes[loop] = _Outbox()
-        loop.call_soon_threadsafe(outbox.put, layer, frame)
+        loop.call_soon_threadsafe(outbox.put, layer, frames)
         return
-    async_to_sync(_broadcast)(layer, frame)
+    async_to_sync(_broadcast_all)(layer, frames)
+
+
+async def _broadcast_all(layer: Any, frames: list[dict]) -> None:
+    for frame in frames:
+        await _broadcast(layer, frame)
 
 
 def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.utils import timezone
 
@@ -20,6 +20,7 @@ from sessions_app.models import (
     ToolCallStatus,
     ToolExecutor,
 )
+from sessions_app.services.rows import values_where
 
 EVENT_PAGE_SIZE = 500
 
@@ -128,14 +129,29 @@ def session_history(*, session_id: uuid.UUID, epoch: int) -> list[Message]:
     )
 
 
-def session_messages_after(*, session_id: uuid.UUID, epoch: int, after_position: int) -> list[Message]:
+class MessageRow(NamedTuple):
+    """What the engine's prepared history keeps of a stored message."""
+
+    position: int
+    role: str
+    content: list[dict]
+    token_estimate: int
+
+
+def session_messages_after(*, session_id: uuid.UUID, epoch: int, after_position: int) -> list[MessageRow]:
     """The epoch's messages after `after_position`, in order, with what the engine's prepared
-    history keeps of each (position, role, content, token estimate)."""
-    return list(
-        Message.objects.filter(session_id=session_id, epoch=epoch, position__gt=after_position)
-        .only("position", "role", "content", "token_estimate")
-        .order_by("position")
-    )
+    history keeps of each. Every turn reads it (usually one or two new rows, the whole epoch for
+    a history not cached): SQL built once (`services.rows`), rows not made into models."""
+    return [
+        MessageRow(*row)
+        for row in values_where(
+            Message,
+            ("position", "role", "content", "token_estimate"),
+            (("session_id", "="), ("epoch", "="), ("position", ">")),
+            (session_id, epoch, after_position),
+            order_by="position",
+        )
+    ]
 
 
 def tool_calls_answered(*, session_id: uuid.UUID, tool_use_ids: list[str]) -> dict[str, ToolCall]:

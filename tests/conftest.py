@@ -22,6 +22,7 @@ from tests.fake_anthropic import FakeAnthropicServer
 @pytest.fixture(autouse=True)
 def _fast_engine(settings: Any) -> None:
     settings.PALIMPSEST_POLL_SECONDS = 0.05
+    settings.PALIMPSEST_OBSERVATIONS_GC_SECONDS = 0.0  # every turn's start
     settings.PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = 0.0
     settings.PALIMPSEST_COMPACTION_RETRY_SECONDS = 0.01
     settings.PALIMPSEST_MODEL_STREAM_RETRY_SECONDS = 0.01

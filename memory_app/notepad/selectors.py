@@ -12,6 +12,7 @@ from datetime import datetime
 
 from memory_app.notepad.models import NotepadRevision
 from sessions_app.models import AgentSession
+from sessions_app.services.rows import values_get
 
 
 # ---------------------------------------------------------------------------
@@ -26,10 +27,16 @@ class NotepadState:
 def notepad_get(*, session_id: uuid.UUID, for_update: bool = False) -> NotepadState:
     """The session's notepad now. `for_update` locks the session row until the surrounding
     transaction ends (for a check that must still hold when the caller then writes)."""
-    rows = AgentSession.objects.filter(pk=session_id)
-    if for_update:
-        rows = rows.select_for_update()
-    row = rows.values("notepad", "notepad_version").get()
+    if not for_update:
+        # Every step's request shows it: one read by key, without the ORM's compiling.
+        content, version = values_get(AgentSession, session_id, ("notepad", "notepad_version"))
+        return NotepadState(content=content or "", version=version)
+    row = (
+        AgentSession.objects.filter(pk=session_id)
+        .select_for_update()
+        .values("notepad", "notepad_version")
+        .get()
+    )
     return NotepadState(content=row["notepad"] or "", version=row["notepad_version"])
 
 

@@ -12,6 +12,7 @@ from memory_app.scratchpad import prompts
 from memory_app.scratchpad.models import Scratchpad, ScratchpadRevision
 from sessions_app.engine.content import content_text
 from sessions_app.models import Message, MessageRole, Turn
+from sessions_app.services.rows import object_get
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,10 @@ class ScratchpadView:
 
 def scratchpad_get(*, session_id: uuid.UUID) -> ScratchpadView:
     """The session's three spaces (all empty, version 0, before the first write)."""
-    pad = Scratchpad.objects.filter(pk=session_id).first()
-    if pad is None:
+    try:
+        # Every step's request shows it: one read by key, without the ORM's compiling.
+        pad = object_get(Scratchpad, session_id)
+    except Scratchpad.DoesNotExist:
         return ScratchpadView()
     return ScratchpadView(
         notes=pad.notes,

@@ -97,7 +97,10 @@ class Compactor:
 
     # -- the estimate ------------------------------------------------------
     async def estimate(self) -> tuple[SessionSnapshot, BuiltRequest, int]:
-        snapshot, built = await db(self.runner.build)()
+        # The turn's first request was built with its start (`TurnRunner.open`), in the same
+        # database call: used once, as long as nothing changed since.
+        prebuilt = self.runner.prebuilt_take()
+        snapshot, built = prebuilt if prebuilt is not None else await db(self.runner.build)()
         return snapshot, built, compaction.estimate_prompt_tokens(snapshot, built.estimated_tokens)
 
     def older(self) -> list[StoredMessage]:
@@ -327,17 +330,26 @@ def message_estimate(content: str) -> int:
 
 
 def message_fits_check(*, session_id: uuid.UUID, content: str) -> int:
-    """Refuse a user message that cannot fit the session's window even with an empty history:
-    the system prompt, the tools and the memory plus the message itself leave no room for an
-    answer. Returns the message's estimate (to be stored with it). Runs in a database thread; a
-    long text's check in a thread of its own (`runner.turn_start`): counting it is heavy."""
-    from sessions_app.engine.features import features
+    """Refuse a user message that cannot fit the session's window even with an empty history
+    (`message_admit`); returns the message's estimate (to be stored with it). Runs in a database
+    thread."""
     from sessions_app.models import AgentSession
 
-    snapshot = SessionSnapshot.from_session(AgentSession.objects.get(pk=session_id))
+    estimate = message_estimate(content)
+    message_admit(SessionSnapshot.from_session(AgentSession.objects.get(pk=session_id)), estimate)
+    return estimate
+
+
+def message_admit(snapshot: SessionSnapshot, estimate: int) -> None:
+    """Refuse (`ContextWindowTooSmall`) a user message of `estimate` tokens that cannot fit the
+    session's window even with an empty history: the system prompt, the tools and the memory
+    plus the message itself leave no room for an answer. Cheap for a usual message; a large one
+    (a third of the window) is checked against the request's fixed parts, which reads the
+    features' sections (runs in a database thread)."""
+    from sessions_app.engine.features import features
+
     room = snapshot.context_window - compaction.MIN_OUTPUT_TOKENS
     ratio = snapshot.token_ratio or 1.0
-    estimate = message_estimate(content)
     tokens = round(ratio * estimate)
     if tokens > room // 3:
         fixed = build_request(
@@ -355,4 +367,3 @@ def message_fits_check(*, session_id: uuid.UUID, content: str) -> int:
             f"session's context window is {snapshot.context_window}: it cannot fit, whatever is "
             "summarized. Send a shorter message (or share large text as a file or a client tool result)."
         )
-    return estimate

@@ -12,12 +12,14 @@ Prompt-caching layout (prefix order is tools → system → messages):
 from __future__ import annotations
 
 import copy
+import hashlib
+import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Protocol
 
+from sessions_app.bounded import LRUCache
 from sessions_app.engine.prepared import (  # re-exported: they lived here first
     PROMPT_ORDER,
     HistoryView,
@@ -79,6 +81,16 @@ class BuiltRequest:
     # view of part of `breakdown["dynamic_system"] + breakdown["transient"]`, not added again.
     # A section's stable guidance is counted in `breakdown["system"]` (one joined text).
     sections: dict[str, int] = field(default_factory=dict)
+    _sha256: str = field(default="", repr=False, compare=False)
+
+    @property
+    def sha256(self) -> str:
+        """The SHA-256 of `encoded` (`selectors.request_sha256(body)`), computed once: the engine
+        asks for it first in a database thread, where hashing a large request (a few ms for
+        megabytes) holds up no other session's frames."""
+        if not self._sha256:
+            self._sha256 = hashlib.sha256(self.encoded).hexdigest()
+        return self._sha256
 
 
 def _text_block(text: str) -> dict:
@@ -89,10 +101,25 @@ def section_name(section: ContextSection) -> str:
     return str(getattr(section, "name", type(section).__name__))
 
 
-@lru_cache(maxsize=256)
+# Stable texts (the session's system prompt and the guidance) whose tokens this process keeps.
+STABLE_TOKENS_CACHE_TEXTS = 256
+_stable_tokens: LRUCache[bytes, int] = LRUCache(STABLE_TOKENS_CACHE_TEXTS)
+# Requests are built in the engine's database threads, several at once.
+_stable_tokens_lock = threading.Lock()
+
+
 def _stable_text_tokens(text: str) -> int:
-    # Guidance texts repeat on every call of every session: count each once.
-    return estimate_text_tokens(text)
+    """The tokens of a session's stable system text, counted once per text: it repeats on every
+    call of every session. Kept by a digest of the text, not the text: a system prompt may be
+    400,000 characters, and 256 of them would hold hundreds of MB."""
+    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    with _stable_tokens_lock:
+        tokens = _stable_tokens.get(key)
+    if tokens is None:
+        tokens = estimate_text_tokens(text)
+        with _stable_tokens_lock:
+            _stable_tokens.set(key, tokens)
+    return tokens
 
 
 def _with_cache_control(block: dict) -> dict:
@@ -176,14 +203,22 @@ def build_request(
         head["tools"] = tools
     body = {**head, "messages": merged}
     record = {**head, "messages": prepared.record(merged, changed)}
-    parts = [
-        canonical_json(merged[i]) if i in changed else prepared.encoded_message(i) for i in range(len(merged))
-    ]
+    # Every message's bytes at C speed (a list copy), then the few changed ones replaced: a
+    # Python pass over ten thousand messages cost milliseconds per step.
+    parts = prepared.encoded_all()
+    for i in changed:
+        parts[i] = canonical_json(merged[i])
     # The canonical JSON of `body` without encoding the unchanged messages again: the head is
     # encoded with a unique placeholder where the messages go.
     marker = uuid.uuid4().hex
     before, after = canonical_json({**head, "messages": marker}).split(f'"{marker}"'.encode())
-    encoded = before + b"[" + b",".join(parts) + b"]" + after
+    # One copy of the megabytes, not one per concatenation.
+    if parts:
+        parts[0] = before + b"[" + parts[0]
+        parts[-1] = parts[-1] + b"]" + after
+        encoded = b",".join(parts)
+    else:
+        encoded = before + b"[]" + after
 
     breakdown = {
         "system": _stable_text_tokens(static_text) if static_text else 0,

@@ -41,6 +41,16 @@ def db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     shared thread. `fn` is one call in one thread: a transaction opens and ends inside it.
     """
 
+    inner = _stale_connections_closed(fn)
+    pool = db_pool()
+    if pool is None:
+        return sync_to_async(inner, thread_sensitive=True)
+    return sync_to_async(inner, thread_sensitive=False, executor=pool)
+
+
+def _stale_connections_closed(fn: Callable[P, R]) -> Callable[P, R]:
+    """`fn`, dropping the thread's stale connections before and after it (its live one is kept)."""
+
     @functools.wraps(fn)
     def inner(*args: P.args, **kwargs: P.kwargs) -> R:
         close_old_connections()
@@ -49,10 +59,23 @@ def db(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
         finally:
             close_old_connections()
 
-    pool = db_pool()
-    if pool is None:
-        return sync_to_async(inner, thread_sensitive=True)
-    return sync_to_async(inner, thread_sensitive=False, executor=pool)
+    return inner
+
+
+_lease_pool: ThreadPoolExecutor | None = None
+
+
+def db_lease(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """Run `fn` (a lease's renewal) in the process's one lease thread, whose connection persists
+    like the database threads': a busy pool of database threads must not let a live turn's lease
+    run out (another process would repair the turn), and a thread of its own per renewal
+    (`db_heavy`) opened a new connection each time (on PostgreSQL a new server backend, for every
+    running turn, every lease/3 seconds)."""
+    global _lease_pool
+    with _pool_lock:
+        if _lease_pool is None:
+            _lease_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="palimpsest-lease")
+    return sync_to_async(_stale_connections_closed(fn), thread_sensitive=False, executor=_lease_pool)
 
 
 def db_heavy(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:

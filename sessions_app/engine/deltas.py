@@ -46,6 +46,16 @@ class DeltaBuffer:
             self.timer = None
         await self._emit()
 
+    async def close(self) -> str:
+        """The end of the call: the text not announced yet, for the caller to announce with the
+        answer in one write (after any flush under way, so that deltas keep their order)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        async with self.lock:
+            text, self.parts = "".join(self.parts), []
+            return text
+
     async def _emit(self) -> None:
         # One at a time, so that deltas keep their order.
         async with self.lock:

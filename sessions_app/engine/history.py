@@ -3,36 +3,51 @@ that a turn reads only the messages written since (by this process or another). 
 never changed once stored, so a cached history is right as long as its epoch is the session's;
 masks (compaction's cheap tier) only ever grow within an epoch, and are read again the same way.
 The features' history views (e.g. finished tasks, collapsed) are asked again at each load.
+
+The cache is bounded by sessions (HISTORY_CACHE_SESSIONS) and by bytes
+(`PALIMPSEST_HISTORY_CACHE_BYTES`, by each history's running `nbytes`): the least recently used
+histories go first, and a history bigger than the whole budget is not kept (its next turn reads
+it from the database again). A running turn holds its own history (`TurnRunner.history`), so
+dropping one here only drops the cache's reference.
 """
 
 from __future__ import annotations
 
 import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Sequence
 
+from django.conf import settings
+
 from sessions_app import selectors
+from sessions_app.bounded import SizedLRUCache
 from sessions_app.engine.context import HistoryView, PreparedHistory, StoredMessage
 from sessions_app.models import MaskedResult
 
 HISTORY_CACHE_SESSIONS = 64
-_histories: OrderedDict[uuid.UUID, PreparedHistory] = OrderedDict()
+
+
+def _history_cache_bytes() -> int:
+    return int(settings.PALIMPSEST_HISTORY_CACHE_BYTES)
+
+
+_histories: SizedLRUCache[uuid.UUID, PreparedHistory] = SizedLRUCache(
+    maxsize=HISTORY_CACHE_SESSIONS, max_bytes=_history_cache_bytes, size_of=lambda h: h.nbytes
+)
 # The engine's database threads (`db`) read and write the cache at once.
 _histories_lock = threading.Lock()
 
 
 def history_remember(session_id: uuid.UUID, history: PreparedHistory) -> None:
+    """Keep `history` as the session's (its size counted as it is now); it is left out when it
+    alone weighs more than the budget."""
     with _histories_lock:
-        _histories[session_id] = history
-        _histories.move_to_end(session_id)
-        while len(_histories) > HISTORY_CACHE_SESSIONS:
-            _histories.popitem(last=False)
+        _histories.set(session_id, history)
 
 
 def history_forget(session_id: uuid.UUID) -> None:
     with _histories_lock:
-        _histories.pop(session_id, None)
+        _histories.pop(session_id)
 
 
 def history_for(session_id: uuid.UUID, epoch: int) -> PreparedHistory:

@@ -17,7 +17,6 @@ from sessions_app.engine.runner import (
     LeaseLost,
     TurnCancelled,
     TurnRunner,
-    register_task,
     turn_repair_if_dead,
 )
 
@@ -62,8 +61,5 @@ async def compaction_operator_start(*, session_id: uuid.UUID, provider: Provider
     await turn_repair_if_dead(session_id=session_id, provider=provider)
     holder = uuid.uuid4()
     turn = await db(services.compaction_operator_begin)(session_id=session_id, holder=holder)
-    register_task(
-        OperatorCompaction(session_id=session_id, turn_id=turn.id, provider=provider, holder=holder).run(),
-        turn.id,
-    )
+    OperatorCompaction(session_id=session_id, turn_id=turn.id, provider=provider, holder=holder).start()
     return turn.id

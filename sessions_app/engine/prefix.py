@@ -1,14 +1,34 @@
 """The stable prefix: how much of each request is byte-identical to the start of the session's
-previous request (what prompt caching can reuse), measured per call and shown by the dashboard."""
+previous request (what prompt caching can reuse), measured per call and shown by the dashboard.
+
+Each session's previous request is kept whole: the common start is exact to the byte, and where
+two requests part is not known in advance (a notepad changed early in the system prompt, or the
+breakpoint moved off the last message near the end), so no part of it can be left out.
+Digests of blocks would find the block where they part but not the byte. Memory is bounded
+instead: at most PREFIX_CACHE_SESSIONS sessions and `PALIMPSEST_PREFIX_CACHE_BYTES` bytes (an
+LRU); a request bigger than the budget is not kept, and the session's next call then measures
+a stable prefix of 0, as after any eviction.
+"""
 
 from __future__ import annotations
 
 import uuid
-from collections import OrderedDict
 
-# Sessions whose previous request this process keeps (an LRU: memory stays bounded).
+from django.conf import settings
+
+from sessions_app.bounded import SizedLRUCache
+
 PREFIX_CACHE_SESSIONS = 256
-_last_request: OrderedDict[uuid.UUID, bytes] = OrderedDict()
+
+
+def _prefix_cache_bytes() -> int:
+    return int(settings.PALIMPSEST_PREFIX_CACHE_BYTES)
+
+
+# Runs in the event loop only (`TurnRunner._call_model`).
+_last_request: SizedLRUCache[uuid.UUID, bytes] = SizedLRUCache(
+    maxsize=PREFIX_CACHE_SESSIONS, max_bytes=_prefix_cache_bytes, size_of=len
+)
 
 
 PREFIX_COMPARE_BLOCK = 65536
@@ -38,9 +58,6 @@ def common_prefix_length(a: bytes, b: bytes) -> int:
 def stable_prefix_bytes(session_id: uuid.UUID, encoded: bytes) -> int:
     """Remember `encoded` as the session's latest request; return its common start with the
     previous one."""
-    previous = _last_request.get(session_id, b"")
-    _last_request[session_id] = encoded
-    _last_request.move_to_end(session_id)
-    while len(_last_request) > PREFIX_CACHE_SESSIONS:
-        _last_request.popitem(last=False)
+    previous = _last_request.get(session_id) or b""
+    _last_request.set(session_id, encoded)
     return common_prefix_length(previous, encoded)

@@ -38,6 +38,37 @@ def canonical_json(value: Any) -> bytes:
     return ("{" + ",".join(f"{_sorted_json(k)}:{_sorted_json(value[k])}" for k in keys) + "}").encode()
 
 
+# What a prepared history keeps per stored message besides its content, in bytes (the
+# StoredMessage, the merged message's dict and lists, index entries): measured with tracemalloc
+# on 10,000 short messages (bench/README.md, bench_memory.py).
+MESSAGE_OVERHEAD_BYTES = 640
+
+
+def content_nbytes(value: Any) -> int:
+    """An estimate of the memory a stored message's decoded content holds in a prepared history,
+    its encoded JSON included: CPython's object sizes for dicts, lists and strings, each string
+    counted twice (decoded, and again in the encoded bytes; a non-ASCII character as five bytes:
+    two (or four) decoded, two to four encoded). One pass over the containers, no
+    encoding: cheap next to decoding the message from the database. Iterative, so a deeply
+    nested tool input cannot exhaust the stack."""
+    total = 0
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            total += 49 + (2 if item.isascii() else 5) * len(item)
+        elif isinstance(item, dict):
+            total += 232 + 24 * len(item)
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            total += 56 + 8 * len(item)
+            pending.extend(item)
+        else:
+            total += 32
+    return total
+
+
 @dataclass(frozen=True)
 class HistoryView:
     """How requests show an epoch's stored messages beyond masks (e.g. a finished task's
@@ -58,6 +89,10 @@ class PreparedHistory:
     message's JSON is encoded once; stored messages that travel unchanged are tracked as runs of
     consecutive positions. So a step's request costs, in Python, only what changed (one or two
     messages) plus C-speed copies, not a pass over the whole history.
+
+    `nbytes` is a running estimate of the memory the history holds (`content_nbytes` of each
+    stored message plus MESSAGE_OVERHEAD_BYTES), kept as messages are appended, for the byte
+    budget of the per-process history cache (`history.py`).
 
     Masks (compaction's cheap tier) replace a tool result's content by a short placeholder in
     every request, by `tool_use_id`; the stored message is untouched. Masking re-encodes only
@@ -85,6 +120,7 @@ class PreparedHistory:
         self.view = view or HistoryView()
         self.result_at: dict[str, int] = {}  # tool_use_id → stored index of its tool_result
         self.tool_names: dict[str, str] = {}  # tool_use_id → the tool's name
+        self.nbytes = 0
         self._reset()
         for message in stored:
             self.append(message)
@@ -174,6 +210,7 @@ class PreparedHistory:
     def append(self, message: StoredMessage) -> None:
         stored_index = len(self.stored)
         self.stored.append(message)
+        self.nbytes += MESSAGE_OVERHEAD_BYTES + content_nbytes(message.content)
         for block in message.content:
             if block.get("type") == "tool_use":
                 self.tool_names[block.get("id", "")] = block.get("name", "tool")
@@ -292,6 +329,14 @@ class PreparedHistory:
         if value is None:
             value = self.encoded[index] = canonical_json(self.messages[index])
         return value
+
+    def encoded_all(self) -> list[bytes]:
+        """A copy of every merged message's canonical JSON, in order (each encoded once)."""
+        if None in self.encoded:
+            for index, value in enumerate(self.encoded):
+                if value is None:
+                    self.encoded[index] = canonical_json(self.messages[index])
+        return list(self.encoded)  # type: ignore[arg-type]  # no None is left
 
     def record(self, sent: list[dict], changed: set[int]) -> list[dict]:
         """`sent` with unchanged stored messages replaced by `{"$messages": [first, last]}` runs."""

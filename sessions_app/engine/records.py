@@ -3,7 +3,6 @@ its size and stable prefix, the estimates, the timings, the response and its usa
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -41,7 +40,7 @@ class TurnCall:
             "purpose": "turn",
             "request_record": self.built.record,
             # `encoded` is the canonical JSON of the body: this is `selectors.request_sha256(body)`.
-            "request_sha256": hashlib.sha256(encoded).hexdigest(),
+            "request_sha256": self.built.sha256,
             "request_bytes": len(encoded),
             "stable_prefix_bytes": self.stable_prefix_bytes,
             "estimated_prompt_tokens": self.built.estimated_tokens,

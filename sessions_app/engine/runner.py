@@ -14,18 +14,20 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Coroutine
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from django.conf import settings
+from django.db import transaction
 
 from sessions_app import selectors, services
 from sessions_app.engine import compaction, compactor, records
 from sessions_app.engine.content import nul_free
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
-from sessions_app.engine.db import db, db_heavy
+from sessions_app.engine.db import db, db_heavy, db_lease
 from sessions_app.engine.deltas import DeltaBuffer
 from sessions_app.engine.features import features
-from sessions_app.engine.history import history_for, history_view_refresh
+from sessions_app.engine.history import history_for, history_forget, history_view_refresh
 from sessions_app.engine.prefix import stable_prefix_bytes
 from sessions_app.engine.providers import Provider, ProviderError, provider_for_model
 from sessions_app.engine.providers.base import ModelResponse
@@ -75,22 +77,24 @@ async def turn_start(
 ) -> uuid.UUID:
     """Begin a turn (raises `services.TurnInProgress`) and run it in the background. A message
     that cannot fit the session's window at all, whatever is masked or summarized, is refused
-    (`compactor.ContextWindowTooSmall`) before anything is stored."""
-    # A long text is counted in a thread (and connection) of its own; a usual message is cheap to
-    # count and goes to the database threads, which keep their connections (a thread of its own
-    # opens and closes one per call: on PostgreSQL a new server backend for every turn).
-    fits_check = db_heavy if len(content) >= ESTIMATE_INLINE_MAX_CHARS else db
-    tokens = await fits_check(compactor.message_fits_check)(session_id=session_id, content=content)
-    # A turn whose process died is repaired first: ended (then this one begins), or taken over
-    # while it waits for a client's tool results (then this one is refused: a turn is running).
-    await turn_repair_if_dead(session_id=session_id, provider=provider)
-    holder = uuid.uuid4()
-    turn = await db(services.turn_begin)(
-        session_id=session_id, content=content, request_id=request_id, token_estimate=tokens, holder=holder
-    )
-    runner = TurnRunner(session_id=session_id, turn_id=turn.id, provider=provider, holder=holder)
-    register_task(runner.run(), turn.id)
-    return turn.id
+    (`compactor.ContextWindowTooSmall`) before anything is stored.
+
+    The check, the start and the load of the turn's first request are one call on a database
+    thread (`TurnRunner.open`): each hop to a thread and back costs more than most queries."""
+    estimate = None
+    if len(content) >= ESTIMATE_INLINE_MAX_CHARS:
+        # A long text is counted off the database threads, which every session's writes share.
+        estimate = await asyncio.to_thread(compactor.message_estimate, content)
+    runner = TurnRunner(session_id=session_id, turn_id=uuid.uuid4(), provider=provider)
+    try:
+        await db(runner.open)(content=content, request_id=request_id, estimate=estimate)
+    except services.TurnNeedsRepair:
+        # The session's turn lost its process while it waited for a client's tool results: it
+        # is taken over here (the answer may still come), and this message is refused.
+        await turn_repair_if_dead(session_id=session_id, provider=provider)
+        raise
+    runner.start()
+    return runner.turn_id
 
 
 async def turn_repair_if_dead(*, session_id: uuid.UUID, provider: Provider | None = None) -> str | None:
@@ -126,7 +130,7 @@ async def turn_repair_if_dead(*, session_id: uuid.UUID, provider: Provider | Non
         ],
         steps=repair.steps,
     )
-    register_task(runner.run(), repair.turn_id)
+    runner.start()
     return "resumed"
 
 
@@ -146,6 +150,14 @@ async def turn_wait(turn_id: uuid.UUID) -> str | None:
     if task is None:
         return None
     return await asyncio.shield(task)
+
+
+# A request larger than this is hashed (for its record) in a thread, during the model call.
+HASH_INLINE_MAX_BYTES = 256 * 1024
+
+
+async def _done(value: T) -> T:
+    return value
 
 
 # Content larger than this (characters of JSON, roughly) is counted in a worker thread.
@@ -186,19 +198,69 @@ class TurnRunner:
         self.history = PreparedHistory()
         self.lease_lost = False
         # Its own: a runner that lost the lease (it stalled, and this one took the turn over) must
-        # not take the session's wake-ups with it when it ends.
-        self.wake = _wakeups[session_id] = asyncio.Event()
+        # not take the session's wake-ups with it when it ends. In-process wake-ups reach it once
+        # it is started (`start`): a runner whose turn could not begin takes nobody's.
+        self.wake = asyncio.Event()
         self.features = features()
         self.tools = ToolDispatch(turn=self, features=self.features)
         self.compactor = compactor.Compactor(self)
+        # What `open` read and built with the turn's start, for its first step (`prebuilt_take`).
+        self.prebuilt: tuple[SessionSnapshot, BuiltRequest] | None = None
+        # The stop reason when the last step's store ended the turn too (`assistant_step_store_last`).
+        self.finished: str | None = None
 
     # -- lifecycle ---------------------------------------------------------
+    def start(self) -> None:
+        """Run the turn in the background, woken by this process's `turn_notify`."""
+        _wakeups[self.session_id] = self.wake
+        register_task(self.run(), self.turn_id)
+
+    def open(self, *, content: str, request_id: Any, estimate: int | None) -> None:
+        """Begin the turn (`services.turn_begin`, with the check that the message fits the window
+        under the same row lock), then load its history and build its first request, in one call
+        on a database thread (runs there). `estimate`: the message's, when counted already."""
+        if estimate is None:
+            estimate = compactor.message_estimate(content)
+        counted = estimate
+        locked: list[SessionSnapshot] = []
+
+        def admit(session: Any) -> None:
+            snapshot = SessionSnapshot.from_session(session)
+            compactor.message_admit(snapshot, counted)
+            locked.append(snapshot)
+
+        services.turn_begin(
+            session_id=self.session_id,
+            content=content,
+            request_id=request_id,
+            token_estimate=counted,
+            holder=self.holder,
+            turn_id=self.turn_id,
+            admit=admit,
+        )
+        # The row as the start left it, without reading it again: the start changed only the
+        # lease, the status and the counters, and reset the compaction breaker.
+        snapshot = replace(locked[0], compaction_failures=0)
+        self.epoch = snapshot.epoch
+        self.history = history_for(self.session_id, snapshot.epoch)
+        # The user's message is the epoch's newest: only this turn writes after it.
+        self.compactor.turn_start = self.history.last_position
+        if self.features.hooks:
+            tool_hooks_turn_started(hooks=self.features.hooks, session=snapshot, turn_id=self.turn_id)
+        self.prebuilt = (snapshot, self.build_with(snapshot, self.history))
+
+    def prebuilt_take(self) -> tuple[SessionSnapshot, BuiltRequest] | None:
+        prebuilt, self.prebuilt = self.prebuilt, None
+        return prebuilt
+
     async def run(self) -> str:
         services.lease_hold(session_id=self.session_id, holder=self.holder)
         heartbeat = asyncio.create_task(self._heartbeat())
         stop_reason, error = "error", ""
         try:
             stop_reason = await self._loop()
+            if self.finished is not None:  # its last step's store ended it
+                return self.finished
             # A turn.cancel accepted while the last step was being stored still ends the turn as
             # cancelled: the client that sent it was promised that answer.
             if await db(services.turn_is_cancelled)(session_id=self.session_id, turn_id=self.turn_id):
@@ -239,9 +301,9 @@ class TurnRunner:
         while True:
             await asyncio.sleep(interval)
             try:
-                # On a thread (and connection) of its own: a busy shared database thread must not
-                # let a live turn's lease run out, or another process would repair it.
-                held = await db_heavy(services.turn_heartbeat)(
+                # On the lease thread: a busy pool of database threads must not let a live turn's
+                # lease run out, or another process would repair it.
+                held = await db_lease(services.turn_heartbeat)(
                     session_id=self.session_id, turn_id=self.turn_id
                 )
             except Exception:
@@ -301,20 +363,28 @@ class TurnRunner:
         self, snapshot: SessionSnapshot, history: PreparedHistory, *, max_tokens: int | None = None
     ) -> BuiltRequest:
         """`history` as a request of this turn (runs in a DB thread: sections read the ORM)."""
-        return build_request(
+        built = build_request(
             session=snapshot,
             history=history,
             server_tools=self.features.tools_for_session(snapshot, turn_id=self.turn_id),
             max_tokens=max_tokens or settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
             sections=self.features.sections,
         )
+        return built
 
     async def _loop(self) -> str:
-        snapshot = await db(self._load)()
-        if self.features.hooks and self.resume is None:
-            await db(tool_hooks_turn_started)(
-                hooks=self.features.hooks, session=snapshot, turn_id=self.turn_id
-            )
+        # A turn begun by `open` has its snapshot, history and first request already, and no
+        # cancel to check for yet (its start cleared the flag a moment ago; a cancel accepted
+        # since wakes the model call, or ends the turn as its last step is stored).
+        checked = self.prebuilt is not None
+        if self.prebuilt is not None:
+            snapshot = self.prebuilt[0]
+        else:
+            snapshot = await db(self._load)()
+            if self.features.hooks and self.resume is None:
+                await db(tool_hooks_turn_started)(
+                    hooks=self.features.hooks, session=snapshot, turn_id=self.turn_id
+                )
         provider = self.provider or provider_for_model(snapshot.model)
         if self.resume:
             cancelled, ends_turn = await self._calls_answer(snapshot, self.resume)
@@ -323,26 +393,35 @@ class TurnRunner:
             if ends_turn:
                 return "end_turn"
         while True:
-            await self.check_stop()
+            if not checked:
+                await self.check_stop()
+            checked = False
             if self.steps >= snapshot.setting("max_steps_per_turn"):
                 return "max_steps"
             self.steps += 1
             prepared = await self.compactor.prepare(provider)
             snapshot, built = prepared.snapshot, prepared.built
             try:
-                response, call_data = await self._call_model(provider, snapshot, built)
+                response, call_data, delta_text = await self._call_model(provider, snapshot, built)
             except ProviderError as exc:
                 # The estimate was wrong and the API says so: apply the tiers at once, retry once.
                 if exc.kind != "prompt_too_long":
                     raise
                 prepared = await self.compactor.prepare(provider, force=True)
                 snapshot, built = prepared.snapshot, prepared.built
-                response, call_data = await self._call_model(provider, snapshot, built)
+                response, call_data, delta_text = await self._call_model(provider, snapshot, built)
             calls = tool_calls_plan(snapshot, response.content)
             if calls:  # an answer without tool calls has no inputs for the hooks
                 calls = await db_heavy(self.tools.inputs_resolve)(snapshot, calls)
             # An empty text block (or an empty answer) would make every later request invalid.
             content = [b for b in response.content if not (b.get("type") == "text" and not b.get("text"))]
+            token_estimate = await _estimate_off_the_db_thread(content)
+            if not calls and not prepared.warned:
+                # The turn's last step: stored with the turn's end, in one transaction.
+                self.finished = await db(self._last_step_store)(
+                    content=content, call=call_data, token_estimate=token_estimate, delta_text=delta_text
+                )
+                return self.finished
             message = await db(services.assistant_step_store)(
                 session_id=self.session_id,
                 turn_id=self.turn_id,
@@ -350,7 +429,8 @@ class TurnRunner:
                 content=content,
                 call=call_data,
                 tool_calls=[PlannedToolCall(c.tool_use_id, c.name, c.input, c.executor) for c in calls],
-                token_estimate=await _estimate_off_the_db_thread(content),
+                token_estimate=token_estimate,
+                delta_text=delta_text,
             )
             if message is not None:
                 self.history.append(
@@ -372,6 +452,35 @@ class TurnRunner:
                 continue
             if not calls or ends_turn:
                 return "end_turn"
+
+    def _last_step_store(
+        self, *, content: list[dict], call: ModelCallData, token_estimate: int, delta_text: str
+    ) -> str:
+        """Store the last step with the turn's end (`services.assistant_step_store_last`) and add
+        its message to the prepared history before the transaction commits (runs in a DB thread).
+        Once it commits, `turn.completed` is out and the session's next turn may begin at once,
+        in another thread, from the same cached history: it must find the message there already,
+        not have it appended under it. Returns the stop reason."""
+        try:
+            with transaction.atomic():
+                message, stop_reason = services.assistant_step_store_last(
+                    session_id=self.session_id,
+                    turn_id=self.turn_id,
+                    epoch=self.epoch,
+                    content=content,
+                    call=call,
+                    steps=self.steps,
+                    token_estimate=token_estimate,
+                    delta_text=delta_text,
+                )
+                if message is not None:
+                    self.history.append(
+                        StoredMessage(message.position, "assistant", content, message.token_estimate)
+                    )
+        except BaseException:
+            history_forget(self.session_id)  # it may hold a message that was rolled back
+            raise
+        return stop_reason
 
     async def _calls_answer(self, snapshot: SessionSnapshot, calls: list[PendingCall]) -> tuple[bool, bool]:
         """Run a step's tool calls and store their results; whether the turn was cancelled
@@ -407,8 +516,9 @@ class TurnRunner:
     # -- the model call ----------------------------------------------------
     async def _call_model(
         self, provider: Provider, snapshot: SessionSnapshot, built: BuiltRequest
-    ) -> tuple[ModelResponse, ModelCallData]:
-        """The model's answer to `built`, and the record of the call to store with it."""
+    ) -> tuple[ModelResponse, ModelCallData, str]:
+        """The model's answer to `built`, the record of the call to store with it, and the end of
+        its streamed text not announced yet (announced with the answer, in the same write)."""
         deltas = DeltaBuffer(self.session_id, self.turn_id)
         call = records.TurnCall(
             provider=provider.name,
@@ -418,6 +528,12 @@ class TurnRunner:
             stable_prefix_bytes=stable_prefix_bytes(self.session_id, built.encoded),
             predicted_prompt_tokens=compaction.estimate_prompt_tokens(snapshot, built.estimated_tokens),
         )
+        # The request's hash (for its record) is computed in a thread while the model answers:
+        # milliseconds for a long session's request, off the event loop and off the step's path.
+        if len(built.encoded) >= HASH_INLINE_MAX_BYTES:
+            hashed = asyncio.ensure_future(asyncio.to_thread(lambda: built.sha256))
+        else:
+            hashed = asyncio.ensure_future(_done(built.sha256))
         try:
             response = await self.cancellable(
                 provider.complete(
@@ -425,12 +541,14 @@ class TurnRunner:
                 )
             )
         except ProviderError as exc:
+            await hashed
             await deltas.flush()
             await db(services.model_call_record)(
                 session_id=self.session_id, turn_id=self.turn_id, data=call.failed(str(exc))
             )
             raise
-        await deltas.flush()
+        await hashed
+        delta_text = await deltas.close()
         # What the model wrote is stored as it will be stored everywhere: without U+0000.
         response.content = nul_free(response.content)
-        return response, call.answered(response)
+        return response, call.answered(response), delta_text

@@ -34,6 +34,7 @@ from sessions_app.services.sessions import (
 )
 from sessions_app.services.steps import (
     assistant_step_store,
+    assistant_step_store_last,
     model_call_record,
     tool_call_submit_result,
     tool_result_blocks,
@@ -54,6 +55,7 @@ from sessions_app.services.turns import (
     ToolResultAlreadyGiven,
     TurnInProgress,
     TurnLeaseLost,
+    TurnNeedsRepair,
     TurnRepair,
     UnknownToolUse,
     lease_hold,
@@ -85,6 +87,7 @@ __all__ = [
     "ToolOutcome",
     "ToolResultAlreadyGiven",
     "TurnInProgress",
+    "TurnNeedsRepair",
     "TurnLeaseLost",
     "TurnRepair",
     "UnknownToolUse",
@@ -93,6 +96,7 @@ __all__ = [
     "agent_token_hash",
     "agent_token_revoke",
     "assistant_step_store",
+    "assistant_step_store_last",
     "compaction_store",
     "compaction_warning_store",
     "default_model",

@@ -1,4 +1,5 @@
-"""The session's counters (`last_seq`, `next_position`): added to and read back in one statement."""
+"""The session's counters (`last_seq`, `next_position`): added to and read back in one statement,
+with whatever else the write changes in the session row."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import uuid
 from typing import Any
 
 from django.db import connection
-from django.db.models import F, Field
+from django.db.models import Field
 
 from sessions_app.models import AgentSession
 
 
-def _returning_supported() -> bool:
-    # UPDATE ... RETURNING: PostgreSQL, and SQLite from 3.35.
+def returning_supported() -> bool:
+    """UPDATE ... RETURNING: PostgreSQL, and SQLite from 3.35."""
     if connection.vendor == "postgresql":
         return True
     return connection.vendor == "sqlite" and sqlite3.sqlite_version_info >= (3, 35, 0)
@@ -28,29 +29,49 @@ def _field(name: str) -> tuple[Field, str]:
 
 def session_counter_add(session_id: uuid.UUID | str, field: str, by: int, **assign: Any) -> int:
     """Add `by` to the session's counter `field`, set the other fields in `assign` with it, and
-    return the counter's new value (inside the caller's transaction, whose row lock keeps the
-    counter gapless: `services` package docstring).
+    return the counter's new value (`session_update`)."""
+    return session_update(session_id, add={field: by}, assign=assign)[field]
 
-    One `UPDATE ... RETURNING` where the database has it, instead of an update and a read back:
-    the step path allocates a position or seqs in every write it makes.
+
+def session_update(
+    session_id: uuid.UUID | str, *, add: dict[str, int] | None = None, assign: dict[str, Any] | None = None
+) -> dict[str, int]:
+    """One UPDATE of the session row: add to the fields in `add` (counters, usage totals), set
+    the fields in `assign`, and return the added fields' new values (inside the caller's
+    transaction, whose row lock keeps the counters gapless: `services` package docstring).
+    `AgentSession.DoesNotExist` if there is no such session.
+
+    One `UPDATE ... RETURNING` where the database has it, instead of an update and a read back,
+    and one statement for everything a write changes in the row: the step path allocates a
+    position or seqs in every write it makes.
     """
-    if not _returning_supported():
-        AgentSession.objects.filter(pk=session_id).update(**{field: F(field) + by}, **assign)
-        return AgentSession.objects.filter(pk=session_id).values_list(field, flat=True).get()
-    counter = _field(field)[1]
-    sets = [f"{counter} = {counter} + %s"]
-    params: list[Any] = [by]
+    add, assign = add or {}, assign or {}
+    sets: list[str] = []
+    params: list[Any] = []
+    for name, by in add.items():
+        column = _field(name)[1]
+        sets.append(f"{column} = {column} + %s")
+        params.append(by)
     for name, value in assign.items():
         model_field, column = _field(name)
         sets.append(f"{column} = %s")
         params.append(model_field.get_db_prep_save(value, connection))
     pk, pk_column = _field("id")
-    params.append(pk.get_db_prep_value(session_id, connection))
     table = connection.ops.quote_name(AgentSession._meta.db_table)
-    sql = f"UPDATE {table} SET {', '.join(sets)} WHERE {pk_column} = %s RETURNING {counter}"
+    update = f"UPDATE {table} SET {', '.join(sets)} WHERE {pk_column} = %s"
+    key = pk.get_db_prep_value(session_id, connection)
+    returned = [_field(name)[1] for name in add]
+    row: Any
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
+        if returned and returning_supported():
+            cursor.execute(f"{update} RETURNING {', '.join(returned)}", [*params, key])
+            row = cursor.fetchone()
+        else:
+            cursor.execute(update, [*params, key])
+            row = () if cursor.rowcount else None
+            if row is not None and returned:
+                cursor.execute(f"SELECT {', '.join(returned)} FROM {table} WHERE {pk_column} = %s", [key])
+                row = cursor.fetchone()
     if row is None:
         raise AgentSession.DoesNotExist(f"no session {session_id}")
-    return int(row[0])
+    return {name: int(value) for name, value in zip(add, row, strict=True)}

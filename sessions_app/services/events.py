@@ -10,6 +10,7 @@ from django.db import transaction
 from sessions_app.announce import announce_on_commit
 from sessions_app.models import SessionEvent
 from sessions_app.services.counters import session_counter_add
+from sessions_app.services.rows import objects_insert
 
 
 def event_emit(*, session_id: uuid.UUID, type: str, payload: dict[str, Any]) -> SessionEvent:
@@ -19,8 +20,8 @@ def event_emit(*, session_id: uuid.UUID, type: str, payload: dict[str, Any]) -> 
 
 def events_emit(*, session_id: uuid.UUID, events: list[tuple[str, dict[str, Any]]]) -> list[SessionEvent]:
     """Write `events` (type, payload) with the session's next consecutive `seq`s, in that order:
-    one increment of `last_seq` and one insert for all of them, however many. Each is announced
-    when the transaction commits.
+    one increment of `last_seq` and one insert for all of them, however many. They are announced
+    together when the transaction commits.
 
     Inside a caller's transaction it opens no savepoint (two more statements per write on the
     step path): nothing catches its failure to go on, the whole transaction rolls back."""
@@ -28,11 +29,19 @@ def events_emit(*, session_id: uuid.UUID, events: list[tuple[str, dict[str, Any]
         return []
     with transaction.atomic(savepoint=False):
         last = session_counter_add(session_id, "last_seq", len(events))
-        rows = [
-            SessionEvent(session_id=session_id, seq=last - len(events) + 1 + i, type=t, payload=p)
-            for i, (t, p) in enumerate(events)
-        ]
-        SessionEvent.objects.bulk_create(rows)
-        for row in rows:
-            announce_on_commit(row.as_frame())
+        return events_insert(session_id=session_id, last_seq=last, events=events)
+
+
+def events_insert(
+    *, session_id: uuid.UUID, last_seq: int, events: list[tuple[str, dict[str, Any]]]
+) -> list[SessionEvent]:
+    """Insert `events` whose seqs the caller allocated in its own update of the session row
+    (`counters.session_update`, adding `len(events)` to `last_seq`, whose new value is
+    `last_seq`), and announce them when the transaction commits."""
+    rows = [
+        SessionEvent(session_id=session_id, seq=last_seq - len(events) + 1 + i, type=t, payload=p)
+        for i, (t, p) in enumerate(events)
+    ]
+    objects_insert(rows)
+    announce_on_commit(*(row.as_frame() for row in rows))
     return rows

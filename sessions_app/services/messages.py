@@ -9,6 +9,7 @@ from django.utils import timezone
 from sessions_app.engine.tokens import estimate_json_tokens
 from sessions_app.models import AgentSession, Message, MessageRole
 from sessions_app.services.counters import session_counter_add
+from sessions_app.services.rows import objects_insert
 
 
 def message_write(
@@ -23,7 +24,23 @@ def message_write(
 ) -> Message:
     """Append a message to the session's history (inside the caller's transaction)."""
     position = session_counter_add(session_id, "next_position", 1, last_activity_at=timezone.now()) - 1
-    return Message.objects.create(
+    message = _message(session_id, position, epoch, role, content, turn_id, token_estimate, metadata)
+    message.save(force_insert=True)
+    return message
+
+
+def _message(
+    session_id: uuid.UUID,
+    position: int,
+    epoch: int,
+    role: str,
+    content: list[dict],
+    turn_id: uuid.UUID | None,
+    token_estimate: int | None,
+    metadata: dict | None,
+) -> Message:
+    """The message row, not saved (its estimate counted when the caller did not)."""
+    return Message(
         session_id=session_id,
         position=position,
         epoch=epoch,
@@ -33,6 +50,24 @@ def message_write(
         turn_id=turn_id,
         metadata=metadata or {},
     )
+
+
+def message_insert(
+    *,
+    session_id: uuid.UUID,
+    position: int,
+    epoch: int,
+    role: str,
+    content: list[dict],
+    turn_id: uuid.UUID | None,
+    token_estimate: int | None = None,
+) -> Message:
+    """Insert a message at the `position` the caller allocated in its own update of the session
+    row (`counters.session_update`, adding 1 to `next_position`, and setting `last_activity_at`).
+    The returned message has no `pk`: the step path refers to messages by position."""
+    message = _message(session_id, position, epoch, role, content, turn_id, token_estimate, None)
+    objects_insert([message])
+    return message
 
 
 def dangling_tool_uses(session: AgentSession) -> list[str]:

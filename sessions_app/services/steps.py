@@ -10,19 +10,24 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from sessions_app.engine.tokens import estimate_json_tokens
 from sessions_app.engine.types import ModelCallData, PlannedToolCall, ToolOutcome
 from sessions_app.models import (
     AgentSession,
     Message,
     MessageRole,
     ModelCall,
+    SessionStatus,
     ToolCall,
     ToolCallStatus,
     ToolExecutor,
+    Turn,
 )
-from sessions_app.services.events import events_emit
-from sessions_app.services.messages import message_write
-from sessions_app.services.turns import ToolResultAlreadyGiven, UnknownToolUse, turn_lock
+from sessions_app.services.counters import session_update
+from sessions_app.services.events import events_emit, events_insert
+from sessions_app.services.messages import message_insert, message_write
+from sessions_app.services.rows import object_update, objects_insert
+from sessions_app.services.turns import LEASE_RELEASED, ToolResultAlreadyGiven, UnknownToolUse, turn_lock
 
 # The observed provider/local token ratio is smoothed and kept within sane bounds.
 TOKEN_RATIO_WEIGHT = 0.5
@@ -40,21 +45,30 @@ def model_call_record(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data:
 
 def _usage_totals_added(data: ModelCallData) -> dict[str, Any]:
     """The session's running usage totals with `data`'s call added (an `update()`'s arguments)."""
+    return {field: F(field) + value for field, value in _usage_added(data).items()}
+
+
+def _usage_added(data: ModelCallData) -> dict[str, int]:
+    """What `data`'s call adds to the session's running usage totals, by field."""
     usage = data.usage
-    counts = {
-        "usage_input_tokens": usage.get("input_tokens", 0),
-        "usage_output_tokens": usage.get("output_tokens", 0),
-        "usage_cache_creation_tokens": usage.get("cache_creation_input_tokens", 0),
-        "usage_cache_read_tokens": usage.get("cache_read_input_tokens", 0),
-    }
     return {
-        "usage_model_calls": F("usage_model_calls") + 1,
-        **{field: F(field) + (value or 0) for field, value in counts.items()},
+        "usage_model_calls": 1,
+        "usage_input_tokens": usage.get("input_tokens", 0) or 0,
+        "usage_output_tokens": usage.get("output_tokens", 0) or 0,
+        "usage_cache_creation_tokens": usage.get("cache_creation_input_tokens", 0) or 0,
+        "usage_cache_read_tokens": usage.get("cache_read_input_tokens", 0) or 0,
     }
 
 
 def _model_call_create(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData) -> ModelCall:
-    return ModelCall.objects.create(
+    call = _model_call(session_id=session_id, turn_id=turn_id, data=data)
+    call.save(force_insert=True)
+    return call
+
+
+def _model_call(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData) -> ModelCall:
+    """`data`'s record, not saved."""
+    return ModelCall(
         session_id=session_id,
         turn_id=turn_id,
         step=data.step,
@@ -89,61 +103,143 @@ def assistant_step_store(
     call: ModelCallData,
     tool_calls: list[PlannedToolCall],
     token_estimate: int | None = None,
+    delta_text: str = "",
 ) -> Message | None:
     """Store the model's answer, its usage and the tool calls it asks for, and announce them.
 
-    Returns the stored assistant message, or None when the answer had no content (the call and
-    its usage are still recorded): an empty assistant message would make every later request
-    invalid. Raises `TurnLeaseLost` (writing nothing) if the turn lost its lease.
+    `delta_text` is the call's streamed text not yet announced (its last `assistant.delta`,
+    announced first, in the same write). Returns the stored assistant message (without a `pk`:
+    `message_insert`), or None when the answer had no content (the call and its usage are still
+    recorded): an empty assistant message would make every later request invalid. Raises
+    `TurnLeaseLost` (writing nothing) if the turn lost its lease.
     """
+    with transaction.atomic():
+        session = turn_lock(session_id, turn_id)
+        message, _ = _assistant_step_write(
+            session, turn_id, epoch, content, call, tool_calls, token_estimate, delta_text, steps=None
+        )
+    return message
+
+
+def assistant_step_store_last(
+    *,
+    session_id: uuid.UUID,
+    turn_id: uuid.UUID,
+    epoch: int,
+    content: list[dict],
+    call: ModelCallData,
+    steps: int,
+    token_estimate: int | None = None,
+    delta_text: str = "",
+) -> tuple[Message | None, str]:
+    """Store a step that asks for no tool call and end its turn, in one transaction: what
+    `assistant_step_store` then `turn_finish` do, with one lock of the session row, one update
+    of it and one write of the events. The turn ends `cancelled` if a cancel was accepted before
+    this write (the client that sent it was promised that answer), else `end_turn`. Returns the
+    message (or None) and the stop reason. Raises `TurnLeaseLost` (writing nothing) if the turn
+    lost its lease. Inside a caller's transaction it opens no savepoint: its failure fails the
+    caller's transaction."""
+    with transaction.atomic(savepoint=False):
+        session = turn_lock(session_id, turn_id)
+        message, stop_reason = _assistant_step_write(
+            session, turn_id, epoch, content, call, [], token_estimate, delta_text, steps=steps
+        )
+    assert stop_reason is not None
+    return message, stop_reason
+
+
+def _assistant_step_write(
+    session: AgentSession,
+    turn_id: uuid.UUID,
+    epoch: int,
+    content: list[dict],
+    call: ModelCallData,
+    tool_calls: list[PlannedToolCall],
+    token_estimate: int | None,
+    delta_text: str,
+    *,
+    steps: int | None,
+) -> tuple[Message | None, str | None]:
+    """A step's writes inside the caller's transaction (the session row locked, the lease
+    checked): the call's record, the message, the tool calls, the session's usage and token
+    ratio, and with `steps` (the turn's last step) the turn's end; one update of the session row
+    for all of it. Returns the message and, with `steps`, the turn's stop reason."""
+    session_id = session.pk
     usage = call.usage
     prompt_tokens = (
         usage.get("input_tokens", 0)
         + usage.get("cache_creation_input_tokens", 0)
         + usage.get("cache_read_input_tokens", 0)
     )
-    with transaction.atomic():
-        session = turn_lock(session_id, turn_id)
-        # The call's record; its usage joins the session's totals in the one update below.
-        _model_call_create(session_id=session_id, turn_id=turn_id, data=call)
-        message = None
-        if content:
-            message = message_write(
-                session_id=session_id,
-                epoch=epoch,
-                role=MessageRole.ASSISTANT,
-                content=content,
-                turn_id=turn_id,
-                token_estimate=token_estimate,
-            )
-        ratio = session.token_ratio
-        if call.estimated_prompt_tokens > 0 and prompt_tokens > 0:
-            observed = prompt_tokens / call.estimated_prompt_tokens
-            ratio = (1 - TOKEN_RATIO_WEIGHT) * ratio + TOKEN_RATIO_WEIGHT * observed
-            ratio = min(max(ratio, TOKEN_RATIO_BOUNDS[0]), TOKEN_RATIO_BOUNDS[1])
-        AgentSession.objects.filter(pk=session_id).update(
-            last_prompt_tokens=prompt_tokens,
-            last_estimated_tokens=call.estimated_prompt_tokens,
-            token_ratio=ratio,
-            **_usage_totals_added(call),
+    if content and token_estimate is None:
+        token_estimate = estimate_json_tokens(content)
+    ratio = session.token_ratio
+    if call.estimated_prompt_tokens > 0 and prompt_tokens > 0:
+        observed = prompt_tokens / call.estimated_prompt_tokens
+        ratio = (1 - TOKEN_RATIO_WEIGHT) * ratio + TOKEN_RATIO_WEIGHT * observed
+        ratio = min(max(ratio, TOKEN_RATIO_BOUNDS[0]), TOKEN_RATIO_BOUNDS[1])
+    events: list[tuple[str, dict[str, Any]]] = []
+    if delta_text:
+        events.append(("assistant.delta", {"text": delta_text}))
+    if content:
+        events.append(("assistant.message", {"content": content}))
+    events.append(
+        (
+            "usage",
+            {
+                "input_tokens": usage.get("input_tokens", 0),
+                "output_tokens": usage.get("output_tokens", 0),
+                "cache_creation_input_tokens": usage.get("cache_creation_input_tokens", 0),
+                "cache_read_input_tokens": usage.get("cache_read_input_tokens", 0),
+                "estimated_next_prompt_tokens": prompt_tokens + round(ratio * (token_estimate or 0)),
+            },
         )
-        events: list[tuple[str, dict[str, Any]]] = []
-        if message is not None:
-            events.append(("assistant.message", {"content": content}))
-        events.append(
-            (
-                "usage",
-                {
-                    "input_tokens": usage.get("input_tokens", 0),
-                    "output_tokens": usage.get("output_tokens", 0),
-                    "cache_creation_input_tokens": usage.get("cache_creation_input_tokens", 0),
-                    "cache_read_input_tokens": usage.get("cache_read_input_tokens", 0),
-                    "estimated_next_prompt_tokens": prompt_tokens
-                    + round(ratio * (message.token_estimate if message is not None else 0)),
-                },
-            )
+    )
+    events += [
+        (
+            "tool.call",
+            {
+                "tool_use_id": planned.tool_use_id,
+                "name": planned.name,
+                "input": planned.input,
+                "executor": planned.executor,
+            },
         )
-        ToolCall.objects.bulk_create(
+        for planned in tool_calls
+    ]
+    now = timezone.now()
+    # The call's record; its usage joins the session's totals in the one update below.
+    objects_insert([_model_call(session_id=session_id, turn_id=turn_id, data=call)])
+    add = {"last_seq": len(events), **_usage_added(call)}
+    assign: dict[str, Any] = {
+        "last_prompt_tokens": prompt_tokens,
+        "last_estimated_tokens": call.estimated_prompt_tokens,
+        "token_ratio": ratio,
+    }
+    if content:
+        add["next_position"] = 1
+        assign["last_activity_at"] = now
+    stop_reason = None
+    if steps is not None:
+        stop_reason = "cancelled" if session.cancel_requested else "end_turn"
+        assign.update(LEASE_RELEASED, status=SessionStatus.IDLE, last_activity_at=now)
+        object_update(Turn, turn_id, ended_at=now, stop_reason=stop_reason, steps=steps, error="")
+        events.append(("turn.completed", {"turn_id": str(turn_id), "stop_reason": stop_reason}))
+        add["last_seq"] += 1
+    counters = session_update(session_id, add=add, assign=assign)
+    message = None
+    if content:
+        message = message_insert(
+            session_id=session_id,
+            position=counters["next_position"] - 1,
+            epoch=epoch,
+            role=MessageRole.ASSISTANT,
+            content=content,
+            turn_id=turn_id,
+            token_estimate=token_estimate,
+        )
+    objects_insert(
+        [
             ToolCall(
                 session_id=session_id,
                 turn_id=turn_id,
@@ -153,21 +249,10 @@ def assistant_step_store(
                 executor=planned.executor,
             )
             for planned in tool_calls
-        )
-        events += [
-            (
-                "tool.call",
-                {
-                    "tool_use_id": planned.tool_use_id,
-                    "name": planned.name,
-                    "input": planned.input,
-                    "executor": planned.executor,
-                },
-            )
-            for planned in tool_calls
         ]
-        events_emit(session_id=session_id, events=events)
-    return message
+    )
+    events_insert(session_id=session_id, last_seq=counters["last_seq"], events=events)
+    return message, stop_reason
 
 
 def tool_result_blocks(outcomes: list[ToolOutcome]) -> list[dict]:

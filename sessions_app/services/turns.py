@@ -10,6 +10,7 @@ taken the same turn over. Code outside a runner (an operator's tool, a test) che
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -32,8 +33,10 @@ from sessions_app.models import (
     ToolExecutor,
     Turn,
 )
-from sessions_app.services.events import event_emit, events_emit
-from sessions_app.services.messages import dangling_tool_uses, message_write
+from sessions_app.services.counters import session_update
+from sessions_app.services.events import event_emit, events_insert
+from sessions_app.services.messages import dangling_tool_uses, message_insert, message_write
+from sessions_app.services.rows import object_get, objects_insert, values_get
 
 INTERRUPTED_TOOL_RESULT = "The turn that called this tool was interrupted before the tool answered."
 # What the model reads for a server tool that was running when its process died, in a turn that
@@ -54,8 +57,22 @@ COMPACTION_STOPPED_MESSAGE = "The compaction was interrupted: the server process
 _LEASE: ContextVar[tuple[uuid.UUID, uuid.UUID] | None] = ContextVar("palimpsest_turn_lease", default=None)
 
 
+# The session row's fields that hold a turn's lease, as a turn's end leaves them.
+LEASE_RELEASED: dict[str, Any] = {
+    "current_turn_id": None,
+    "lease_expires_at": None,
+    "lease_holder": None,
+    "cancel_requested": False,
+}
+
+
 class TurnInProgress(Exception):
     """The session already runs a turn (its lease has not run out)."""
+
+
+class TurnNeedsRepair(TurnInProgress):
+    """The session's turn lost its process while it waited for a client's tool results: it is
+    to be taken over (`turn_repair`), not ended, so a new turn cannot begin."""
 
 
 class UnknownToolUse(Exception):
@@ -93,6 +110,11 @@ def lease_held(session: AgentSession, turn_id: uuid.UUID) -> bool:
     return _lease_held(session.pk, turn_id, session.current_turn_id, session.lease_holder)
 
 
+# What a turn's writes read from the session row they lock (the rest is deferred: its settings,
+# tools and notepad are not decoded for every write).
+TURN_LOCK_FIELDS = ("id", "current_turn_id", "lease_holder", "cancel_requested", "token_ratio")
+
+
 def turn_lock(session_id: uuid.UUID, turn_id: uuid.UUID) -> AgentSession:
     """Lock the session row for a write of `turn_id`; `TurnLeaseLost` if another turn holds it.
 
@@ -100,7 +122,7 @@ def turn_lock(session_id: uuid.UUID, turn_id: uuid.UUID) -> AgentSession:
     lease (its process stalled past the expiry and another turn began) cannot write into the
     history the new turn now owns. The session row is always the first lock a turn write takes.
     """
-    session = AgentSession.objects.select_for_update().get(pk=session_id)
+    session = object_get(AgentSession, session_id, lock=True, only=TURN_LOCK_FIELDS)
     if not _lease_held(session_id, turn_id, session.current_turn_id, session.lease_holder):
         raise TurnLeaseLost
     return session
@@ -117,16 +139,17 @@ def _lease_expired(session: AgentSession, now: Any) -> bool:
 
 def lease_lock_free(session_id: uuid.UUID) -> AgentSession:
     """Lock the session row (inside the caller's transaction) for a new holder of its lease:
-    `TurnInProgress` while a turn holds an unexpired lease, or while a dead turn still waits for
-    a client's tool results (it is taken over by `turn_repair`, not ended); any other turn whose
-    lease ran out (its process died) is closed first, announced as `turn_repair` does."""
-    session = AgentSession.objects.select_for_update().get(pk=session_id)
+    `TurnInProgress` while a turn holds an unexpired lease, `TurnNeedsRepair` while a dead turn
+    still waits for a client's tool results (it is taken over by `turn_repair`, not ended); any
+    other turn whose lease ran out (its process died) is closed first, announced as `turn_repair`
+    does."""
+    session = object_get(AgentSession, session_id, lock=True)
     now = timezone.now()
     if session.current_turn_id and not _lease_expired(session, now):
         raise TurnInProgress
     if session.current_turn_id:
         if _resumable_calls(session):
-            raise TurnInProgress
+            raise TurnNeedsRepair
         _dead_turn_close(session, now)
         session.refresh_from_db()
     return session
@@ -178,7 +201,11 @@ def _resumable_calls(session: AgentSession) -> list[PlannedToolCall]:
 
 def _interrupted_results_write(session: AgentSession, turn_id: uuid.UUID | None) -> None:
     """An error result for each tool call of the history left unanswered by a turn that stopped,
-    so that the next request is valid for the API."""
+    so that the next request is valid for the API. A session whose last turn ended as it should
+    (idle, no lease) has none: every path that ends a turn so stores each call's result (an error
+    or a cancel's, at worst), so its history is not searched."""
+    if session.status == SessionStatus.IDLE and session.current_turn_id is None:
+        return
     dangling = dangling_tool_uses(session)
     if not dangling:
         return
@@ -284,49 +311,62 @@ def turn_begin(
     request_id: Any = None,
     token_estimate: int | None = None,
     holder: uuid.UUID | None = None,
+    turn_id: uuid.UUID | None = None,
+    admit: Callable[[AgentSession], None] | None = None,
 ) -> Turn:
     """Take the session's turn lease, store the user's message and announce the turn.
 
     `token_estimate` is the message's estimate when the caller counted it already (the engine
     counts off Django's shared database thread, where a huge text would stall every session).
-    `holder` names the runner that will hold the lease (`lease_hold`).
+    `holder` names the runner that will hold the lease (`lease_hold`); `turn_id` the new turn,
+    when the caller chose it. `admit` is called with the locked session row before anything is
+    written: it raises to refuse the message (the engine's check that it fits the window), so
+    the check and the start are one transaction and one read of the row.
 
-    Raises `TurnInProgress` while another turn holds an unexpired lease. A history left with
-    unanswered tool calls by a crashed turn is repaired first (each gets an error result), so
-    the next request is valid.
+    Raises `TurnInProgress` while another turn holds an unexpired lease (`TurnNeedsRepair` when
+    that turn's process died while it waited for a client). A history left with unanswered tool
+    calls by a crashed turn is repaired first (each gets an error result), so the next request is
+    valid.
     """
     with transaction.atomic():
         session = lease_lock_free(session_id)
+        if admit is not None:
+            admit(session)
         _interrupted_results_write(session, session.current_turn_id)
-        turn = Turn.objects.create(session=session)
-        AgentSession.objects.filter(pk=session.id).update(
-            current_turn_id=turn.id,
-            lease_expires_at=lease_until(),
-            lease_holder=holder,
-            cancel_requested=False,
-            status=SessionStatus.RUNNING,
-            # A new turn resets the compaction breaker (DESIGN.md).
-            compaction_failures=0,
-        )
-        blocks = [{"type": "text", "text": content}]
-        message_write(
-            session_id=session.id,
-            epoch=session.epoch,
-            role=MessageRole.USER,
-            content=blocks,
-            turn_id=turn.id,
-            token_estimate=token_estimate,
-        )
+        turn = Turn(id=turn_id or uuid.uuid4(), session_id=session.pk)
+        objects_insert([turn])
         started: dict[str, Any] = {"turn_id": str(turn.id)}
         if request_id is not None:
             started["request_id"] = request_id
-        events_emit(
-            session_id=session.id,
-            events=[
-                ("user.message", {"turn_id": str(turn.id), "content": content}),
-                ("turn.started", started),
-            ],
+        events: list[tuple[str, dict[str, Any]]] = [
+            ("user.message", {"turn_id": str(turn.id), "content": content}),
+            ("turn.started", started),
+        ]
+        # The lease, the message's position and the events' seqs: one update of the row.
+        counters = session_update(
+            session.pk,
+            add={"next_position": 1, "last_seq": len(events)},
+            assign={
+                "current_turn_id": turn.id,
+                "lease_expires_at": lease_until(),
+                "lease_holder": holder,
+                "cancel_requested": False,
+                "status": SessionStatus.RUNNING,
+                # A new turn resets the compaction breaker (DESIGN.md).
+                "compaction_failures": 0,
+                "last_activity_at": timezone.now(),
+            },
         )
+        message_insert(
+            session_id=session.pk,
+            position=counters["next_position"] - 1,
+            epoch=session.epoch,
+            role=MessageRole.USER,
+            content=[{"type": "text", "text": content}],
+            turn_id=turn.id,
+            token_estimate=token_estimate,
+        )
+        events_insert(session_id=session.pk, last_seq=counters["last_seq"], events=events)
     return turn
 
 
@@ -356,20 +396,42 @@ def turn_finish(
         session = AgentSession.objects.select_for_update().get(pk=session_id)
         if not _lease_held(session_id, turn_id, session.current_turn_id, session.lease_holder):
             return
-        Turn.objects.filter(pk=turn_id).update(
-            ended_at=timezone.now(), stop_reason=stop_reason, steps=steps, error=error
+        event_emit(
+            session_id=session_id,
+            type="turn.completed",
+            payload=turn_close(
+                session_id=session_id,
+                turn_id=turn_id,
+                stop_reason=stop_reason,
+                steps=steps,
+                error=error,
+                extra=extra,
+            ),
         )
-        AgentSession.objects.filter(pk=session_id, current_turn_id=turn_id).update(
-            current_turn_id=None,
-            lease_expires_at=None,
-            lease_holder=None,
-            cancel_requested=False,
-            status=SessionStatus.ERROR if stop_reason == "error" else SessionStatus.IDLE,
-            last_activity_at=timezone.now(),
-        )
-        payload: dict[str, Any] = {"turn_id": str(turn_id), "stop_reason": stop_reason}
-        payload.update(extra or {})
-        event_emit(session_id=session_id, type="turn.completed", payload=payload)
+
+
+def turn_close(
+    *,
+    session_id: uuid.UUID,
+    turn_id: uuid.UUID,
+    stop_reason: str,
+    steps: int,
+    error: str = "",
+    extra: dict | None = None,
+) -> dict[str, Any]:
+    """End the turn and release the lease, inside the caller's transaction, which holds the
+    session's row lock and checked the lease; returns the `turn.completed` payload for the
+    caller to emit with its own events."""
+    now = timezone.now()
+    Turn.objects.filter(pk=turn_id).update(ended_at=now, stop_reason=stop_reason, steps=steps, error=error)
+    AgentSession.objects.filter(pk=session_id, current_turn_id=turn_id).update(
+        **LEASE_RELEASED,
+        status=SessionStatus.ERROR if stop_reason == "error" else SessionStatus.IDLE,
+        last_activity_at=now,
+    )
+    payload: dict[str, Any] = {"turn_id": str(turn_id), "stop_reason": stop_reason}
+    payload.update(extra or {})
+    return payload
 
 
 def turn_cancel_request(*, session_id: uuid.UUID) -> uuid.UUID:
@@ -389,14 +451,12 @@ def turn_cancel_request(*, session_id: uuid.UUID) -> uuid.UUID:
 def turn_is_cancelled(*, session_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
     """Whether a cancel was asked for this turn. Raises `TurnLeaseLost` if another turn holds the
     session (that is not a cancel: the lost turn must write nothing, not "cancelled" results)."""
-    row = (
-        AgentSession.objects.filter(pk=session_id)
-        .values("current_turn_id", "lease_holder", "cancel_requested")
-        .get()
+    current, holder, cancel = values_get(
+        AgentSession, session_id, ("current_turn_id", "lease_holder", "cancel_requested")
     )
-    if not _lease_held(session_id, turn_id, row["current_turn_id"], row["lease_holder"]):
+    if not _lease_held(session_id, turn_id, current, holder):
         raise TurnLeaseLost
-    return bool(row["cancel_requested"])
+    return bool(cancel)
 
 
 def turn_delta_emit(*, session_id: uuid.UUID, turn_id: uuid.UUID, text: str) -> None:

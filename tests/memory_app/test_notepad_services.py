@@ -219,7 +219,7 @@ def test_notepad_updated_is_announced_only_when_the_transaction_commits(
     monkeypatch: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     announced: list[dict] = []
-    monkeypatch.setattr(announce, "_announcer", lambda: announced.append)
+    monkeypatch.setattr(announce, "_announcer", lambda: announced.extend)
     session = session_make()
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         write(session, "notes")
@@ -235,7 +235,7 @@ def test_change_rolled_back_with_its_transaction_leaves_no_trace(
     monkeypatch: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     announced: list[dict] = []
-    monkeypatch.setattr(announce, "_announcer", lambda: announced.append)
+    monkeypatch.setattr(announce, "_announcer", lambda: announced.extend)
     session = session_make()
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError), transaction.atomic():
         write(session, "notes")
@@ -247,7 +247,7 @@ def test_change_rolled_back_with_its_transaction_leaves_no_trace(
 
 def test_refused_edit_announces_nothing(monkeypatch: Any, django_capture_on_commit_callbacks: Any) -> None:
     announced: list[dict] = []
-    monkeypatch.setattr(announce, "_announcer", lambda: announced.append)
+    monkeypatch.setattr(announce, "_announcer", lambda: announced.extend)
     session = session_make()
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(NotepadEditError):
         update(session, "delete", content="absent")

@@ -110,3 +110,28 @@ async def test_the_tool_is_withdrawn_once_the_turns_observations_expire(
     fake_anthropic.enqueue(text("hello"))
     await turn(client)
     assert "scratchpad_read" not in tool_names(fake_anthropic.requests[2].body)
+
+
+async def test_a_turns_start_sweeps_expired_content_at_most_every_gc_interval(
+    connect: Any, fake_anthropic: FakeAnthropicServer, settings: Any, tmp_path: Path
+) -> None:
+    """The sweep looks at every session's observations: it is not every turn's work. Within the
+    interval an expired observation keeps its content (a read of it says "expired" all the
+    same); the first turn after the interval drops it."""
+    from memory_app.observations.hooks import OBSERVATION_HOOK
+
+    client = await _offloading_session(connect, fake_anthropic, settings, tmp_path)
+    (observation,) = await observations(session_id=client.session_id)
+    settings.PALIMPSEST_OBSERVATIONS_GC_SECONDS = 3600.0
+    OBSERVATION_HOOK._gc_last = time.monotonic()  # this process swept just now
+    await sync_to_async(Observation.objects.filter(pk=observation.pk).update)(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    fake_anthropic.enqueue(text("not swept again"))
+    await turn(client)
+    chunks = ObservationChunk.objects.filter(observation_id=observation.pk)
+    assert await sync_to_async(chunks.exists)()
+    OBSERVATION_HOOK._gc_last = time.monotonic() - 3601  # an hour later
+    fake_anthropic.enqueue(text("swept"))
+    await turn(client)
+    assert not await sync_to_async(chunks.exists)()

@@ -35,7 +35,7 @@ def session() -> AgentSession:
 @pytest.fixture
 def announced(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     frames: list[dict] = []
-    monkeypatch.setattr(announce, "_announcer", lambda: frames.append)
+    monkeypatch.setattr(announce, "_announcer", lambda: frames.extend)
     return frames
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sessions_app.bounded import ExpiringMap, LRUCache
+from sessions_app.bounded import ExpiringMap, LRUCache, SizedLRUCache
 
 
 def test_lru_cache_drops_the_least_recently_used_entry():
@@ -35,3 +35,57 @@ def test_expiring_map_is_bounded_in_size():
         counters.set(n, n)
     assert len(counters) == 3
     assert counters.get(9) == 9 and counters.get(0) is None
+
+
+def test_sized_lru_cache_holds_at_most_its_byte_budget():
+    cache: SizedLRUCache[str, bytes] = SizedLRUCache(maxsize=100, max_bytes=250, size_of=len)
+    for key in "abcdef":
+        cache.set(key, b"x" * 100)
+        assert cache.nbytes() <= 250
+    assert [k for k in "abcdef" if k in cache] == ["e", "f"]
+
+
+def test_sized_lru_cache_drops_the_least_recently_used_first():
+    cache: SizedLRUCache[str, bytes] = SizedLRUCache(maxsize=100, max_bytes=300, size_of=len)
+    for key in "abc":
+        cache.set(key, b"x" * 100)
+    assert cache.get("a") == b"x" * 100  # "b" is now the least recently used
+    cache.set("d", b"x" * 100)
+    assert [k for k in "abcd" if k in cache] == ["a", "c", "d"]
+
+
+def test_sized_lru_cache_does_not_keep_a_value_bigger_than_the_budget():
+    cache: SizedLRUCache[str, bytes] = SizedLRUCache(maxsize=100, max_bytes=250, size_of=len)
+    cache.set("small", b"x" * 10)
+    cache.set("big", b"x" * 10)
+    assert cache.set("big", b"x" * 251) is False
+    assert "big" not in cache  # its older, smaller value went too: it was out of date
+    assert "small" in cache  # nothing else was evicted for it
+
+
+def test_sized_lru_cache_weighs_entries_as_they_are_now():
+    # A cached value may grow after it was set (a history a running turn appends to).
+    grown = bytearray(b"x" * 100)
+    cache: SizedLRUCache[str, bytearray] = SizedLRUCache(maxsize=100, max_bytes=300, size_of=len)
+    cache.set("grows", grown)
+    cache.set("other", bytearray(b"x" * 100))
+    grown.extend(b"x" * 150)
+    cache.set("new", bytearray(b"x" * 10))
+    assert "grows" not in cache and cache.nbytes() <= 300
+
+
+def test_sized_lru_cache_is_also_bounded_in_entries():
+    cache: SizedLRUCache[int, bytes] = SizedLRUCache(maxsize=3, max_bytes=10**9, size_of=len)
+    for n in range(10):
+        cache.set(n, b"")
+    assert len(cache) == 3 and 9 in cache
+
+
+def test_sized_lru_cache_reads_a_callable_budget_at_each_set():
+    budget = [1000]
+    cache: SizedLRUCache[str, bytes] = SizedLRUCache(maxsize=100, max_bytes=lambda: budget[0], size_of=len)
+    cache.set("a", b"x" * 400)
+    cache.set("b", b"x" * 400)
+    budget[0] = 500
+    cache.set("c", b"x" * 10)
+    assert [k for k in "abc" if k in cache] == ["b", "c"]

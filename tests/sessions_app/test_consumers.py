@@ -698,20 +698,26 @@ async def test_a_failing_heartbeat_does_not_lose_the_lease(connect, settings, mo
     await client.close()
 
 
-async def test_a_cancel_accepted_during_the_last_step_still_ends_the_turn_cancelled(connect, monkeypatch):
-    real_store = services.assistant_step_store
+async def test_a_cancel_accepted_while_the_last_step_streams_ends_the_turn_cancelled(connect, monkeypatch):
+    """The last step's answer and the turn's end are one write: a cancel accepted before it (the
+    model's answer was on its way) ends the turn cancelled, with the answer kept; once it is
+    written, there is no turn left to cancel."""
+    real_store = services.assistant_step_store_last
 
-    def store_then_cancel(**kwargs):
-        stored = real_store(**kwargs)
+    def cancel_then_store(**kwargs):
         services.turn_cancel_request(session_id=kwargs["session_id"])  # the client's cancel lands now
-        return stored
+        return real_store(**kwargs)
 
-    monkeypatch.setattr(services, "assistant_step_store", store_then_cancel)
+    monkeypatch.setattr(services, "assistant_step_store_last", cancel_then_store)
     client = await connect()
     await client.create()
     await client.send({"type": "user.message", "content": "hello"})
     frames = await client.until("turn.completed")
     assert frames[-1]["stop_reason"] == "cancelled"
+    assert [f["type"] for f in frames].count("assistant.message") == 1
+    await client.send({"type": "turn.cancel", "request_id": "late"})
+    late = await client.until("error")
+    assert late[-1]["code"] == "no_turn_in_progress"
     await client.close()
 
 

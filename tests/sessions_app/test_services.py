@@ -17,7 +17,7 @@ from sessions_app.models import AgentSession, AgentToken, Message, SessionEvent,
 @pytest.fixture
 def announced(monkeypatch):
     frames: list[dict] = []
-    monkeypatch.setattr(announce, "_announcer", lambda: frames.append)
+    monkeypatch.setattr(announce, "_announcer", lambda: frames.extend)
     return frames
 
 
@@ -93,7 +93,7 @@ def test_announcement_waits_for_commit(session, announced, django_capture_on_com
 
 
 def test_failing_announcer_does_not_fail_the_write(session, monkeypatch, django_capture_on_commit_callbacks):
-    def broken(frame):
+    def broken(frames):
         raise ConnectionError("layer down")
 
     monkeypatch.setattr(announce, "_announcer", lambda: broken)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from unittest import mock
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -76,7 +77,9 @@ async def test_a_one_step_turn_runs_as_many_queries_at_400_messages_as_at_10(set
 async def test_a_one_step_turn_opens_no_savepoint_and_reads_no_counter_back(settings):
     """Its writes nest (the events inside the turn's start, the call's record inside the step's
     store) without a savepoint each, and every seq or position comes back from its increment
-    (`UPDATE ... RETURNING`): 45 statements where there were 62."""
+    (`UPDATE ... RETURNING`). Two transactions: the turn's start, then its one step stored with
+    the turn's end, each with one update of the session row (23 statements where there were 62,
+    then 45, then 30)."""
     settings.DEBUG = True
     settings.PALIMPSEST_TURN_LEASE_SECONDS = 600
     sql = await _turn_queries(10)
@@ -88,13 +91,14 @@ async def test_a_one_step_turn_opens_no_savepoint_and_reads_no_counter_back(sett
         for q in sql
         if q.startswith("UPDATE") and any(f"{c} = (" in q or f"{c} = {c}" in q for c in counters)
     ]
-    assert len(increments) == 6, increments  # 2 messages, 4 event writes
+    assert len(increments) == 2, increments  # one per transaction: its message and its events
     assert all("RETURNING" in q for q in increments), increments
     read_back = [
         q for q in sql if q.startswith("SELECT") and any(f'."{c[1:-1]}" AS {c}' in q for c in counters)
     ]
     assert read_back == []
-    assert len(sql) <= 45, len(sql)
+    assert len([q for q in sql if q.startswith("BEGIN")]) == 2
+    assert len(sql) <= 23, len(sql)
 
 
 async def test_a_one_step_turn_opens_no_connection_outside_the_database_threads(settings):
@@ -120,3 +124,61 @@ async def test_a_one_step_turn_opens_no_connection_outside_the_database_threads(
         connection_created.disconnect(created)
     outside = [name for name in opened if not name.startswith("palimpsest-db")]
     assert outside == []
+
+
+async def test_the_last_step_is_in_the_cached_history_before_its_turn_completed_is_announced(settings):
+    """The last step and the turn's end are one transaction: once it commits, the client may
+    start the next turn at once, in another database thread, from the same cached history. The
+    answer must be in that history by then, not appended by the ending turn under the new one."""
+    from sessions_app import announce
+    from sessions_app.engine import history
+
+    session = await sync_to_async(services.session_create)(owner=None, model="scripted")
+    seen: list[tuple[int, int]] = []
+    real = announce._announce
+
+    def watching(frames: list[dict]) -> None:
+        for frame in frames:
+            if frame["type"] == "turn.completed":
+                cached = history._histories.get(session.id)
+                seen.append((frame["seq"], cached.last_position if cached is not None else -1))
+        real(frames)
+
+    with mock.patch.object(announce, "_announce", watching):
+        await runner.turn_start(session_id=session.id, content="hello")
+        await runner.turns_wait_idle(timeout=60)
+    rows = Message.objects.filter(session_id=session.id).order_by("position").values_list("position", "role")
+    stored: list[tuple[int, str]] = await sync_to_async(lambda: list(rows))()
+    assert stored[-1][1] == "assistant"
+    assert [last for _, last in seen] == [stored[-1][0]]
+
+
+async def test_a_turns_heartbeats_share_one_connection(settings, monkeypatch):
+    """The lease is renewed every lease/3 seconds on the process's lease thread, whose connection
+    persists: not a new connection per renewal (on PostgreSQL, a new server backend each)."""
+    settings.PALIMPSEST_TURN_LEASE_SECONDS = 0.3  # a renewal every 0.1 s
+    settings.PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = 0.05  # a turn of about a second
+    beats = []
+    real = services.turn_heartbeat
+
+    def counted(**kwargs):
+        beats.append(threading.current_thread().name)
+        return real(**kwargs)
+
+    monkeypatch.setattr(services, "turn_heartbeat", counted)
+    session = await sync_to_async(services.session_create)(owner=None, model="scripted")
+    opened: list[str] = []
+
+    def created(sender, connection, **kwargs) -> None:
+        opened.append(threading.current_thread().name)
+
+    connection_created.connect(created)
+    try:
+        # Echoed back in pieces of about 48 characters, one every 0.05 s.
+        await runner.turn_start(session_id=session.id, content="word " * 200)
+        await runner.turns_wait_idle(timeout=60)
+    finally:
+        connection_created.disconnect(created)
+    assert len(beats) >= 3, beats
+    assert {name.rsplit("_", 1)[0] for name in beats} == {"palimpsest-lease"}
+    assert len([name for name in opened if name.startswith("palimpsest-lease")]) <= 1

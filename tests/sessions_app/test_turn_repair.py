@@ -23,7 +23,7 @@ from tests.sessions_app.test_services import _call_data
 @pytest.fixture
 def announced(monkeypatch):
     frames: list[dict] = []
-    monkeypatch.setattr(announce, "_announcer", lambda: frames.append)
+    monkeypatch.setattr(announce, "_announcer", lambda: frames.extend)
     return frames
 
 

@@ -1,0 +1,196 @@
+"""The statements every turn runs, written once per shape instead of compiled by the ORM per call.
+
+A one-step turn writes a dozen rows and reads and locks its session twice. Through the ORM each
+statement is a queryset built, resolved and compiled to SQL before the database sees it: about
+a quarter of a millisecond of Python apiece, most of a turn's server work (issue 12's profile).
+Here the SQL of each shape (a model's insert of n rows, the session row's read, an update of the
+session row that adds to counters and reads them back) is built once from the models' metadata
+and cached; values still go through each field's own `get_db_prep_save` and come back through
+the backend's and the field's converters, exactly as the ORM would send and read them.
+
+Rows are inserted without signals (the models here have no receivers) and without reading back
+an auto-increment primary key: callers use these for rows they do not refer to by `pk`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Any, TypeVar
+
+from django.db import connection
+from django.db.models import AutoField, BigAutoField, Field, Model, SmallAutoField
+
+M = TypeVar("M", bound=Model)
+
+
+def _insertable(model: type[Model]) -> list[Field]:
+    return [
+        f
+        for f in model._meta.concrete_fields
+        if not isinstance(f, (AutoField, BigAutoField, SmallAutoField))  # the database numbers them
+    ]
+
+
+def _column(field: Field) -> str:
+    assert field.column, field
+    return field.column
+
+
+@cache
+def _insert_sql(model: type[Model], rows: int, vendor: str) -> tuple[str, list[Field]]:
+    fields = _insertable(model)
+    qn = connection.ops.quote_name
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    columns = ", ".join(qn(_column(f)) for f in fields)
+    return f"INSERT INTO {qn(model._meta.db_table)} ({columns}) VALUES {', '.join([row] * rows)}", fields
+
+
+def objects_insert(objects: Sequence[Model]) -> None:
+    """Insert `objects` (instances of one model, built but not saved) in one statement."""
+    if not objects:
+        return
+    sql, fields = _insert_sql(type(objects[0]), len(objects), connection.vendor)
+    params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for obj in objects for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+    for obj in objects:
+        obj._state.adding = False
+        obj._state.db = connection.alias
+
+
+def _converters(table: str, fields: list[Field]) -> list[tuple[Any, list[Any]]]:
+    """Each field's column and the converters its values go through when read (the backend's,
+    then the field's own), as the ORM's compiler applies them."""
+    converters = []
+    for field in fields:
+        column = field.get_col(table)
+        converters.append(
+            (column, connection.ops.get_db_converters(column) + column.get_db_converters(connection))
+        )
+    return converters
+
+
+def _converted(row: Sequence[Any], converters: list[tuple[Any, list[Any]]]) -> list[Any]:
+    values = []
+    for value, (expression, field_converters) in zip(row, converters, strict=True):
+        for converter in field_converters:
+            value = converter(value, expression, connection)
+        values.append(value)
+    return values
+
+
+@cache
+def _select_sql(
+    model: type[Model], lock: bool, vendor: str, names: tuple[str, ...] | None = None
+) -> tuple[str, list[Field], list[tuple[Any, list[Any]]]]:
+    if names is None:
+        fields = list(model._meta.concrete_fields)
+    else:
+        fields = [model._meta.get_field(name) for name in names]  # type: ignore[misc]
+    qn = connection.ops.quote_name
+    table = model._meta.db_table
+    columns = ", ".join(qn(_column(f)) for f in fields)
+    pk = model._meta.pk
+    assert pk is not None
+    sql = f"SELECT {columns} FROM {qn(table)} WHERE {qn(_column(pk))} = %s"
+    if lock and connection.features.has_select_for_update:
+        sql += " FOR UPDATE"
+    return sql, fields, _converters(table, fields)
+
+
+def object_get(model: type[M], pk: Any, *, lock: bool = False, only: tuple[str, ...] | None = None) -> M:
+    """`model.objects.get(pk=pk)` (`select_for_update()` with `lock`: on SQLite the transaction's
+    own write lock, as the ORM does; `.only(*only)` with `only`, which must name the key);
+    `model.DoesNotExist` when there is no such row."""
+    if only is not None:  # `from_db` takes a partial row in the model's field order
+        order = {f.attname: i for i, f in enumerate(model._meta.concrete_fields)}
+        only = tuple(sorted(only, key=lambda name: order[model._meta.get_field(name).attname]))  # type: ignore[union-attr]
+    fields, values = _row_get(model, pk, lock, only)
+    return model.from_db(connection.alias, [f.attname for f in fields], values)
+
+
+def values_get(model: type[Model], pk: Any, names: tuple[str, ...]) -> tuple[Any, ...]:
+    """`model.objects.filter(pk=pk).values_list(*names).get()`; `model.DoesNotExist` when there
+    is no such row."""
+    return tuple(_row_get(model, pk, False, names)[1])
+
+
+def _row_get(
+    model: type[Model], pk: Any, lock: bool, names: tuple[str, ...] | None
+) -> tuple[list[Field], list[Any]]:
+    sql, fields, converters = _select_sql(model, lock, connection.vendor, names)
+    assert model._meta.pk is not None
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [model._meta.pk.get_db_prep_value(pk, connection)])
+        row = cursor.fetchone()
+    if row is None:
+        raise model.DoesNotExist(f"no {model._meta.object_name} {pk}")  # type: ignore[attr-defined]
+    return fields, _converted(row, converters)
+
+
+@cache
+def _update_sql(model: type[Model], names: tuple[str, ...], vendor: str) -> tuple[str, list[Field]]:
+    qn = connection.ops.quote_name
+    fields = [model._meta.get_field(name) for name in names]
+    assert all(isinstance(f, Field) for f in fields)
+    pk = model._meta.pk
+    assert pk is not None
+    sets = ", ".join(f"{qn(_column(f))} = %s" for f in fields)  # type: ignore[arg-type]
+    return f"UPDATE {qn(model._meta.db_table)} SET {sets} WHERE {qn(_column(pk))} = %s", fields  # type: ignore[return-value]
+
+
+def object_update(model: type[Model], pk: Any, **assign: Any) -> int:
+    """`model.objects.filter(pk=pk).update(**assign)` (plain values only); the rows changed."""
+    sql, fields = _update_sql(model, tuple(assign), connection.vendor)
+    assert model._meta.pk is not None
+    params = [f.get_db_prep_save(value, connection) for f, value in zip(fields, assign.values(), strict=True)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, model._meta.pk.get_db_prep_value(pk, connection)])
+        return cursor.rowcount
+
+
+OPERATORS = frozenset({"=", "<", "<=", ">", ">=", "!="})
+
+
+@cache
+def _where_sql(
+    model: type[Model],
+    names: tuple[str, ...],
+    where: tuple[tuple[str, str], ...],
+    order_by: str | None,
+    vendor: str,
+) -> tuple[str, list[Field], list[tuple[Any, list[Any]]]]:
+    qn = connection.ops.quote_name
+    table = model._meta.db_table
+    fields: list[Field] = [model._meta.get_field(name) for name in names]  # type: ignore[misc]
+    conditions = []
+    for name, op in where:
+        assert op in OPERATORS, op
+        conditions.append(f"{qn(_column(model._meta.get_field(name)))} {op} %s")  # type: ignore[arg-type]
+    columns = ", ".join(qn(_column(f)) for f in fields)
+    sql = f"SELECT {columns} FROM {qn(table)} WHERE {' AND '.join(conditions)}"
+    if order_by is not None:
+        sql += f" ORDER BY {qn(_column(model._meta.get_field(order_by)))}"  # type: ignore[arg-type]
+    return sql, fields, _converters(table, fields)
+
+
+def values_where(
+    model: type[Model],
+    names: tuple[str, ...],
+    where: tuple[tuple[str, str], ...],
+    params: Sequence[Any],
+    *,
+    order_by: str | None = None,
+) -> list[tuple[Any, ...]]:
+    """`model.objects.filter(...).order_by(order_by).values_list(*names)`, the filter being each
+    `(field, operator)` of `where` compared with its value in `params`, all of them ANDed."""
+    sql, _, converters = _where_sql(model, names, where, order_by, connection.vendor)
+    prepared = [
+        model._meta.get_field(name).get_db_prep_value(value, connection)  # type: ignore[union-attr]
+        for (name, _), value in zip(where, params, strict=True)
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, prepared)
+        rows = cursor.fetchall()
+    return [tuple(_converted(row, converters)) for row in rows]

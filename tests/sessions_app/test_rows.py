@@ -1,0 +1,94 @@
+"""The step path's SQL built once per shape (`services/rows.py`) reads and writes rows exactly as
+the ORM does: the same values come back through the ORM, and the ORM's rows come back the same
+through it (keys, UUIDs, JSON, datetimes, a partial row)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.utils import timezone
+
+from sessions_app import services
+from sessions_app.models import AgentSession, Message, SessionEvent, Turn
+from sessions_app.services.rows import object_get, object_update, objects_insert, values_get, values_where
+
+pytestmark = pytest.mark.django_db
+
+
+def test_rows_inserted_read_back_through_the_orm_as_they_were_given():
+    session = services.session_create(owner=None, model="scripted")
+    turn = Turn(id=uuid.uuid4(), session_id=session.id)
+    content = [{"type": "text", "text": 'é \u2603 "quoted"'}]
+    objects_insert([turn])
+    objects_insert(
+        [
+            Message(session_id=session.id, position=p, epoch=0, role="user", content=content, turn_id=turn.id)
+            for p in range(3)
+        ]
+    )
+    stored = list(Message.objects.filter(session_id=session.id).order_by("position"))
+    assert [(m.position, m.content, m.turn_id) for m in stored] == [(p, content, turn.id) for p in range(3)]
+    assert Turn.objects.get(pk=turn.id).started_at == turn.started_at
+    objects_insert([])  # nothing to insert: no statement
+
+
+def test_a_row_read_by_key_equals_the_orms_and_a_partial_row_defers_the_rest():
+    session = services.session_create(owner=None, model="scripted", settings={"notepad": {"enabled": True}})
+    AgentSession.objects.filter(pk=session.id).update(notepad="note", lease_expires_at=timezone.now())
+    orm = AgentSession.objects.get(pk=session.id)
+    raw = object_get(AgentSession, session.id, lock=False)
+    assert {f.attname: getattr(raw, f.attname) for f in AgentSession._meta.concrete_fields} == {
+        f.attname: getattr(orm, f.attname) for f in AgentSession._meta.concrete_fields
+    }
+    partial = object_get(AgentSession, str(session.id), only=("token_ratio", "id", "cancel_requested"))
+    assert (partial.pk, partial.token_ratio, partial.cancel_requested) == (orm.pk, orm.token_ratio, False)
+    assert partial.get_deferred_fields() >= {"notepad", "settings"}
+    assert values_get(AgentSession, session.id, ("notepad_version", "notepad")) == (
+        orm.notepad_version,
+        "note",
+    )
+    with pytest.raises(AgentSession.DoesNotExist):
+        object_get(AgentSession, uuid.uuid4())
+
+
+def test_a_row_updated_by_key_reads_back_through_the_orm():
+    session = services.session_create(owner=None, model="scripted")
+    turn = Turn.objects.create(session=session)
+    when = timezone.now()
+    assert object_update(Turn, turn.id, ended_at=when, stop_reason="end_turn", steps=2) == 1
+    turn.refresh_from_db()
+    assert (turn.ended_at, turn.stop_reason, turn.steps) == (when, "end_turn", 2)
+    assert object_update(Turn, uuid.uuid4(), steps=1) == 0
+
+
+def test_events_inserted_with_seqs_the_caller_allocated():
+    session = services.session_create(owner=None, model="scripted")
+    last = services.counters.session_update(session.id, add={"last_seq": 2})["last_seq"]
+    services.events.events_insert(session_id=session.id, last_seq=last, events=[("a", {"x": 1}), ("b", {})])
+    assert list(SessionEvent.objects.filter(session_id=session.id).values_list("seq", "type", "payload")) == [
+        (1, "a", {"x": 1}),
+        (2, "b", {}),
+    ]
+
+
+def test_rows_selected_by_conditions_equal_the_orms():
+    session = services.session_create(owner=None, model="scripted")
+    for position, epoch in [(0, 0), (1, 1), (2, 1), (3, 1)]:
+        Message.objects.create(
+            session=session, position=position, epoch=epoch, role="user", content=[{"t": position}]
+        )
+    names = ("position", "content", "created_at", "turn_id")
+    raw = values_where(
+        Message,
+        names,
+        (("session_id", "="), ("epoch", "="), ("position", ">")),
+        (session.id, 1, 1),
+        order_by="position",
+    )
+    orm = (
+        Message.objects.filter(session=session, epoch=1, position__gt=1)
+        .order_by("position")
+        .values_list(*names)
+    )
+    assert raw == list(orm) and [r[0] for r in raw] == [2, 3]
