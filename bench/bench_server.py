@@ -120,6 +120,12 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU time so far (user + system, all threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Client:
     """One agent websocket attached to one session."""
 
@@ -138,6 +144,10 @@ class Client:
             open_timeout=60,
             ping_interval=None,
         )
+        await self.create_session()
+
+    async def create_session(self) -> None:
+        """A new session, attached to this connection instead of the one it had."""
         await self.ws.send(json.dumps({"type": "session.create", "model": MODEL}))
         while True:
             frame = json.loads(await self.ws.recv())
@@ -180,21 +190,25 @@ def servers_start(env: dict[str, str], processes: int, folder: Path, fake: FakeP
 
 async def step_works(
     env: dict[str, str], folder: Path, fake: FakeProcess, histories: list[int], turns: int, warmup: int
-) -> dict[int, tuple[list[float], list[float]]]:
-    """Per history size: the server work (ms) of each measured one-step turn and the fake's own
-    time (ms) of its call, through one daphne against `fake` (which must answer at once)."""
+) -> dict[int, tuple[list[float], list[float], float]]:
+    """Per history size: the server work (ms) of each measured one-step turn, the fake's own
+    time (ms) of its call, and the daphne process's CPU time per turn (ms, all its threads),
+    through one daphne against `fake` (which must answer at once)."""
     from asgiref.sync import sync_to_async
 
     token = await sync_to_async(token_create)()
     servers = servers_start(env, 1, folder, fake)
-    results: dict[int, tuple[list[float], list[float]]] = {}
+    results: dict[int, tuple[list[float], list[float], float]] = {}
     try:
         for history in histories:
             client = Client(servers[0].ws_url, token)
             await client.open()
             await sync_to_async(history_fill)(client.session_id, history, context_window=10_000_000)
             works, fakes = [], []
+            pid = servers[0].process.pid if servers[0].process is not None else 0
             for index in range(warmup + turns):
+                if index == warmup:
+                    cpu_before = cpu_seconds(pid)
                 fake.spans()
                 times = await client.turn(f"go {index}")
                 spans = fake.spans()
@@ -204,8 +218,9 @@ async def step_works(
                 handled = spans[0][1] - spans[0][0]
                 fakes.append(handled * 1000)
                 works.append((times["done"] - times["sent"] - handled) * 1000)
+            cpu = (cpu_seconds(pid) - cpu_before) * 1000 / turns
             await client.close()
-            results[history] = (works, fakes)
+            results[history] = (works, fakes, cpu)
     finally:
         for server in servers:
             server.stop()
@@ -218,12 +233,13 @@ async def step_bench(args: argparse.Namespace, env: dict[str, str], folder: Path
         results = await step_works(env, folder, fake, args.history, args.turns, args.warmup)
     finally:
         fake.stop()
-    for history, (works, fakes) in results.items():
+    for history, (works, fakes, cpu) in results.items():
         print(
             f"history {history:>6,} messages: server work per one-step turn "
             f"median {statistics.median(works):.1f} ms "
             f"(quartiles {percentile(works, 0.25):.1f}-{percentile(works, 0.75):.1f}, "
-            f"{len(works)} turns); the fake's own time median {statistics.median(fakes):.1f} ms",
+            f"{len(works)} turns), daphne CPU {cpu:.1f} ms per turn; "
+            f"the fake's own time median {statistics.median(fakes):.1f} ms",
             flush=True,
         )
     sizes = list(results)
@@ -292,7 +308,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("mode", choices=["step", "concurrency"])
     parser.add_argument("--history", type=int, nargs="+", default=[100, 10_000])
-    parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--sessions", type=int, default=500)
     parser.add_argument("--latency", type=float, default=1.0)
