@@ -24,6 +24,7 @@ from django.utils import timezone
 from memory_app.observations import prompts
 from memory_app.observations.content import iter_lines
 from memory_app.observations.models import Observation, ObservationChunk
+from sessions_app.services.rows import values_where
 
 SCOPE_TURN = "turn"
 SCOPE_SESSION = "session"
@@ -53,8 +54,23 @@ def observations_in_scope(
     return qs.filter(Q(turn_id=turn_id) | Q(session_scope=True)) if scope == SCOPE_TURN else qs
 
 
+LIVE_OF_SESSION = (("session_id", "="), ("expires_at", ">"))
+
+
 def observations_in_scope_exist(*, session_id: uuid.UUID, turn_id: uuid.UUID, scope: str) -> bool:
-    return observations_in_scope(session_id=session_id, turn_id=turn_id, scope=scope).exists()
+    """Whether `observations_in_scope` has any. Every step asks it (the read tool is offered
+    only then): SQL built once (`values_where`), the `OR` of scope `turn` as two lookups."""
+    now = timezone.now()
+    if scope != SCOPE_TURN:
+        return bool(values_where(Observation, ("id",), LIVE_OF_SESSION, (session_id, now), limit=1))
+    return bool(
+        values_where(
+            Observation, ("id",), (*LIVE_OF_SESSION, ("turn_id", "=")), (session_id, now, turn_id), limit=1
+        )
+        or values_where(
+            Observation, ("id",), (*LIVE_OF_SESSION, ("session_scope", "=")), (session_id, now, True), limit=1
+        )
+    )
 
 
 def observation_get_for_read(

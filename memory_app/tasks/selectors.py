@@ -8,6 +8,7 @@ from collections.abc import Collection
 from memory_app.tasks.models import Task, TaskStatus
 from memory_app.tasks.prompts import TASK_RECORD
 from sessions_app.engine.features import HistoryView
+from sessions_app.services.rows import values_where
 
 
 def task_open_get(*, session_id: uuid.UUID) -> Task | None:
@@ -29,13 +30,24 @@ def tasks_history_view(session_id: uuid.UUID, epoch: int, results: Collection[st
     not in the epoch (a compaction happened inside the task)."""
     hidden: set[str] = set()
     replacements: dict[str, str] = {}
-    ended = Task.objects.filter(session_id=session_id, status=TaskStatus.ENDED).only(
-        "name", "summary", "collapsed_messages", "begin_tool_use_id", "end_tool_use_id", "hidden_tool_use_ids"
+    # Every step's history asks this: SQL built once (`values_where`), rows not made into models.
+    ended = values_where(
+        Task,
+        (
+            "name",
+            "summary",
+            "collapsed_messages",
+            "begin_tool_use_id",
+            "end_tool_use_id",
+            "hidden_tool_use_ids",
+        ),
+        (("session_id", "="), ("status", "=")),
+        (session_id, TaskStatus.ENDED),
     )
-    for task in ended:
-        hidden.update(task.hidden_tool_use_ids)
-        at = task.begin_tool_use_id if task.begin_tool_use_id in results else task.end_tool_use_id
-        replacements[at] = task_record_text(task)
+    for name, summary, collapsed, begin_id, end_id, hidden_ids in ended:
+        hidden.update(hidden_ids)
+        at = begin_id if begin_id in results else end_id
+        replacements[at] = TASK_RECORD.format(name=name, summary=summary, count=collapsed)
     return HistoryView(frozenset(hidden), replacements)
 
 

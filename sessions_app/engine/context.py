@@ -28,7 +28,7 @@ from sessions_app.engine.prepared import (  # re-exported: they lived here first
     canonical_json,
 )
 from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tokens import estimate_json_tokens, estimate_text_tokens
+from sessions_app.engine.tokens import estimate_text_tokens, json_text
 from sessions_app.engine.tools import ToolSpec
 
 __all__ = [
@@ -101,7 +101,8 @@ def section_name(section: ContextSection) -> str:
     return str(getattr(section, "name", type(section).__name__))
 
 
-# Stable texts (the session's system prompt and the guidance) whose tokens this process keeps.
+# Stable texts (the session's system prompt and the guidance, the tools' definitions) whose
+# tokens this process keeps.
 STABLE_TOKENS_CACHE_TEXTS = 256
 _stable_tokens: LRUCache[bytes, int] = LRUCache(STABLE_TOKENS_CACHE_TEXTS)
 # Requests are built in the engine's database threads, several at once.
@@ -223,7 +224,8 @@ def build_request(
     breakdown = {
         "system": _stable_text_tokens(static_text) if static_text else 0,
         "dynamic_system": dynamic_tokens,
-        "tools": estimate_json_tokens(tools) if tools else 0,
+        # The tools' definitions are the same call after call: counted once per distinct JSON.
+        "tools": _stable_text_tokens(json_text(tools)) if tools else 0,
         "history": prepared.token_total,
         "transient": transient_tokens,
     }

@@ -23,6 +23,7 @@ from sessions_app import selectors
 from sessions_app.bounded import SizedLRUCache
 from sessions_app.engine.context import HistoryView, PreparedHistory, StoredMessage
 from sessions_app.models import MaskedResult
+from sessions_app.services.rows import count_where, values_where
 
 HISTORY_CACHE_SESSIONS = 64
 
@@ -56,9 +57,7 @@ def history_for(session_id: uuid.UUID, epoch: int) -> PreparedHistory:
         history = _histories.get(session_id)
     if history is None or history.epoch != epoch:
         masks = dict(
-            MaskedResult.objects.filter(session_id=session_id, epoch=epoch).values_list(
-                "tool_use_id", "placeholder"
-            )
+            values_where(MaskedResult, ("tool_use_id", "placeholder"), MASKS_OF_EPOCH, (session_id, epoch))
         )
         stored = [
             StoredMessage(m.position, m.role, m.content, m.token_estimate)
@@ -68,16 +67,7 @@ def history_for(session_id: uuid.UUID, epoch: int) -> PreparedHistory:
         history = PreparedHistory(stored, epoch=epoch, masks=masks, view=view)
         history_remember(session_id, history)
         return history
-    # Masks written by another process since this history was cached.
-    for tool_use_id, placeholder in (
-        MaskedResult.objects.filter(session_id=session_id, epoch=epoch)
-        .exclude(tool_use_id__in=list(history.masks))
-        .values_list("tool_use_id", "placeholder")
-    ):
-        if tool_use_id in history.result_at:
-            history.mask(tool_use_id, placeholder)
-        else:
-            history.masks[tool_use_id] = placeholder
+    _masks_catch_up(session_id, history)
     newer = selectors.session_messages_after(
         session_id=session_id, epoch=epoch, after_position=history.last_position
     )
@@ -86,6 +76,28 @@ def history_for(session_id: uuid.UUID, epoch: int) -> PreparedHistory:
     history_view_refresh(session_id, history)
     history_remember(session_id, history)
     return history
+
+
+MASKS_OF_EPOCH = (("session_id", "="), ("epoch", "="))
+
+
+def _masks_catch_up(session_id: uuid.UUID, history: PreparedHistory) -> None:
+    """Apply the masks written by another process since `history` was cached. A history holds
+    only masks already stored (this process masks after the write commits), a tool result is
+    masked at most once per epoch (a unique constraint) and masks are never removed within an
+    epoch: so the same count means the same masks, and the usual turn reads one number."""
+    params = (session_id, history.epoch)
+    if count_where(MaskedResult, MASKS_OF_EPOCH, params) == len(history.masks):
+        return
+    for tool_use_id, placeholder in values_where(
+        MaskedResult, ("tool_use_id", "placeholder"), MASKS_OF_EPOCH, params
+    ):
+        if tool_use_id in history.masks:
+            continue
+        if tool_use_id in history.result_at:
+            history.mask(tool_use_id, placeholder)
+        else:
+            history.masks[tool_use_id] = placeholder
 
 
 def history_view(session_id: uuid.UUID, epoch: int, stored: Sequence[StoredMessage]) -> HistoryView:

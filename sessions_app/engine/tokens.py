@@ -28,8 +28,13 @@ def estimate_text_tokens(text: str) -> int:
     return len(encoding.encode(text, disallowed_special=()))
 
 
+def json_text(value: Any) -> str:
+    """A JSON value as `estimate_json_tokens` counts it (compact, not ASCII-escaped)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def estimate_json_tokens(value: Any) -> int:
     """Tokens of a JSON value (message content, a tool definition) as it travels in a request."""
     if isinstance(value, str):
         return estimate_text_tokens(value)
-    return estimate_text_tokens(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    return estimate_text_tokens(json_text(value))

@@ -159,8 +159,10 @@ def _where_sql(
     names: tuple[str, ...],
     where: tuple[tuple[str, str], ...],
     order_by: str | None,
+    limit: int | None,
     vendor: str,
 ) -> tuple[str, list[Field], list[tuple[Any, list[Any]]]]:
+    """`names` empty: `SELECT COUNT(*)`."""
     qn = connection.ops.quote_name
     table = model._meta.db_table
     fields: list[Field] = [model._meta.get_field(name) for name in names]  # type: ignore[misc]
@@ -168,11 +170,20 @@ def _where_sql(
     for name, op in where:
         assert op in OPERATORS, op
         conditions.append(f"{qn(_column(model._meta.get_field(name)))} {op} %s")  # type: ignore[arg-type]
-    columns = ", ".join(qn(_column(f)) for f in fields)
+    columns = ", ".join(qn(_column(f)) for f in fields) if fields else "COUNT(*)"
     sql = f"SELECT {columns} FROM {qn(table)} WHERE {' AND '.join(conditions)}"
     if order_by is not None:
         sql += f" ORDER BY {qn(_column(model._meta.get_field(order_by)))}"  # type: ignore[arg-type]
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
     return sql, fields, _converters(table, fields)
+
+
+def _where_params(model: type[Model], where: tuple[tuple[str, str], ...], params: Sequence[Any]) -> list[Any]:
+    return [
+        model._meta.get_field(name).get_db_prep_value(value, connection)  # type: ignore[union-attr]
+        for (name, _), value in zip(where, params, strict=True)
+    ]
 
 
 def values_where(
@@ -182,15 +193,22 @@ def values_where(
     params: Sequence[Any],
     *,
     order_by: str | None = None,
+    limit: int | None = None,
 ) -> list[tuple[Any, ...]]:
-    """`model.objects.filter(...).order_by(order_by).values_list(*names)`, the filter being each
-    `(field, operator)` of `where` compared with its value in `params`, all of them ANDed."""
-    sql, _, converters = _where_sql(model, names, where, order_by, connection.vendor)
-    prepared = [
-        model._meta.get_field(name).get_db_prep_value(value, connection)  # type: ignore[union-attr]
-        for (name, _), value in zip(where, params, strict=True)
-    ]
+    """`model.objects.filter(...).order_by(order_by).values_list(*names)[:limit]`, the filter
+    being each `(field, operator)` of `where` compared with its value in `params`, all of them
+    ANDed."""
+    assert names, "values_where reads at least one field (count_where counts)"
+    sql, _, converters = _where_sql(model, names, where, order_by, limit, connection.vendor)
     with connection.cursor() as cursor:
-        cursor.execute(sql, prepared)
+        cursor.execute(sql, _where_params(model, where, params))
         rows = cursor.fetchall()
     return [tuple(_converted(row, converters)) for row in rows]
+
+
+def count_where(model: type[Model], where: tuple[tuple[str, str], ...], params: Sequence[Any]) -> int:
+    """`model.objects.filter(...).count()`, the filter as `values_where`'s."""
+    sql, _, _ = _where_sql(model, (), where, None, None, connection.vendor)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, _where_params(model, where, params))
+        return int(cursor.fetchone()[0])

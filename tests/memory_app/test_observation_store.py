@@ -23,6 +23,7 @@ from memory_app.observations.selectors import (
     observation_get_for_read,
     observation_read_lines,
     observation_slice,
+    observations_in_scope,
     observations_in_scope_exist,
 )
 from memory_app.observations.services import observation_create, observations_gc
@@ -190,6 +191,29 @@ def test_scope_holds_only_live_observations(turn: Turn) -> None:
     assert not observations_in_scope_exist(session_id=turn.session_id, turn_id=turn.id, scope="turn")
     store(turn, TEXT)
     assert observations_in_scope_exist(session_id=turn.session_id, turn_id=turn.id, scope="turn")
+
+
+@pytest.mark.parametrize("scope", ["turn", "session"])
+def test_whether_any_is_in_scope_agrees_with_the_scopes_query(turn: Turn, scope: str) -> None:
+    """The every-step check (SQL built once) against `observations_in_scope` (the ORM): another
+    turn's, a masked one's (readable from any turn), an expired one."""
+    other_turn = Turn.objects.create(session_id=turn.session_id).id
+
+    def agree() -> bool:
+        exists = observations_in_scope_exist(session_id=turn.session_id, turn_id=other_turn, scope=scope)
+        query = observations_in_scope(session_id=turn.session_id, turn_id=other_turn, scope=scope)
+        assert exists == query.exists()
+        return exists
+
+    assert not agree()
+    store(turn, TEXT, now=timezone.now() - timedelta(hours=2))  # expired
+    assert not agree()
+    made = store(turn, TEXT)  # live, of the fixture's turn
+    assert agree() == (scope == "session")
+    Observation.objects.filter(pk=made.pk).update(session_scope=True)  # masked: any turn reads it
+    assert agree()
+    Observation.objects.filter(pk=made.pk).update(session_scope=False, turn_id=other_turn)
+    assert agree()
 
 
 def test_gc_drops_the_content_of_expired_observations_only(turn: Turn) -> None:

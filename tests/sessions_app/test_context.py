@@ -308,3 +308,19 @@ def test_a_sections_guidance_counts_in_the_system_prompt_not_under_its_name():
     )
     assert built.sections["memo"] == 0
     assert built.breakdown["system"] >= 50
+
+
+def test_the_tools_tokens_are_those_of_their_json_as_sent_and_follow_a_change():
+    from sessions_app.engine.tokens import estimate_json_tokens
+
+    tool = {"name": "lookup", "description": "Find a word.", "input_schema": {"type": "object"}}
+    first = build_request(
+        session=snapshot(client_tools=[tool]), history=[], server_tools=[], max_tokens=1, sections=[]
+    )
+    assert first.breakdown["tools"] == estimate_json_tokens([{**tool, "cache_control": CC}])
+    longer = {**tool, "description": "Find a word in the dictionary, with its senses. " * 20}
+    second = build_request(
+        session=snapshot(client_tools=[longer]), history=[], server_tools=[], max_tokens=1, sections=[]
+    )
+    assert second.breakdown["tools"] == estimate_json_tokens([{**longer, "cache_control": CC}])
+    assert second.breakdown["tools"] > first.breakdown["tools"] + 100

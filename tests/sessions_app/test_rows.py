@@ -11,7 +11,14 @@ from django.utils import timezone
 
 from sessions_app import services
 from sessions_app.models import AgentSession, Message, SessionEvent, Turn
-from sessions_app.services.rows import object_get, object_update, objects_insert, values_get, values_where
+from sessions_app.services.rows import (
+    count_where,
+    object_get,
+    object_update,
+    objects_insert,
+    values_get,
+    values_where,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -92,3 +99,18 @@ def test_rows_selected_by_conditions_equal_the_orms():
         .values_list(*names)
     )
     assert raw == list(orm) and [r[0] for r in raw] == [2, 3]
+
+
+def test_rows_limited_and_counted_equal_the_orms():
+    session = services.session_create(owner=None, model="scripted")
+    for position in range(5):
+        Message.objects.create(session=session, position=position, epoch=0, role="user", content=[])
+    where = (("session_id", "="), ("position", ">="))
+    first_two = values_where(Message, ("position",), where, (session.id, 1), order_by="position", limit=2)
+    assert first_two == [(1,), (2,)]
+    assert (
+        count_where(Message, where, (session.id, 1))
+        == Message.objects.filter(session=session, position__gte=1).count()
+        == 4
+    )
+    assert count_where(Message, where, (uuid.uuid4(), 0)) == 0
