@@ -12,13 +12,20 @@ is dropped, and its channel leaves its groups), at most `clean_interval` later.
 Channels' cleaning also leaves a group behind, empty, once its last member was dropped that way
 (only `group_discard` deletes empty groups): one empty entry per session whose last follower
 stopped reading, for the life of the process. Cleaning here deletes them too.
+
+Its group send made a task per member and awaited them with `as_completed`, though the
+in-memory `send` never waits (a full queue raises at once): a tenth of the CPU a one-step turn
+spends outside its database work and model call. Here the members are sent to one after
+another, a full one skipped as before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
+from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
 
 
@@ -36,3 +43,12 @@ class ThrottledInMemoryChannelLayer(InMemoryChannelLayer):
         super()._clean_expired()
         for group in [name for name, members in self.groups.items() if not members]:
             del self.groups[group]
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        assert isinstance(message, dict), "Message is not a dict"
+        self.require_valid_group_name(group)
+        self._clean_expired()
+        for channel in list(self.groups.get(group, ())):
+            # As Channels: a member that reads nothing does not hold up the others.
+            with contextlib.suppress(ChannelFull):
+                await self.send(channel, message)

@@ -58,3 +58,17 @@ async def test_a_group_left_empty_by_the_cleaning_is_deleted():
     await asyncio.sleep(0.2)  # past the expiry and the interval
     await layer.group_send("other", {"type": "cleans"})
     assert "session.gone" not in layer.groups
+
+
+async def test_a_group_send_reaches_every_member_past_a_full_one_with_its_own_copy():
+    layer = ThrottledInMemoryChannelLayer(capacity=1)
+    full, reader = await layer.new_channel(), await layer.new_channel()
+    for channel in (full, reader):
+        await layer.group_add("session", channel)
+    await layer.send(full, {"type": "filler"})  # `full` is at its capacity
+    message = {"type": "event", "payload": {"n": 1}}
+    await layer.group_send("session", message)
+    received = await layer.receive(reader)
+    assert received == message and received is not message  # a copy of its own
+    assert (await layer.receive(full))["type"] == "filler"  # the event was dropped for it only
+    await layer.group_send("nobody", {"type": "event"})  # an unknown group: nothing, no error
