@@ -191,6 +191,9 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {
         "palimpsest": {"handlers": ["console"], "level": os.environ.get("PALIMPSEST_LOG_LEVEL", "INFO")},
+        # The anthropic SDK's HTTP client logs a line at INFO for every model call (daphne's log
+        # level is INFO): a line and a few percent of a turn's CPU each time, for nothing.
+        "httpx2": {"level": os.environ.get("PALIMPSEST_HTTP_LOG_LEVEL", "WARNING")},
     },
 }
 

@@ -479,3 +479,21 @@ def test_the_answer_is_put_together_from_the_raw_events_as_the_api_returns_it_wh
     ]
     assert attempt.message["usage"] == {"input_tokens": 7, "output_tokens": 9}
     assert attempt.message["stop_reason"] == "tool_use"
+
+
+async def test_a_model_call_writes_no_log_line_of_the_http_client(fake_anthropic, caplog):
+    """daphne logs at INFO; the SDK's HTTP client would add a line for every model call."""
+    import logging
+
+    caplog.set_level(logging.INFO)
+    fake_anthropic.enqueue(text("quiet"))
+    response = await _fast_provider(fake_anthropic.url).complete(BODY)
+    assert response.content == [{"type": "text", "text": "quiet"}]
+    assert [r for r in caplog.records if r.name.startswith("httpx")] == []
+    logging.getLogger("httpx2").setLevel(logging.INFO)  # what the setting prevents
+    try:
+        fake_anthropic.enqueue(text("loud"))
+        await _fast_provider(fake_anthropic.url).complete(BODY)
+    finally:
+        logging.getLogger("httpx2").setLevel(logging.WARNING)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("httpx")] != []
