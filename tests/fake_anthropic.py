@@ -126,6 +126,7 @@ class RecordedRequest:
     # (concurrent calls overlap: one starts before the other ends).
     started: float = 0.0
     ended: float = 0.0
+    raw: bytes = b""  # the body's bytes as they arrived
 
 
 @lru_cache(maxsize=1)
@@ -454,7 +455,7 @@ class FakeAnthropicServer:
         except ValueError:
             body = None
         record = RecordedRequest(handler.path, headers, body if isinstance(body, dict) else {})
-        record.started = arrived
+        record.started, record.raw = arrived, raw
         with self._lock:
             if method == "POST" and path == "/v1/messages":
                 self.requests.append(record)

@@ -197,7 +197,9 @@ def build_request(
         merged[target_message] = {"role": marked["role"], "content": content}
         changed.add(target_message)
 
-    head: dict[str, Any] = {"model": session.model, "max_tokens": max_tokens}
+    # The request asks for the stream itself: its bytes (`encoded`, which the record hashes) are
+    # then exactly what the provider sends, without a copy of the megabytes to add the flag.
+    head: dict[str, Any] = {"model": session.model, "max_tokens": max_tokens, "stream": True}
     if system:
         head["system"] = system
     if tools:

@@ -129,6 +129,9 @@ class PreparedHistory:
         self.messages: list[dict] = []
         self.single: list[bool] = []  # whether messages[i] is exactly one unaltered stored message
         self.encoded: list[bytes | None] = []
+        # The indices whose `encoded` is None (to encode before the next request): a request
+        # looks at these, not at ten thousand entries to find the few.
+        self.unencoded: set[int] = set()
         # Runs of single stored messages with consecutive positions: [start_index, end_index
         # (exclusive), first_position].
         self.runs: list[list[int]] = []
@@ -230,6 +233,7 @@ class PreparedHistory:
             last = len(self.messages) - 1
             self.messages[last] = {"role": message.role, "content": self.messages[last]["content"] + content}
             self.encoded[last] = None
+            self.unencoded.add(last)
             self.members[last].append(stored_index)
             self.owner.append(last)
             if self.single[last]:
@@ -239,6 +243,7 @@ class PreparedHistory:
         self.messages.append({"role": message.role, "content": content})
         self.single.append(not altered)
         self.encoded.append(None)
+        self.unencoded.add(index)
         self.members.append([stored_index])
         self.owner.append(index)
         if altered:
@@ -268,8 +273,9 @@ class PreparedHistory:
             self._place(stored_index, message)
         for index, members in enumerate(self.members):
             before = previous.get(tuple(members))
-            if before is not None and before[0] == self.messages[index]:
+            if before is not None and before[0] == self.messages[index] and before[1] is not None:
                 self.encoded[index] = before[1]
+                self.unencoded.discard(index)
         return True
 
     def _unrun(self, index: int) -> None:
@@ -320,6 +326,7 @@ class PreparedHistory:
             content += [self._masked(b) for b in self.stored[member].content if not self._hidden(b)]
         self.messages[index] = {"role": self.messages[index]["role"], "content": content}
         self.encoded[index] = None
+        self.unencoded.add(index)
         if self.single[index]:
             self._unrun(index)
         return saving
@@ -328,14 +335,14 @@ class PreparedHistory:
         value = self.encoded[index]
         if value is None:
             value = self.encoded[index] = canonical_json(self.messages[index])
+            self.unencoded.discard(index)
         return value
 
     def encoded_all(self) -> list[bytes]:
         """A copy of every merged message's canonical JSON, in order (each encoded once)."""
-        if None in self.encoded:
-            for index, value in enumerate(self.encoded):
-                if value is None:
-                    self.encoded[index] = canonical_json(self.messages[index])
+        for index in self.unencoded:
+            self.encoded[index] = canonical_json(self.messages[index])
+        self.unencoded.clear()
         return list(self.encoded)  # type: ignore[arg-type]  # no None is left
 
     def record(self, sent: list[dict], changed: set[int]) -> list[dict]:

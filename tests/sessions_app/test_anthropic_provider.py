@@ -104,8 +104,8 @@ async def test_recorded_request_rebuilds_exactly_what_the_server_received(connec
     calls = await alist(ModelCall.objects.order_by("started_at"))
     assert len(calls) == len(fake_anthropic.requests) == 3
     for recorded, received in zip(calls, fake_anthropic.requests, strict=True):
-        sent = {k: v for k, v in received.body.items() if k != "stream"}
-        assert await sync_to_async(selectors.model_call_request)(call=recorded) == sent
+        assert await sync_to_async(selectors.model_call_request)(call=recorded) == received.body
+        assert received.raw == await sync_to_async(selectors.request_canonical_bytes)(received.body)
         assert await sync_to_async(selectors.model_call_request_verified)(call=recorded)
     # Stored messages travel by reference, not copied into every record.
     assert any("$messages" in m for m in calls[2].request["messages"])

@@ -188,6 +188,7 @@ def test_common_prefix_length_of_two_requests():
     assert _common_prefix_length(b"", b"abc") == 0
     assert _common_prefix_length(b"abc", b"abc") == 3
     assert _common_prefix_length(b"abc", b"abcd") == 3
+    assert _common_prefix_length(b"abcd", b"abc") == 3
     assert _common_prefix_length(b"abcdef", b"abcxyz") == 3
     assert _common_prefix_length(b"zbc", b"abc") == 0
     for cut in (

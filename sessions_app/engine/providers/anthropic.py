@@ -80,10 +80,15 @@ async def _stream(
     parsed a tool's partial input again at each of its pieces."""
     options: Any = {"headers": {"Content-Type": "application/json"}, "timeout": timeout}
     if encoded is not None and encoded.startswith(b"{") and encoded != b"{}":
+        # The engine's bodies ask for the stream themselves (`context.build_request`): their
+        # megabytes go out without a copy. Another body gets `"stream": true` put first, with
+        # one copy of its bytes.
+        streamed = (
+            encoded if body.get("stream") is True else b"".join((b'{"stream":true,', memoryview(encoded)[1:]))
+        )
         return await client.post(
             "/v1/messages",
-            # One copy of the megabytes (a slice and a concatenation made two).
-            content=b"".join((b'{"stream":true,', memoryview(encoded)[1:])),
+            content=streamed,
             options=options,
             cast_to=object,
             stream=True,
