@@ -2,8 +2,9 @@
 does not share an interpreter (and its lock) with the client that measures.
 
 Prints its URL on the first line, then answers one command per line on standard input:
-`stats` prints a JSON list of [started, ended] (time.monotonic()) of every model call since the
-last `stats`, minus the model's latency, and forgets them (and their bodies).
+`stats` prints a JSON list of [started, ended, headers_at] (time.monotonic()) of every model
+call since the last `stats` (`ended` minus the model's latency; `headers_at`: when its headers
+had arrived, its body then on its way), and forgets them (and their bodies).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def main() -> None:
     for line in sys.stdin:
         if line.strip() == "stats":
             with fake._lock:
-                spans = [[r.started, r.ended] for r in fake.requests if r.ended]
+                spans = [[r.started, r.ended, r.headers_at] for r in fake.requests if r.ended]
                 fake.requests[:] = [r for r in fake.requests if not r.ended]
             print(json.dumps(spans), flush=True)
     fake.stop()

@@ -58,12 +58,13 @@ class FakeProcess:
         assert self.process.stdout is not None
         self.url = self.process.stdout.readline().strip()
 
-    def spans(self) -> list[tuple[float, float]]:
-        """[start, end] of the calls answered since the last call, the model's latency left out."""
+    def spans(self) -> list[tuple[float, float, float]]:
+        """[start, end, headers] of the calls answered since the last call, the model's latency
+        left out (`headers`: when the request's headers had arrived, its body then in transit)."""
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.write("stats\n")
         self.process.stdin.flush()
-        return [(s, e - self.latency) for s, e in json.loads(self.process.stdout.readline())]
+        return [(s, e - self.latency, h) for s, e, h in json.loads(self.process.stdout.readline())]
 
     def stop(self) -> None:
         if self.process.stdin is not None:
@@ -190,21 +191,23 @@ def servers_start(env: dict[str, str], processes: int, folder: Path, fake: FakeP
 
 async def step_works(
     env: dict[str, str], folder: Path, fake: FakeProcess, histories: list[int], turns: int, warmup: int
-) -> dict[int, tuple[list[float], list[float], float]]:
+) -> dict[int, tuple[list[float], list[float], float, list[float]]]:
     """Per history size: the server work (ms) of each measured one-step turn, the fake's own
-    time (ms) of its call, and the daphne process's CPU time per turn (ms, all its threads),
-    through one daphne against `fake` (which must answer at once)."""
+    time (ms) of its call, the daphne process's CPU time per turn (ms, all its threads), and the
+    time (ms) each request's body was in transit (from its headers' arrival at the fake to its
+    last byte's: part of the server work), through one daphne against `fake` (which must answer
+    at once)."""
     from asgiref.sync import sync_to_async
 
     token = await sync_to_async(token_create)()
     servers = servers_start(env, 1, folder, fake)
-    results: dict[int, tuple[list[float], list[float], float]] = {}
+    results: dict[int, tuple[list[float], list[float], float, list[float]]] = {}
     try:
         for history in histories:
             client = Client(servers[0].ws_url, token)
             await client.open()
             await sync_to_async(history_fill)(client.session_id, history, context_window=10_000_000)
-            works, fakes = [], []
+            works, fakes, transits = [], [], []
             pid = servers[0].process.pid if servers[0].process is not None else 0
             for index in range(warmup + turns):
                 if index == warmup:
@@ -217,10 +220,11 @@ async def step_works(
                 assert len(spans) == 1, spans
                 handled = spans[0][1] - spans[0][0]
                 fakes.append(handled * 1000)
+                transits.append((spans[0][0] - spans[0][2]) * 1000)
                 works.append((times["done"] - times["sent"] - handled) * 1000)
             cpu = (cpu_seconds(pid) - cpu_before) * 1000 / turns
             await client.close()
-            results[history] = (works, fakes, cpu)
+            results[history] = (works, fakes, cpu, transits)
     finally:
         for server in servers:
             server.stop()
@@ -233,13 +237,13 @@ async def step_bench(args: argparse.Namespace, env: dict[str, str], folder: Path
         results = await step_works(env, folder, fake, args.history, args.turns, args.warmup)
     finally:
         fake.stop()
-    for history, (works, fakes, cpu) in results.items():
+    for history, (works, fakes, cpu, transits) in results.items():
         print(
             f"history {history:>6,} messages: server work per one-step turn "
             f"median {statistics.median(works):.1f} ms "
             f"(quartiles {percentile(works, 0.25):.1f}-{percentile(works, 0.75):.1f}, "
-            f"{len(works)} turns), daphne CPU {cpu:.1f} ms per turn; "
-            f"the fake's own time median {statistics.median(fakes):.1f} ms",
+            f"{len(works)} turns; of it the request's body in transit {statistics.median(transits):.1f} ms), "
+            f"daphne CPU {cpu:.1f} ms per turn; the fake's own time median {statistics.median(fakes):.1f} ms",
             flush=True,
         )
     sizes = list(results)
@@ -284,7 +288,7 @@ async def concurrency_bench(args: argparse.Namespace, env: dict[str, str], folde
         for server in servers:
             server.stop()
         fake.stop()
-    handled = [e - s for s, e in spans]
+    handled = [e - s for s, e, _ in spans]
     print(
         f"{args.sessions} sessions on {args.processes} process(es), model latency {args.latency:g} s: "
         f"all turns done {last_done - first_sent:.2f} s after the first message "

@@ -127,6 +127,8 @@ class RecordedRequest:
     started: float = 0.0
     ended: float = 0.0
     raw: bytes = b""  # the body's bytes as they arrived
+    # time.monotonic() when the request's headers had arrived (its body was then on its way).
+    headers_at: float = 0.0
 
 
 @lru_cache(maxsize=1)
@@ -444,6 +446,7 @@ class FakeAnthropicServer:
         }
 
     def _handle(self, handler: _Handler, method: str) -> None:
+        headers_at = time.monotonic()
         path = urlsplit(handler.path).path.rstrip("/")
         raw = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
         # The whole request has arrived: from here on the time is the fake's own (decoding a
@@ -455,7 +458,7 @@ class FakeAnthropicServer:
         except ValueError:
             body = None
         record = RecordedRequest(handler.path, headers, body if isinstance(body, dict) else {})
-        record.started, record.raw = arrived, raw
+        record.started, record.raw, record.headers_at = arrived, raw, headers_at
         with self._lock:
             if method == "POST" and path == "/v1/messages":
                 self.requests.append(record)
