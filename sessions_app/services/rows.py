@@ -103,11 +103,17 @@ def object_get(model: type[M], pk: Any, *, lock: bool = False, only: tuple[str, 
     """`model.objects.get(pk=pk)` (`select_for_update()` with `lock`: on SQLite the transaction's
     own write lock, as the ORM does; `.only(*only)` with `only`, which must name the key);
     `model.DoesNotExist` when there is no such row."""
-    if only is not None:  # `from_db` takes a partial row in the model's field order
-        order = {f.attname: i for i, f in enumerate(model._meta.concrete_fields)}
-        only = tuple(sorted(only, key=lambda name: order[model._meta.get_field(name).attname]))  # type: ignore[union-attr]
+    if only is not None:
+        only = _in_field_order(model, only)
     fields, values = _row_get(model, pk, lock, only)
     return model.from_db(connection.alias, [f.attname for f in fields], values)
+
+
+@cache
+def _in_field_order(model: type[Model], names: tuple[str, ...]) -> tuple[str, ...]:
+    """`names` in the model's field order: `from_db` takes a partial row in that order."""
+    order = {f.attname: i for i, f in enumerate(model._meta.concrete_fields)}
+    return tuple(sorted(names, key=lambda name: order[model._meta.get_field(name).attname]))  # type: ignore[union-attr]
 
 
 def values_get(model: type[Model], pk: Any, names: tuple[str, ...]) -> tuple[Any, ...]:
