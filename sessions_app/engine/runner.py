@@ -86,12 +86,26 @@ async def turn_start(
         # A long text is counted off the database threads, which every session's writes share.
         estimate = await asyncio.to_thread(compactor.message_estimate, content)
     runner = TurnRunner(session_id=session_id, turn_id=uuid.uuid4(), provider=provider)
+    # The runner takes the session's wake-ups before its turn begins: a cancel accepted the
+    # moment the start commits wakes its first model call at once (the start does not check
+    # for one afterwards). If the turn cannot begin, the wake-ups go back to whoever had them,
+    # with any notice that came meanwhile.
+    before = _wakeups.get(session_id)
+    _wakeups[session_id] = runner.wake
     try:
         await db(runner.open)(content=content, request_id=request_id, estimate=estimate)
-    except services.TurnNeedsRepair:
-        # The session's turn lost its process while it waited for a client's tool results: it
-        # is taken over here (the answer may still come), and this message is refused.
-        await turn_repair_if_dead(session_id=session_id, provider=provider)
+    except BaseException as exc:
+        if _wakeups.get(session_id) is runner.wake:
+            if before is None:
+                del _wakeups[session_id]
+            else:
+                _wakeups[session_id] = before
+                if runner.wake.is_set():
+                    before.set()
+        if isinstance(exc, services.TurnNeedsRepair):
+            # The session's turn lost its process while it waited for a client's tool results:
+            # it is taken over here (the answer may still come), and this message is refused.
+            await turn_repair_if_dead(session_id=session_id, provider=provider)
         raise
     runner.start()
     return runner.turn_id
@@ -199,7 +213,8 @@ class TurnRunner:
         self.lease_lost = False
         # Its own: a runner that lost the lease (it stalled, and this one took the turn over) must
         # not take the session's wake-ups with it when it ends. In-process wake-ups reach it once
-        # it is started (`start`): a runner whose turn could not begin takes nobody's.
+        # it is started (`start`), or from its start's commit on (`turn_start`): a runner whose
+        # turn could not begin gives them back.
         self.wake = asyncio.Event()
         self.features = features()
         self.tools = ToolDispatch(turn=self, features=self.features)

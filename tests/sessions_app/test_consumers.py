@@ -698,6 +698,57 @@ async def test_a_failing_heartbeat_does_not_lose_the_lease(connect, settings, mo
     await client.close()
 
 
+async def test_a_cancel_accepted_as_the_turn_begins_stops_its_first_model_call_at_once(
+    connect, monkeypatch, settings
+):
+    """The start does not check for a cancel after it commits: one accepted from that moment
+    wakes the first model call at once, which is abandoned (no answer stored), not noticed at
+    the next poll or when the answer is stored."""
+    import asyncio
+
+    from sessions_app.engine import runner as engine_runner
+
+    settings.PALIMPSEST_POLL_SECONDS = 60  # no poll comes to the rescue
+    settings.PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = 0.5  # a long answer: ~15 s
+    loop = asyncio.get_running_loop()
+    real_open = engine_runner.TurnRunner.open
+
+    def open_then_cancel(self, **kwargs):
+        real_open(self, **kwargs)  # the start has committed
+        # The client's cancel lands now, before the runner's first step: accepted, and its
+        # notice reaches the event loop before the runner is started.
+        services.turn_cancel_request(session_id=self.session_id)
+        loop.call_soon_threadsafe(engine_runner.turn_notify, self.session_id)
+
+    monkeypatch.setattr(engine_runner.TurnRunner, "open", open_then_cancel)
+    client = await connect()
+    await client.create()
+    await client.send({"type": "user.message", "content": "echo " + " ".join(f"w{i}" for i in range(300))})
+    frames = await client.until("turn.completed", timeout=10)
+    assert frames[-1]["stop_reason"] == "cancelled"
+    assert "assistant.message" not in [f["type"] for f in frames]
+    await client.close()
+
+
+async def test_a_message_refused_during_a_turn_leaves_the_turn_its_wake_ups(connect, settings):
+    """A second message while a turn runs cannot begin: the wake-ups its runner took go back to
+    the running turn, which a cancel then still stops at once."""
+    settings.PALIMPSEST_POLL_SECONDS = 60  # no poll comes to the rescue
+    settings.PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = 0.5  # a long answer: ~15 s
+    client = await connect()
+    await client.create()
+    await client.send({"type": "user.message", "content": "echo " + " ".join(f"w{i}" for i in range(300))})
+    await client.until("assistant.delta")
+    await client.send({"type": "user.message", "content": "and this?", "request_id": "second"})
+    refused = await client.until("error")
+    assert refused[-1]["code"] == "turn_in_progress"
+    await client.send({"type": "turn.cancel"})
+    frames = await client.until("turn.completed", timeout=3)
+    assert frames[-1]["stop_reason"] == "cancelled"
+    assert "assistant.message" not in [f["type"] for f in frames]  # stopped mid-answer
+    await client.close()
+
+
 async def test_a_cancel_accepted_while_the_last_step_streams_ends_the_turn_cancelled(connect, monkeypatch):
     """The last step's answer and the turn's end are one write: a cancel accepted before it (the
     model's answer was on its way) ends the turn cancelled, with the answer kept; once it is
