@@ -209,6 +209,33 @@ async def test_a_few_sdk_clients_serve_every_turn(connect, fake_anthropic):
     await client.close()
 
 
+async def test_the_sdk_clients_share_one_tls_context(monkeypatch):
+    """Each SDK client made its own TLS context (its CA bundle loaded, ~35 ms): the first model
+    calls of a process paid it, one per client. One context serves them all."""
+    import ssl
+
+    from sessions_app.engine.providers import anthropic as provider_module
+    from sessions_app.engine.providers.anthropic import CLIENT_POOLS
+
+    made: list[ssl.SSLContext] = []
+    real = provider_module._http.create_ssl_context
+
+    def counted(*args, **kwargs):
+        context = real(*args, **kwargs)
+        if not args and not isinstance(kwargs.get("verify"), ssl.SSLContext):
+            made.append(context)
+        return context
+
+    monkeypatch.setattr(provider_module._http, "create_ssl_context", counted)
+    provider_module._tls_context.cache_clear()
+    clients = {
+        id(anthropic_client(api_key="tls-key", base_url="https://model.invalid")) for _ in range(CLIENT_POOLS)
+    }
+    assert len(clients) == CLIENT_POOLS
+    assert len(made) == 1
+    provider_module._tls_context.cache_clear()
+
+
 async def test_scripted_model_name_uses_the_scripted_provider_even_with_a_key(connect, fake_anthropic):
     client = await connect()
     await client.create(model="scripted")

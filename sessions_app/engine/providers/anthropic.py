@@ -13,9 +13,11 @@ and a cut-off `tool_use` is never run. A tool call streams no text, so its break
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import itertools
 import json
+import ssl
 import time
 import weakref
 from typing import Any
@@ -35,11 +37,11 @@ _http: Any = importlib.import_module(
     ).partition(".")[0]
 )
 
-# A few clients per event loop (in the server: per process), taken in turn. Building a client
-# costs tens of milliseconds and it pools connections, so turns share them; an httpx pool cannot
-# cross loops. More than one: a pool's bookkeeping walks all of its requests and connections
-# each time one starts or ends, so hundreds of calls at once in one pool cost time quadratic in
-# their number (a tenth of the CPU of 500 concurrent turns with one pool, still 6% with eight).
+# A few clients per event loop (in the server: per process), taken in turn. A client pools
+# connections, so turns share them; an httpx pool cannot cross loops. More than one: a pool's
+# bookkeeping walks all of its requests and connections each time one starts or ends, so
+# hundreds of calls at once in one pool cost time quadratic in their number (a tenth of the CPU
+# of 500 concurrent turns with one pool, still 6% with eight).
 CLIENT_POOLS = 16
 _clients: weakref.WeakKeyDictionary[Any, dict[tuple, anthropic.AsyncAnthropic]] = weakref.WeakKeyDictionary()
 _next_pool = itertools.count()
@@ -51,9 +53,22 @@ def anthropic_client(*, api_key: str, base_url: str | None, max_retries: int = 2
     key = (api_key, base_url, max_retries, next(_next_pool) % CLIENT_POOLS)
     client = per_loop.get(key)
     if client is None:
-        client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=max_retries)
+        # With the SDK's own HTTP client and its defaults, but one TLS context for all of them:
+        # each client built its own (the CA bundle loaded again, ~35 ms), which the first
+        # CLIENT_POOLS model calls of a process paid.
+        http_client = anthropic.DefaultAsyncHttpxClient(verify=_tls_context())
+        client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, max_retries=max_retries, http_client=http_client
+        )
         per_loop[key] = client
     return client
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """The process's TLS context for the model API, as the SDK's HTTP client makes it (the
+    system's CA bundle, `SSL_CERT_FILE` and `SSL_CERT_DIR` honoured)."""
+    return _http.create_ssl_context()
 
 
 MODELS_API_TIMEOUT_SECONDS = 5.0
