@@ -59,6 +59,12 @@ _running: set[asyncio.Task] = set()
 _turn_tasks: dict[uuid.UUID, asyncio.Task] = {}
 
 
+def turn_running_here(turn_id: uuid.UUID) -> bool:
+    """Whether this process runs the turn: its lease running out means a stall, not a death."""
+    task = _turn_tasks.get(turn_id)
+    return task is not None and not task.done()
+
+
 def turn_notify(session_id: uuid.UUID) -> None:
     """Wake the session's running turn in this process (a tool result or a cancel was stored)."""
     event = _wakeups.get(session_id)
@@ -119,7 +125,7 @@ async def turn_repair_if_dead(*, session_id: uuid.UUID, provider: Provider | Non
     if not await db(selectors.turn_lease_expired)(session_id=session_id):
         return None
     holder = uuid.uuid4()
-    repair = await db(services.turn_repair)(session_id=session_id, holder=holder)
+    repair = await db(services.turn_repair)(session_id=session_id, holder=holder, alive=turn_running_here)
     if repair is None:
         return None
     if not repair.resumed:

@@ -276,9 +276,15 @@ def _dead_turn_close(session: AgentSession, now: Any) -> None:
     )
 
 
-def turn_repair(*, session_id: uuid.UUID, holder: uuid.UUID) -> TurnRepair | None:
+def turn_repair(
+    *, session_id: uuid.UUID, holder: uuid.UUID, alive: Callable[[uuid.UUID], bool] | None = None
+) -> TurnRepair | None:
     """Repair the session's turn if its lease ran out (its process died); None if there is
     nothing to repair (no turn, a live lease, or another process repaired it first).
+
+    `alive(turn_id)`: whether the caller's own process runs that turn. Such a turn's process did
+    not die (its event loop stalled past the lease, its renewal late): its lease is renewed for
+    its own holder, and None is returned.
 
     A turn whose last step waits for a client's tool results is taken over: the lease is renewed
     for `holder` and the caller must run the turn on (`TurnRepair.resumed`); a result the client
@@ -293,6 +299,11 @@ def turn_repair(*, session_id: uuid.UUID, holder: uuid.UUID) -> TurnRepair | Non
             return None
         dead = session.current_turn_id
         assert dead is not None
+        if alive is not None and alive(dead):
+            AgentSession.objects.filter(pk=session_id, current_turn_id=dead).update(
+                lease_expires_at=lease_until()
+            )
+            return None
         calls = _resumable_calls(session)
         if not calls:
             _dead_turn_close(session, now)

@@ -859,3 +859,29 @@ async def test_frames_and_events_reach_their_handlers_without_a_hop_to_the_share
     assert [f["type"] for f in frames if f["type"] == "assistant.message"] == ["assistant.message"]
     assert hops == []
     await client.close()
+
+
+async def test_a_turn_whose_own_process_stalled_past_its_lease_is_not_repaired(connect, settings):
+    """A lease that ran out while its process lives (its event loop stalled past the lease, the
+    first model call's imports on a busy machine) is renewed by that process's repair, not
+    taken for a dead process's: the turn goes on to its end."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions_app.engine import runner as engine_runner
+
+    settings.PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = 0.05
+    client = await connect()
+    session = await client.create()
+    await client.send({"type": "user.message", "content": "echo " + " ".join(f"w{i}" for i in range(60))})
+    await client.until("assistant.delta")
+    expired = timezone.now() - timedelta(seconds=1)
+    await AgentSession.objects.filter(pk=session["id"]).aupdate(lease_expires_at=expired)
+    assert await engine_runner.turn_repair_if_dead(session_id=session["id"]) is None
+    renewed = await AgentSession.objects.aget(pk=session["id"])
+    assert renewed.lease_expires_at is not None and renewed.lease_expires_at > timezone.now()
+    frames = await client.until("turn.completed")
+    assert frames[-1]["stop_reason"] == "end_turn"
+    assert "error" not in [f["type"] for f in frames]
+    await client.close()
