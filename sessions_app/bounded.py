@@ -32,11 +32,13 @@ class LRUCache(Generic[K, V]):
             self._data.move_to_end(key)
         return value
 
-    def set(self, key: K, value: V) -> None:
+    def set(self, key: K, value: V) -> bool:
+        """Keep `value` as the most recently used entry; whether it was kept (always, here)."""
         self._data[key] = value
         self._data.move_to_end(key)
         while len(self._data) > self.maxsize:
             self._data.popitem(last=False)
+        return True
 
     def pop(self, key: K) -> V | None:
         return self._data.pop(key, None)
@@ -87,7 +89,7 @@ class ExpiringMap(Generic[K, V]):
         return len(self._data)
 
 
-class SizedLRUCache(Generic[K, V]):
+class SizedLRUCache(LRUCache[K, V]):
     """An LRU bounded by entries and by bytes: after a `set`, the entries' sizes add up to at
     most `max_bytes` (the least recently used go first), and a value bigger than `max_bytes` on
     its own is not kept at all (the key's older value is dropped too).
@@ -106,22 +108,13 @@ class SizedLRUCache(Generic[K, V]):
         max_bytes: int | Callable[[], int],
         size_of: Callable[[V], int],
     ) -> None:
-        if maxsize < 1:
-            raise ValueError("maxsize must be at least 1")
-        self.maxsize = maxsize
+        super().__init__(maxsize)
         self._max_bytes = max_bytes
         self._size_of = size_of
-        self._data: OrderedDict[K, V] = OrderedDict()
 
     @property
     def max_bytes(self) -> int:
         return self._max_bytes() if callable(self._max_bytes) else self._max_bytes
-
-    def get(self, key: K) -> V | None:
-        value = self._data.get(key)
-        if value is not None:
-            self._data.move_to_end(key)
-        return value
 
     def set(self, key: K, value: V) -> bool:
         """Keep `value` as the most recently used entry; False when it is too big to keep."""
@@ -129,10 +122,7 @@ class SizedLRUCache(Generic[K, V]):
         if self._size_of(value) > budget:
             self._data.pop(key, None)
             return False
-        self._data[key] = value
-        self._data.move_to_end(key)
-        while len(self._data) > self.maxsize:
-            self._data.popitem(last=False)
+        super().set(key, value)
         total = self.nbytes()
         while total > budget:
             _, dropped = self._data.popitem(last=False)
@@ -142,15 +132,3 @@ class SizedLRUCache(Generic[K, V]):
     def nbytes(self) -> int:
         """What the entries weigh now (by `size_of`)."""
         return sum(self._size_of(v) for v in self._data.values())
-
-    def pop(self, key: K) -> V | None:
-        return self._data.pop(key, None)
-
-    def clear(self) -> None:
-        self._data.clear()
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._data
-
-    def __len__(self) -> int:
-        return len(self._data)
