@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Coroutine, Iterator
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -70,6 +70,66 @@ def turn_notify(session_id: uuid.UUID) -> None:
     event = _wakeups.get(session_id)
     if event is not None:
         event.set()
+
+
+# ---------------------------------------------------------------------------
+# The poll of waiting turns for what another process wrote
+# ---------------------------------------------------------------------------
+# A cancel accepted by another process (or a turn taken over there) reaches a runner of this one
+# only through the database. The runners waiting on something (a model call, a tool) are asked
+# about together: one query every PALIMPSEST_POLL_SECONDS per process (`turns_stop_asked`),
+# whatever the number of turns, and only those whose row says so are woken to look (one query
+# each, `check_stop`). Each used to poll on its own: 500 turns waiting on a slow model were 500
+# queries a second on the database threads. Runner -> how many of its waits are under way.
+_waiting: dict[TurnRunner, int] = {}
+_watcher: asyncio.Task | None = None
+
+
+@contextlib.contextmanager
+def _watched(runner: TurnRunner) -> Iterator[None]:
+    """While the block runs, `runner` is woken when the database says another process stopped
+    its turn (asked to cancel it, or took its lease)."""
+    _waiting[runner] = _waiting.get(runner, 0) + 1
+    _watcher_ensure()
+    try:
+        yield
+    finally:
+        if _waiting[runner] == 1:
+            del _waiting[runner]
+        else:
+            _waiting[runner] -= 1
+
+
+def _watcher_ensure() -> None:
+    global _watcher
+    loop = asyncio.get_running_loop()
+    if _watcher is not None and not _watcher.done() and _watcher.get_loop() is loop:
+        return
+    _watcher = loop.create_task(_watch_forever(), name="palimpsest-turn-watch")
+
+
+async def _watch_forever() -> None:
+    while _waiting:
+        await asyncio.sleep(settings.PALIMPSEST_POLL_SECONDS)
+        await turns_watch_once()
+
+
+async def turns_watch_once() -> None:
+    """One round of the poll: wake the waiting runners whose turn another process stopped."""
+    runners = list(_waiting)
+    if not runners:
+        return
+    turns = {r.session_id: (r.turn_id, r.holder) for r in runners}
+    try:
+        asked = await db(services.turns_stop_asked)(turns=turns)
+    except Exception:
+        # A passing database error (a locked SQLite file, a dropped connection): each runner
+        # looks for itself this time, as it would at the next round.
+        logger.warning("polling the running turns failed; each looks for itself", exc_info=True)
+        asked = set(turns)
+    for runner in runners:
+        if runner.session_id in asked:
+            runner.wake.set()
 
 
 async def turns_wait_idle(timeout: float | None = None) -> None:
@@ -338,16 +398,15 @@ class TurnRunner:
                 return
 
     async def cancellable(self, awaitable: Awaitable[T]) -> T:
-        """Await `awaitable`, abandoning it if the turn is cancelled or loses its lease."""
+        """Await `awaitable`, abandoning it if the turn is cancelled or loses its lease: woken at
+        once by this process (`turn_notify`, the heartbeat), or by the poll of the waiting turns
+        for what other processes wrote (`turns_watch_once`)."""
         task = asyncio.ensure_future(awaitable)
         try:
             while True:
                 waiter = asyncio.ensure_future(self.wake.wait())
-                done, _ = await asyncio.wait(
-                    {task, waiter},
-                    timeout=settings.PALIMPSEST_POLL_SECONDS,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
+                with _watched(self):
+                    done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
                 waiter.cancel()
                 if task in done:
                     return task.result()

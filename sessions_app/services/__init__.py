@@ -67,6 +67,7 @@ from sessions_app.services.turns import (
     turn_heartbeat,
     turn_is_cancelled,
     turn_repair,
+    turns_stop_asked,
 )
 
 __all__ = [
@@ -118,4 +119,5 @@ __all__ = [
     "turn_heartbeat",
     "turn_is_cancelled",
     "turn_repair",
+    "turns_stop_asked",
 ]

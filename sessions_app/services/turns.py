@@ -470,6 +470,30 @@ def turn_is_cancelled(*, session_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
     return bool(cancel)
 
 
+# At most this many sessions per query of `turns_stop_asked` (SQLite's bound variables).
+STOP_ASKED_CHUNK = 500
+
+
+def turns_stop_asked(*, turns: dict[uuid.UUID, tuple[uuid.UUID, uuid.UUID]]) -> set[uuid.UUID]:
+    """Of the running turns `turns` (session id -> (turn id, lease holder)), the sessions whose
+    turn must look again: a cancel was asked, or its lease is no longer that turn's and holder's
+    (or the session is gone). One query per STOP_ASKED_CHUNK sessions, whatever the number of
+    turns: the poll of a process's running turns for what another process wrote."""
+    ids = list(turns)
+    found: dict[uuid.UUID, tuple[Any, Any, bool]] = {}
+    for start in range(0, len(ids), STOP_ASKED_CHUNK):
+        rows = AgentSession.objects.filter(pk__in=ids[start : start + STOP_ASKED_CHUNK]).values_list(
+            "id", "current_turn_id", "lease_holder", "cancel_requested"
+        )
+        found.update({row[0]: row[1:] for row in rows})
+    asked = set()
+    for session_id, (turn_id, holder) in turns.items():
+        row = found.get(session_id)
+        if row is None or row[2] or row[0] != turn_id or row[1] != holder:
+            asked.add(session_id)
+    return asked
+
+
 def turn_delta_emit(*, session_id: uuid.UUID, turn_id: uuid.UUID, text: str) -> None:
     """Announce streamed text of `turn_id`'s model call; `TurnLeaseLost` (nothing written) when
     the turn no longer holds the lease (another process ended it or took it over)."""
