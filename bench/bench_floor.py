@@ -17,11 +17,17 @@ of Palimpsest around it, as CPU time of the process that does it (all its thread
   `COMMIT`, through Django's cursor on SQLite (WAL, as the server runs);
 - `frame round trip`: a real daphne (the server, `DEBUG=0`) taking one websocket frame in and
   sending one frame out (`{"type": "nope"}`, answered by an error frame): daphne's CPU per frame;
+- `the least turn on the stack`: a one-step turn as little as daphne, Channels, Django's
+  database layer and the SDK allow (`_stack_floor.py`: one consumer, two raw write transactions
+  on the database threads, one group send per write, five frames, the history's bytes in
+  memory), driven by the same client as the server: daphne's CPU per turn and server work;
 - `one-step turn`: the server's whole turn (`bench_server.py step`), daphne's CPU per turn, for
   comparison.
 
 The floor of a turn is at least one SDK call, two transactions and one frame round trip (a turn
-sends five frames out, not one: the floor is below what any server could reach).
+sends five frames out, not one: the floor is below what any server could reach). The least turn
+on the stack is what any server built on this stack pays: the parts together, with the hops
+between them (threads, the event loop, the channel layer) that no part measured alone pays.
 """
 
 from __future__ import annotations
@@ -168,6 +174,42 @@ async def frame_round_trips(env: dict[str, str], folder: Path, fake: FakeProcess
     return 1000 * used / n
 
 
+async def stack_floor_turns(
+    env: dict[str, str], folder: Path, fake: FakeProcess, histories: list[int], turns: int, warmup: int
+) -> dict[int, tuple[float, float]]:
+    """Per history size: daphne's CPU (ms) per one-step turn and the median server work (ms, as
+    `bench_server.step_works` measures it) of the least turn on the stack (`_stack_floor.py`)."""
+    from tests.servers import Daphne, server_env
+
+    server = Daphne(
+        server_env(**env, ANTHROPIC_BASE_URL=fake.url),
+        folder / "stack-floor.log",
+        app="bench._stack_floor:application",
+    ).start()
+    results: dict[int, tuple[float, float]] = {}
+    try:
+        pid = server.process.pid if server.process is not None else 0
+        for history in histories:
+            client = Client(server.ws_url, "")
+            await client.open()
+            await client.ws.send(json.dumps({"type": "floor.fill", "messages": history - 1}))
+            assert json.loads(await client.ws.recv())["type"] == "floor.filled"
+            works = []
+            for index in range(warmup + turns):
+                if index == warmup:
+                    before = cpu_seconds(pid)
+                fake.spans()
+                times = await client.turn(f"go {index}")
+                spans = fake.spans()
+                if index >= warmup:
+                    works.append((times["done"] - times["sent"] - (spans[0][1] - spans[0][0])) * 1000)
+            results[history] = (1000 * (cpu_seconds(pid) - before) / turns, statistics.median(works))
+            await client.close()
+    finally:
+        server.stop()
+    return results
+
+
 async def run(env: dict[str, str], folder: Path) -> None:
     fake = FakeProcess(0.0)
     try:
@@ -190,11 +232,19 @@ async def run(env: dict[str, str], folder: Path) -> None:
             f"(x{floors[10_000] / floors[100]:.2f})",
             flush=True,
         )
+        stack = await stack_floor_turns(env, folder, fake, [100, 10_000], 200, 5)
+        for messages, (cpu, work) in stack.items():
+            print(
+                f"the least turn on the stack (_stack_floor.py), {messages:,} messages: daphne CPU "
+                f"{cpu:.2f} ms per turn (server work median {work:.1f} ms)",
+                flush=True,
+            )
         results = await step_works(env, folder, fake, [100, 10_000], 200, 5)
         for messages, (works, _fakes, cpu, _transits) in results.items():
             print(
                 f"one-step turn, {messages:,} messages: daphne CPU {cpu:.2f} ms per turn (server work "
-                f"median {statistics.median(works):.1f} ms): {cpu - floors[messages]:.2f} ms above the floor"
+                f"median {statistics.median(works):.1f} ms): {cpu - floors[messages]:.2f} ms above the "
+                f"floor, {cpu - stack[messages][0]:.2f} ms above the least turn on the stack"
             )
     finally:
         fake.stop()

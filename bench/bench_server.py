@@ -189,14 +189,17 @@ def servers_start(env: dict[str, str], processes: int, folder: Path, fake: FakeP
     return [Daphne(base, folder / f"daphne{i}.log").start() for i in range(processes)]
 
 
+IDLE_SECONDS = 3.0
+
+
 async def step_works(
     env: dict[str, str], folder: Path, fake: FakeProcess, histories: list[int], turns: int, warmup: int
 ) -> dict[int, tuple[list[float], list[float], float, list[float]]]:
     """Per history size: the server work (ms) of each measured one-step turn, the fake's own
     time (ms) of its call, the daphne process's CPU time per turn (ms, all its threads), and the
     time (ms) each request's body was in transit (from its headers' arrival at the fake to its
-    last byte's: part of the server work), through one daphne against `fake` (which must answer
-    at once)."""
+    last byte's: part of the server work), through one daphne against `fake` (the model's
+    latency, `fake.latency`, is not server work)."""
     from asgiref.sync import sync_to_async
 
     token = await sync_to_async(token_create)()
@@ -210,6 +213,16 @@ async def step_works(
             works, fakes, transits = [], [], []
             pid = servers[0].process.pid if servers[0].process is not None else 0
             for index in range(warmup + turns):
+                if index == warmup and fake.latency:
+                    # What daphne spends at rest (timers, the token re-check, the sweeps) is
+                    # in its CPU per turn too, for as long as the model takes: measured alone.
+                    idle_before = cpu_seconds(pid)
+                    await asyncio.sleep(IDLE_SECONDS)
+                    print(
+                        f"history {history:>6,} messages: daphne at rest "
+                        f"{1000 * (cpu_seconds(pid) - idle_before) / IDLE_SECONDS:.1f} ms CPU per second",
+                        flush=True,
+                    )
                 if index == warmup:
                     cpu_before = cpu_seconds(pid)
                 fake.spans()
@@ -221,7 +234,7 @@ async def step_works(
                 handled = spans[0][1] - spans[0][0]
                 fakes.append(handled * 1000)
                 transits.append((spans[0][0] - spans[0][2]) * 1000)
-                works.append((times["done"] - times["sent"] - handled) * 1000)
+                works.append((times["done"] - times["sent"] - handled - fake.latency) * 1000)
             cpu = (cpu_seconds(pid) - cpu_before) * 1000 / turns
             await client.close()
             results[history] = (works, fakes, cpu, transits)
@@ -232,7 +245,7 @@ async def step_works(
 
 
 async def step_bench(args: argparse.Namespace, env: dict[str, str], folder: Path) -> None:
-    fake = FakeProcess(0.0)
+    fake = FakeProcess(args.latency if args.latency is not None else 0.0)
     try:
         results = await step_works(env, folder, fake, args.history, args.turns, args.warmup)
     finally:
@@ -255,7 +268,7 @@ async def step_bench(args: argparse.Namespace, env: dict[str, str], folder: Path
 async def concurrency_bench(args: argparse.Namespace, env: dict[str, str], folder: Path) -> None:
     from asgiref.sync import sync_to_async
 
-    fake = FakeProcess(args.latency)
+    fake = FakeProcess(args.latency if args.latency is not None else 1.0)
     tokens = [await sync_to_async(token_create)() for _ in range(args.processes)]
     servers = servers_start(env, args.processes, folder, fake)
     pids = [s.process.pid for s in servers if s.process is not None]
@@ -274,8 +287,10 @@ async def concurrency_bench(args: argparse.Namespace, env: dict[str, str], folde
             await asyncio.gather(*(c.open() for c in clients[start : start + 50]))
         attached = [rss_kib(p) for p in pids]
         fake.spans()
+        cpu_before = [cpu_seconds(p) for p in pids]
         began = time.monotonic()
         times = await asyncio.gather(*(c.turn("go") for c in clients))
+        cpu = [cpu_seconds(p) - b for p, b in zip(pids, cpu_before, strict=True)]
         first_sent = min(t["sent"] for t in times)
         last_done = max(t["done"] for t in times)
         deltas = [t["first_delta"] - t["sent"] for t in times]
@@ -290,7 +305,7 @@ async def concurrency_bench(args: argparse.Namespace, env: dict[str, str], folde
         fake.stop()
     handled = [e - s for s, e, _ in spans]
     print(
-        f"{args.sessions} sessions on {args.processes} process(es), model latency {args.latency:g} s: "
+        f"{args.sessions} sessions on {args.processes} process(es), model latency {fake.latency:g} s: "
         f"all turns done {last_done - first_sent:.2f} s after the first message "
         f"(sending all took {max(t['sent'] for t in times) - began:.2f} s)"
     )
@@ -298,6 +313,10 @@ async def concurrency_bench(args: argparse.Namespace, env: dict[str, str], folde
         f"first assistant.delta after the message: p50 {percentile(deltas, 0.5):.2f} s, "
         f"p99 {percentile(deltas, 0.99):.2f} s, max {max(deltas):.2f} s; "
         f"the fake's own time per call: median {1000 * statistics.median(handled):.1f} ms"
+    )
+    print(
+        f"daphne CPU during the turns: {', '.join(f'{c:.2f} s' for c in cpu)} "
+        f"({1000 * sum(cpu) / args.sessions:.1f} ms per turn)"
     )
     per_connection = (sum(attached) - sum(idle)) / args.sessions
     print(
@@ -315,7 +334,13 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--sessions", type=int, default=500)
-    parser.add_argument("--latency", type=float, default=1.0)
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=None,
+        help="the model's latency in seconds (default: 0 for step, 1 for concurrency); with any "
+        "latency above 50 ms a turn's first text is its own write (an assistant.delta event)",
+    )
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--database-url", default="", help="PostgreSQL (default: a temporary SQLite file)")
     parser.add_argument("--redis-url", default="", help="the channel layer (needed for --processes > 1)")

@@ -55,8 +55,9 @@ def manage(*args: str, env: dict[str, str]) -> str:
 class Daphne:
     """`daphne ... config.asgi:application` on a free port, with the documented websocket limits."""
 
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, env: dict[str, str], log_path: Path, app: str = "config.asgi:application") -> None:
         self.env = env
+        self.app = app
         self.port = free_port()
         self.log_path = log_path
         self.process: subprocess.Popen | None = None
@@ -80,7 +81,7 @@ class Daphne:
                 WS_LIMIT,
                 "--websocket-max-frame-size",
                 WS_LIMIT,
-                "config.asgi:application",
+                self.app,
             ],
             cwd=BASE_DIR,
             env=self.env,
