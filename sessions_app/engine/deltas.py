@@ -1,4 +1,13 @@
-"""Streamed text as `assistant.delta` events, coalesced."""
+"""Streamed text as `assistant.delta` events: coalesced per turn (`DeltaBuffer`), and written
+together across turns (`delta_write`).
+
+The deltas are the most frequent write there is: every streaming turn writes one at least every
+DELTA_FLUSH_SECONDS. Written one transaction each, 500 sessions streaming at once were 10,000
+transactions a second on SQLite's one writer, each with its own hop to a database thread. A
+process's deltas go to one writer instead, which writes all that are waiting in one transaction
+(`services.turn_deltas_emit`), the next batch gathering while one is written: one transaction
+per batch, as many batches as the database can take, and a lone delta still written at once.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +15,82 @@ import asyncio
 import contextlib
 import time
 import uuid
+import weakref
+from collections import deque
 
 from sessions_app import services
 from sessions_app.engine.db import db
 
 DELTA_FLUSH_SECONDS = 0.05
+# At most this many deltas in one transaction.
+DELTA_BATCH_MAX = 256
+
+# (session id, turn id, the lease's holder, text)
+Delta = tuple[uuid.UUID, uuid.UUID, uuid.UUID, str]
+
+
+class _DeltaWriter:
+    """An event loop's deltas waiting to be written, and the one task writing them."""
+
+    def __init__(self) -> None:
+        self.waiting: deque[tuple[Delta, asyncio.Future[bool]]] = deque()
+        self.writing = False
+
+    async def write(self, delta: Delta) -> None:
+        loop = asyncio.get_running_loop()
+        written: asyncio.Future[bool] = loop.create_future()
+        self.waiting.append((delta, written))
+        if not self.writing:
+            self.writing = True
+            loop.create_task(self._drain(), name="palimpsest-deltas")
+        if not await written:
+            raise services.TurnLeaseLost
+
+    async def _drain(self) -> None:
+        try:
+            while self.waiting:
+                batch = [self.waiting.popleft() for _ in range(min(len(self.waiting), DELTA_BATCH_MAX))]
+                outcomes = await _batch_write([delta for delta, _ in batch])
+                for (_, written), outcome in zip(batch, outcomes, strict=True):
+                    if written.done():  # its turn stopped waiting (a cancel)
+                        continue
+                    if isinstance(outcome, BaseException):
+                        written.set_exception(outcome)
+                    else:
+                        written.set_result(outcome)
+        finally:
+            self.writing = False
+
+
+async def _batch_write(deltas: list[Delta]) -> list[bool | BaseException]:
+    """Write `deltas` in one transaction; if it fails, each on its own (one turn's failure, a
+    database error that concerns one session, must not fail the others)."""
+    try:
+        return list(await db(services.turn_deltas_emit)(deltas=deltas))
+    except Exception as exc:
+        if len(deltas) == 1:
+            return [exc]
+    outcomes: list[bool | BaseException] = []
+    for delta in deltas:
+        try:
+            outcomes += await db(services.turn_deltas_emit)(deltas=[delta])
+        except Exception as exc:
+            outcomes.append(exc)
+    return outcomes
+
+
+_writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _DeltaWriter] = weakref.WeakKeyDictionary()
+
+
+async def delta_write(session_id: uuid.UUID, turn_id: uuid.UUID, holder: uuid.UUID, text: str) -> None:
+    """Write and announce one `assistant.delta` of `turn_id` (whose lease `holder` holds), with
+    whatever other deltas of this process are waiting; `TurnLeaseLost` if the turn no longer
+    holds its lease (nothing written)."""
+    loop = asyncio.get_running_loop()
+    writer = _writers.get(loop)
+    if writer is None:
+        writer = _writers[loop] = _DeltaWriter()
+    await writer.write((session_id, turn_id, holder, text))
 
 
 class DeltaBuffer:
@@ -18,9 +98,10 @@ class DeltaBuffer:
     and at the latest DELTA_FLUSH_SECONDS after a piece arrived, even when the model then stalls
     (a timer flushes what is waiting)."""
 
-    def __init__(self, session_id: uuid.UUID, turn_id: uuid.UUID) -> None:
+    def __init__(self, session_id: uuid.UUID, turn_id: uuid.UUID, holder: uuid.UUID) -> None:
         self.session_id = session_id
         self.turn_id = turn_id
+        self.holder = holder
         self.parts: list[str] = []
         self.last_flush = time.monotonic()
         self.timer: asyncio.Task | None = None
@@ -65,6 +146,4 @@ class DeltaBuffer:
                 # A turn ended or taken over elsewhere shows no more text; its runner finds out
                 # at its next check and stops.
                 with contextlib.suppress(services.TurnLeaseLost):
-                    await db(services.turn_delta_emit)(
-                        session_id=self.session_id, turn_id=self.turn_id, text=text
-                    )
+                    await delta_write(self.session_id, self.turn_id, self.holder, text)

@@ -599,7 +599,7 @@ class TurnRunner:
     ) -> tuple[ModelResponse, ModelCallData, str]:
         """The model's answer to `built`, the record of the call to store with it, and the end of
         its streamed text not announced yet (announced with the answer, in the same write)."""
-        deltas = DeltaBuffer(self.session_id, self.turn_id)
+        deltas = DeltaBuffer(self.session_id, self.turn_id, self.holder)
         call = records.TurnCall(
             provider=provider.name,
             snapshot=snapshot,

@@ -21,12 +21,14 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from sessions_app.announce import announce_on_commit
 from sessions_app.engine.types import PlannedToolCall
 from sessions_app.models import (
     AgentSession,
     Message,
     MessageRole,
     ModelCall,
+    SessionEvent,
     SessionStatus,
     ToolCall,
     ToolCallStatus,
@@ -494,12 +496,38 @@ def turns_stop_asked(*, turns: dict[uuid.UUID, tuple[uuid.UUID, uuid.UUID]]) -> 
     return asked
 
 
-def turn_delta_emit(*, session_id: uuid.UUID, turn_id: uuid.UUID, text: str) -> None:
-    """Announce streamed text of `turn_id`'s model call; `TurnLeaseLost` (nothing written) when
-    the turn no longer holds the lease (another process ended it or took it over)."""
+def turn_deltas_emit(*, deltas: list[tuple[uuid.UUID, uuid.UUID, uuid.UUID, str]]) -> list[bool]:
+    """Announce the streamed text of many turns in one transaction: the process's deltas written
+    together (`engine.deltas`), one transaction for all the sessions streaming at once instead
+    of one each. Each of `deltas` is (session id, turn id, the lease's holder, text); returns in
+    the same order whether each was written: False when that turn no longer holds its lease (its
+    holder's), or the session is gone, and nothing of it was written.
+
+    The session rows are locked in the order of their ids (two processes' batches cannot wait
+    on each other), each with the lock every turn write takes first (`turn_lock`)."""
+    order = sorted(range(len(deltas)), key=lambda i: str(deltas[i][0]))
+    written = [False] * len(deltas)
+    rows: list[SessionEvent] = []
     with transaction.atomic():
-        turn_lock(session_id, turn_id)
-        event_emit(session_id=session_id, type="assistant.delta", payload={"text": text})
+        for i in order:
+            session_id, turn_id, holder, text = deltas[i]
+            try:
+                session = object_get(AgentSession, session_id, lock=True, only=TURN_LOCK_FIELDS)
+            except AgentSession.DoesNotExist:
+                continue
+            if session.current_turn_id != turn_id or session.lease_holder != holder:
+                continue
+            last_seq = session_update(session_id, add={"last_seq": 1})["last_seq"]
+            rows.append(
+                SessionEvent(
+                    session_id=session_id, seq=last_seq, type="assistant.delta", payload={"text": text}
+                )
+            )
+            written[i] = True
+        if rows:
+            objects_insert(rows)
+            announce_on_commit(*(row.as_frame() for row in rows))
+    return written
 
 
 def turn_error_emit(*, session_id: uuid.UUID, code: str, message: str) -> None:

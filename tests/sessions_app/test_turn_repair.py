@@ -195,8 +195,7 @@ def test_a_stalled_runner_writes_nothing_once_its_turn_is_taken_over(session, an
     assert not _as(old, session.id, services.turn_heartbeat, session_id=session.id, turn_id=turn.id)
     with pytest.raises(services.TurnLeaseLost):
         _as(old, session.id, services.turn_is_cancelled, session_id=session.id, turn_id=turn.id)
-    with pytest.raises(services.TurnLeaseLost):
-        _as(old, session.id, services.turn_delta_emit, session_id=session.id, turn_id=turn.id, text="late")
+    assert services.turn_deltas_emit(deltas=[(session.id, turn.id, old, "late")]) == [False]
     with pytest.raises(services.TurnLeaseLost):
         _as(
             old,
