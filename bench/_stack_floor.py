@@ -107,15 +107,12 @@ def _session_create(session: str) -> None:
         cursor.execute("INSERT INTO floor_session VALUES (%s, 0, 0)", [session])
 
 
-_clients: list[anthropic.AsyncAnthropic] = []
-
-
 def _client() -> anthropic.AsyncAnthropic:
-    if not _clients:
-        _clients.append(
-            anthropic.AsyncAnthropic(api_key="bench-key", base_url=os.environ["ANTHROPIC_BASE_URL"])
-        )
-    return _clients[0]
+    """The SDK's client as the service takes it (`anthropic_client`: a few per process, in turn,
+    so that hundreds of calls at once do not walk one pool's bookkeeping)."""
+    from sessions_app.engine.providers.anthropic import anthropic_client
+
+    return anthropic_client(api_key="bench-key", base_url=os.environ["ANTHROPIC_BASE_URL"])
 
 
 class FloorConsumer(AsyncWebsocketConsumer):

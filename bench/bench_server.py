@@ -183,10 +183,12 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
 
 
-def servers_start(env: dict[str, str], processes: int, folder: Path, fake: FakeProcess) -> list[Daphne]:
+def servers_start(
+    env: dict[str, str], processes: int, folder: Path, fake: FakeProcess, app: str = "config.asgi:application"
+) -> list[Daphne]:
     base = server_env(**env, ANTHROPIC_BASE_URL=fake.url)
     base["PALIMPSEST_POLL_SECONDS"] = os.environ.get("BENCH_POLL_SECONDS", "1.0")  # the production default
-    return [Daphne(base, folder / f"daphne{i}.log").start() for i in range(processes)]
+    return [Daphne(base, folder / f"daphne{i}.log", app=app).start() for i in range(processes)]
 
 
 IDLE_SECONDS = 3.0
@@ -270,7 +272,7 @@ async def concurrency_bench(args: argparse.Namespace, env: dict[str, str], folde
 
     fake = FakeProcess(args.latency if args.latency is not None else 1.0)
     tokens = [await sync_to_async(token_create)() for _ in range(args.processes)]
-    servers = servers_start(env, args.processes, folder, fake)
+    servers = servers_start(env, args.processes, folder, fake, app=args.app)
     pids = [s.process.pid for s in servers if s.process is not None]
     try:
         # Warm each process up (imports, the SDK's client) with one turn.
@@ -342,6 +344,12 @@ def main() -> None:
         "latency above 50 ms a turn's first text is its own write (an assistant.delta event)",
     )
     parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument(
+        "--app",
+        default="config.asgi:application",
+        help="the ASGI application daphne serves (concurrency); bench._stack_floor:application is "
+        "the least turn on the stack (bench_floor.py), to run the same load against",
+    )
     parser.add_argument("--database-url", default="", help="PostgreSQL (default: a temporary SQLite file)")
     parser.add_argument("--redis-url", default="", help="the channel layer (needed for --processes > 1)")
     args = parser.parse_args()
