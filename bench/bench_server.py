@@ -290,9 +290,11 @@ async def concurrency_bench(args: argparse.Namespace, env: dict[str, str], folde
         attached = [rss_kib(p) for p in pids]
         fake.spans()
         cpu_before = [cpu_seconds(p) for p in pids]
+        harness_before = (time.process_time(), cpu_seconds(fake.process.pid))
         began = time.monotonic()
         times = await asyncio.gather(*(c.turn("go") for c in clients))
         cpu = [cpu_seconds(p) - b for p, b in zip(pids, cpu_before, strict=True)]
+        harness = (time.process_time() - harness_before[0], cpu_seconds(fake.process.pid) - harness_before[1])
         first_sent = min(t["sent"] for t in times)
         last_done = max(t["done"] for t in times)
         deltas = [t["first_delta"] - t["sent"] for t in times]
@@ -318,7 +320,8 @@ async def concurrency_bench(args: argparse.Namespace, env: dict[str, str], folde
     )
     print(
         f"daphne CPU during the turns: {', '.join(f'{c:.2f} s' for c in cpu)} "
-        f"({1000 * sum(cpu) / args.sessions:.1f} ms per turn)"
+        f"({1000 * sum(cpu) / args.sessions:.1f} ms per turn); on the same cores, the clients "
+        f"{harness[0]:.2f} s and the fake {harness[1]:.2f} s"
     )
     per_connection = (sum(attached) - sum(idle)) / args.sessions
     print(

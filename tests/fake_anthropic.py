@@ -305,6 +305,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default backlog is 5: hundreds of clients connecting at once (the
+    # concurrency benchmark) overflowed it, and each dropped connection waited a second for
+    # TCP to try again, counted against the server that called.
+    request_queue_size = 1024
     block_on_close = False  # don't join idle keep-alive handler threads on close
     fake: FakeAnthropicServer
 
