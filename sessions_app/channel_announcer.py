@@ -28,18 +28,36 @@ def session_group_name(session_id: str) -> str:
     return f"session.{session_id.replace('-', '')}"
 
 
-async def _broadcast(layer: Any, frame: dict) -> None:
-    await layer.group_send(session_group_name(frame["session_id"]), {"type": "session.event", "event": frame})
-    if frame["type"] not in NOT_NOTICED:
+async def _broadcast(layer: Any, frames: list[dict]) -> None:
+    """Send one session's consecutive events (of one write) to its group as one message, and
+    one notice of the last of them the session list cares about: a write's four events were
+    seven group sends, each waking every member (a consumer's turn through its handler, the
+    operator's page rendering each on its own)."""
+    session_id = frames[0]["session_id"]
+    await layer.group_send(session_group_name(session_id), {"type": "session.events", "events": frames})
+    noticed = [frame for frame in frames if frame["type"] not in NOT_NOTICED]
+    if noticed:
         await layer.group_send(
             ALL_SESSIONS_GROUP,
             {
                 "type": "session.notice",
-                "session_id": frame["session_id"],
-                "event_type": frame["type"],
-                "seq": frame["seq"],
+                "session_id": session_id,
+                "event_type": noticed[-1]["type"],
+                "seq": noticed[-1]["seq"],
             },
         )
+
+
+def _by_session(frames: list[dict]) -> list[list[dict]]:
+    """`frames` (in commit order) cut into runs of one session's (a write of many sessions'
+    deltas has one frame of each)."""
+    runs: list[list[dict]] = []
+    for frame in frames:
+        if runs and runs[-1][0]["session_id"] == frame["session_id"]:
+            runs[-1].append(frame)
+        else:
+            runs.append([frame])
+    return runs
 
 
 class _Outbox:
@@ -47,25 +65,26 @@ class _Outbox:
     committed, by one task at a time."""
 
     def __init__(self) -> None:
-        self.frames: deque[tuple[Any, dict]] = deque()
+        self.runs: deque[tuple[Any, list[dict]]] = deque()
         self.sending = False
 
     def put(self, layer: Any, frames: list[dict]) -> None:  # runs in the loop
-        self.frames.extend((layer, frame) for frame in frames)
+        self.runs.extend((layer, run) for run in _by_session(frames))
         if not self.sending:
             self.sending = True
             asyncio.get_running_loop().create_task(self._drain())
 
     async def _drain(self) -> None:
         try:
-            while self.frames:
-                layer, frame = self.frames.popleft()
+            while self.runs:
+                layer, run = self.runs.popleft()
                 try:
-                    await _broadcast(layer, frame)
+                    await _broadcast(layer, run)
                 except Exception:
                     # Committed and replayable with since_seq: a failed broadcast loses nothing.
                     logger.exception(
-                        "broadcasting event %s seq %s failed", frame.get("type"), frame.get("seq")
+                        "broadcasting events %s failed",
+                        ", ".join(f"{f.get('type')} seq {f.get('seq')}" for f in run),
                     )
         finally:
             self.sending = False
@@ -96,8 +115,8 @@ def announce_via_channel_layer(frames: list[dict]) -> None:
 
 
 async def _broadcast_all(layer: Any, frames: list[dict]) -> None:
-    for frame in frames:
-        await _broadcast(layer, frame)
+    for run in _by_session(frames):
+        await _broadcast(layer, run)
 
 
 def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:

@@ -117,25 +117,35 @@ class SessionEventStream(FlowControlledSend):
                 return
             await self._deliver(target, events)
 
-    async def session_event(self, message: dict) -> None:
-        """A committed event broadcast to a followed session's group."""
-        event = message["event"]
+    async def session_events(self, message: dict) -> None:
+        """Committed events broadcast to a followed session's group: one session's, consecutive,
+        in `seq` order (the events of one write, `channel_announcer`)."""
+        events = message["events"]
+        if not events:
+            return
         try:
-            session_id = uuid.UUID(str(event["session_id"]))
+            session_id = uuid.UUID(str(events[0]["session_id"]))
         except ValueError:
             return
         last = self._last_seq(session_id)
-        seq = event["seq"]
-        if last is None or seq <= last:
+        if last is None or events[-1]["seq"] <= last:
             return  # not followed, or replayed from the database already
         # Broadcasts from two processes can overtake each other: fill the gap from the database
         # so the client sees every seq, in order.
-        while seq > (self._last_seq(session_id) or 0) + 1:
-            missing = await self._stored_after(session_id, self._last_seq(session_id) or 0, upto_seq=seq - 1)
+        first = events[0]["seq"]
+        while first > (self._last_seq(session_id) or 0) + 1:
+            missing = await self._stored_after(
+                session_id, self._last_seq(session_id) or 0, upto_seq=first - 1
+            )
             if not missing:
                 break
             await self._deliver(session_id, missing)
-        await self._deliver(session_id, [event])
+        await self._deliver(session_id, events)
+
+    async def session_event(self, message: dict) -> None:
+        """One committed event: what a process of an earlier version broadcasts (its events one
+        message each), during a rolling upgrade over Redis."""
+        await self.session_events({"events": [message["event"]]})
 
     async def _stored_after(
         self,

@@ -505,8 +505,10 @@ def test_keyboard_shortcuts_reach_the_common_actions(new_page, scripted_server):
     assert page.locator("#shortcuts").is_visible()
     page.keyboard.press("Escape")
     assert page.locator("#shortcuts").is_hidden()
-    # x cancels a running turn (a long answer streams slowly enough to catch).
-    page.fill("#id_content", "echo " + " ".join(f"w{i}" for i in range(300)))
+    # x cancels a running turn: an answer long enough (~200 pieces, 10 s) that it is still
+    # streaming when x comes, however quickly the server streams (300 words, ~1.5 s, were
+    # sometimes done before the steps below).
+    page.fill("#id_content", "echo " + " ".join(f"w{i}" for i in range(2000)))
     page.click("#message-form button:has-text('Send')")
     page.wait_for_selector("#session-status.status-running")
     # After sending, the box has the focus again, once the send's answer is swapped in. The
@@ -516,6 +518,9 @@ def test_keyboard_shortcuts_reach_the_common_actions(new_page, scripted_server):
         "document.activeElement && document.activeElement.id === 'id_content'"
         " && document.activeElement.value === ''"
     )
+    # htmx done with that swap too (it settles after swapping): a click during it may be
+    # dropped, and x would then send no cancel.
+    page.wait_for_function("!document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')")
     page.evaluate("document.activeElement.blur()")
     page.keyboard.press("x")
     page.wait_for_selector("#transcript .marker.turn-end:has-text('cancelled')")

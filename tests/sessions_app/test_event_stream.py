@@ -38,3 +38,74 @@ async def test_a_broadcast_that_overtakes_earlier_ones_comes_after_them(connect)
     for frame in frames[:2]:
         await layer.group_send(session_group_name(str(session_id)), {"type": "session.event", "event": frame})
     assert await client.nothing_more()
+
+
+async def test_a_writes_events_overtaking_earlier_ones_come_after_them(connect):
+    """The same with the events of one write broadcast together (`session.events`): the gap
+    before them is filled from the database, and a late, overlapping broadcast sends nothing
+    twice."""
+    client = await connect()
+    session_id = uuid.UUID((await client.create())["id"])
+    frames = await sync_to_async(events_written_elsewhere)(session_id, 5)
+    layer = get_channel_layer()
+    group = session_group_name(str(session_id))
+    await layer.group_send(group, {"type": "session.events", "events": frames[3:]})
+    received = [await client.recv() for _ in range(5)]
+    assert [f["seq"] for f in received] == [1, 2, 3, 4, 5]
+    await layer.group_send(group, {"type": "session.events", "events": frames[1:4]})
+    assert await client.nothing_more()
+
+
+async def test_a_writes_events_are_one_message_to_the_session_and_one_notice(transactional_db, monkeypatch):
+    """A write's events reach the session's group as one message (each member woken once, not
+    once an event), and the session list as one notice, of the last event it cares about; a
+    write of many sessions' deltas is one message to each session, and no notice."""
+    from sessions_app import channel_announcer
+
+    sent: list[tuple[str, dict]] = []
+
+    class Layer:
+        async def group_send(self, group: str, message: dict) -> None:
+            sent.append((group, message))
+
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    write = [
+        {"type": "assistant.delta", "session_id": a, "seq": 7, "text": "ok"},
+        {"type": "assistant.message", "session_id": a, "seq": 8, "content": []},
+        {"type": "usage", "session_id": a, "seq": 9},
+        {"type": "turn.completed", "session_id": a, "seq": 10},
+    ]
+    monkeypatch.setattr(channel_announcer, "get_channel_layer", Layer)
+    await sync_to_async(channel_announcer.announce_via_channel_layer)(write)
+    await _outbox_drained()
+    assert sent == [
+        (session_group_name(a), {"type": "session.events", "events": write}),
+        (
+            channel_announcer.ALL_SESSIONS_GROUP,
+            {"type": "session.notice", "session_id": a, "event_type": "turn.completed", "seq": 10},
+        ),
+    ]
+    sent.clear()
+    deltas = [
+        {"type": "assistant.delta", "session_id": a, "seq": 11, "text": "x"},
+        {"type": "assistant.delta", "session_id": b, "seq": 3, "text": "y"},
+    ]
+    await sync_to_async(channel_announcer.announce_via_channel_layer)(deltas)
+    await _outbox_drained()
+    assert sent == [
+        (session_group_name(a), {"type": "session.events", "events": deltas[:1]}),
+        (session_group_name(b), {"type": "session.events", "events": deltas[1:]}),
+    ]
+
+
+async def _outbox_drained() -> None:
+    import asyncio
+
+    from sessions_app import channel_announcer
+
+    for _ in range(100):
+        outbox = channel_announcer._outboxes.get(asyncio.get_running_loop())
+        if outbox is not None and not outbox.runs and not outbox.sending:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the outbox did not drain")
