@@ -46,18 +46,19 @@ FILLER = "lorem ipsum dolor sit amet " * 8  # as `bench/_setup.py`'s history
 
 
 def _tables() -> None:
+    key = "INTEGER PRIMARY KEY" if connection.vendor == "sqlite" else "BIGSERIAL PRIMARY KEY"
     with connection.cursor() as cursor:
         cursor.execute(
             "CREATE TABLE IF NOT EXISTS floor_session "
             "(id TEXT PRIMARY KEY, last_seq INTEGER, messages INTEGER)"
         )
         cursor.execute(
-            "CREATE TABLE IF NOT EXISTS floor_message "
-            "(id INTEGER PRIMARY KEY, session TEXT, position INTEGER, role TEXT, content TEXT)"
+            f"CREATE TABLE IF NOT EXISTS floor_message "
+            f"(id {key}, session TEXT, position INTEGER, role TEXT, content TEXT)"
         )
         cursor.execute(
-            "CREATE TABLE IF NOT EXISTS floor_event "
-            "(id INTEGER PRIMARY KEY, session TEXT, seq INTEGER, type TEXT, payload TEXT, ts TEXT)"
+            f"CREATE TABLE IF NOT EXISTS floor_event "
+            f"(id {key}, session TEXT, seq INTEGER, type TEXT, payload TEXT, ts TEXT)"
         )
     connection.close()
 
@@ -69,7 +70,9 @@ def _write(session: str, role: str, content: list[dict], events: list[tuple[str,
     """One write transaction: a message, its events; returns the events' frames."""
     now = datetime.now(UTC).isoformat()
     with connection.cursor() as cursor:
-        cursor.execute("BEGIN IMMEDIATE")
+        # SQLite's writer lock at once (as the service's transactions take it); PostgreSQL's
+        # row lock comes with the update.
+        cursor.execute("BEGIN IMMEDIATE" if connection.vendor == "sqlite" else "BEGIN")
         try:
             cursor.execute(
                 "UPDATE floor_session SET last_seq = last_seq + %s, messages = messages + 1 "
