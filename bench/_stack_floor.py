@@ -49,15 +49,15 @@ def _tables() -> None:
     key = "INTEGER PRIMARY KEY" if connection.vendor == "sqlite" else "BIGSERIAL PRIMARY KEY"
     with connection.cursor() as cursor:
         cursor.execute(
-            "CREATE TABLE IF NOT EXISTS floor_session "
+            "CREATE TABLE IF NOT EXISTS stack_floor_session "
             "(id TEXT PRIMARY KEY, last_seq INTEGER, messages INTEGER)"
         )
         cursor.execute(
-            f"CREATE TABLE IF NOT EXISTS floor_message "
+            f"CREATE TABLE IF NOT EXISTS stack_floor_message "
             f"(id {key}, session TEXT, position INTEGER, role TEXT, content TEXT)"
         )
         cursor.execute(
-            f"CREATE TABLE IF NOT EXISTS floor_event "
+            f"CREATE TABLE IF NOT EXISTS stack_floor_event "
             f"(id {key}, session TEXT, seq INTEGER, type TEXT, payload TEXT, ts TEXT)"
         )
     connection.close()
@@ -75,13 +75,13 @@ def _write(session: str, role: str, content: list[dict], events: list[tuple[str,
         cursor.execute("BEGIN IMMEDIATE" if connection.vendor == "sqlite" else "BEGIN")
         try:
             cursor.execute(
-                "UPDATE floor_session SET last_seq = last_seq + %s, messages = messages + 1 "
+                "UPDATE stack_floor_session SET last_seq = last_seq + %s, messages = messages + 1 "
                 "WHERE id = %s RETURNING last_seq, messages",
                 [len(events), session],
             )
             last_seq, position = cursor.fetchone()
             cursor.execute(
-                "INSERT INTO floor_message (session, position, role, content) VALUES (%s, %s, %s, %s)",
+                "INSERT INTO stack_floor_message (session, position, role, content) VALUES (%s, %s, %s, %s)",
                 [session, position, role, json.dumps(content)],
             )
             first = last_seq - len(events) + 1
@@ -94,7 +94,7 @@ def _write(session: str, role: str, content: list[dict], events: list[tuple[str,
                     json.dumps({"type": kind, "session_id": session, "seq": seq, "ts": now, **payload})
                 )
             cursor.execute(
-                "INSERT INTO floor_event (session, seq, type, payload, ts) VALUES "
+                "INSERT INTO stack_floor_event (session, seq, type, payload, ts) VALUES "
                 + ", ".join(["(%s, %s, %s, %s, %s)"] * len(events)),
                 rows,
             )
@@ -107,7 +107,7 @@ def _write(session: str, role: str, content: list[dict], events: list[tuple[str,
 
 def _session_create(session: str) -> None:
     with connection.cursor() as cursor:
-        cursor.execute("INSERT INTO floor_session VALUES (%s, 0, 0)", [session])
+        cursor.execute("INSERT INTO stack_floor_session VALUES (%s, 0, 0)", [session])
 
 
 def _client() -> anthropic.AsyncAnthropic:
