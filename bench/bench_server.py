@@ -308,6 +308,9 @@ async def concurrency_bench(args: argparse.Namespace, env: dict[str, str], folde
             server.stop()
         fake.stop()
     handled = [e - s for s, e, _ in spans]
+    # When each model call reached the model (the fake's clock is the same monotonic clock):
+    # a first delta can come no sooner than this plus the model's latency.
+    arrived = [s - first_sent for s, _, _ in spans]
     print(
         f"{args.sessions} sessions on {args.processes} process(es), model latency {fake.latency:g} s: "
         f"all turns done {last_done - first_sent:.2f} s after the first message "
@@ -317,6 +320,10 @@ async def concurrency_bench(args: argparse.Namespace, env: dict[str, str], folde
         f"first assistant.delta after the message: p50 {percentile(deltas, 0.5):.2f} s, "
         f"p99 {percentile(deltas, 0.99):.2f} s, max {max(deltas):.2f} s; "
         f"the fake's own time per call: median {1000 * statistics.median(handled):.1f} ms"
+    )
+    print(
+        f"the model calls reached the model after the first message: p50 {percentile(arrived, 0.5):.2f} s, "
+        f"p99 {percentile(arrived, 0.99):.2f} s, last {max(arrived):.2f} s"
     )
     print(
         f"daphne CPU during the turns: {', '.join(f'{c:.2f} s' for c in cpu)} "
