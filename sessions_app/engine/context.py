@@ -85,12 +85,16 @@ class BuiltRequest:
 
     @property
     def sha256(self) -> str:
-        """The SHA-256 of `encoded` (`selectors.request_sha256(body)`), computed once: the engine
-        asks for it first in a database thread, where hashing a large request (a few ms for
-        megabytes) holds up no other session's frames."""
+        """The SHA-256 of `encoded` (`selectors.request_sha256(body)`), computed once (or given:
+        `sha256_known`)."""
         if not self._sha256:
             self._sha256 = hashlib.sha256(self.encoded).hexdigest()
         return self._sha256
+
+    def sha256_known(self, digest: str) -> None:
+        """`sha256`, hashed by its caller (from where the previous request's hash left off:
+        `prefix.request_mark`)."""
+        self._sha256 = digest
 
 
 def _text_block(text: str) -> dict:

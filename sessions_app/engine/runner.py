@@ -28,7 +28,7 @@ from sessions_app.engine.db import db, db_heavy, db_lease
 from sessions_app.engine.deltas import DeltaBuffer
 from sessions_app.engine.features import features
 from sessions_app.engine.history import history_for, history_forget, history_view_refresh
-from sessions_app.engine.prefix import stable_prefix_bytes
+from sessions_app.engine.prefix import RequestMark, digest_remember, request_mark
 from sessions_app.engine.providers import Provider, ProviderError, provider_for_model
 from sessions_app.engine.providers.base import ModelResponse
 from sessions_app.engine.snapshot import SessionSnapshot
@@ -232,12 +232,20 @@ async def turn_wait(turn_id: uuid.UUID) -> str | None:
     return await asyncio.shield(task)
 
 
-# A request larger than this is hashed (for its record) in a thread, during the model call.
+# A request with more than this left to hash (for its record) is hashed in a thread, during
+# the model call.
 HASH_INLINE_MAX_BYTES = 256 * 1024
 
 
 async def _done(value: T) -> T:
     return value
+
+
+async def _digest_take(built: BuiltRequest, mark: RequestMark, hashed: asyncio.Future) -> None:
+    """The request's SHA-256 for its record, once hashed; its checkpoints kept for the next."""
+    digest, checkpoints = await hashed
+    built.sha256_known(digest)
+    digest_remember(mark, checkpoints)
 
 
 # Content larger than this (characters of JSON, roughly) is counted in a worker thread.
@@ -600,20 +608,22 @@ class TurnRunner:
         """The model's answer to `built`, the record of the call to store with it, and the end of
         its streamed text not announced yet (announced with the answer, in the same write)."""
         deltas = DeltaBuffer(self.session_id, self.turn_id, self.holder)
+        mark = request_mark(self.session_id, built.encoded)
         call = records.TurnCall(
             provider=provider.name,
             snapshot=snapshot,
             step=self.steps,
             built=built,
-            stable_prefix_bytes=stable_prefix_bytes(self.session_id, built.encoded),
+            stable_prefix_bytes=mark.stable_prefix,
             predicted_prompt_tokens=compaction.estimate_prompt_tokens(snapshot, built.estimated_tokens),
         )
-        # The request's hash (for its record) is computed in a thread while the model answers:
-        # milliseconds for a long session's request, off the event loop and off the step's path.
-        if len(built.encoded) >= HASH_INLINE_MAX_BYTES:
-            hashed = asyncio.ensure_future(asyncio.to_thread(lambda: built.sha256))
+        # The request's hash (for its record) is taken up where the previous request's stable
+        # start ends (`prefix.request_mark`), while the model answers: in a thread when what is
+        # left to hash is long, off the event loop and off the step's path.
+        if mark.to_hash >= HASH_INLINE_MAX_BYTES:
+            hashed = asyncio.ensure_future(asyncio.to_thread(mark.digest))
         else:
-            hashed = asyncio.ensure_future(_done(built.sha256))
+            hashed = asyncio.ensure_future(_done(mark.digest()))
         try:
             response = await self.cancellable(
                 provider.complete(
@@ -621,13 +631,13 @@ class TurnRunner:
                 )
             )
         except ProviderError as exc:
-            await hashed
+            await _digest_take(built, mark, hashed)
             await deltas.flush()
             await db(services.model_call_record)(
                 session_id=self.session_id, turn_id=self.turn_id, data=call.failed(str(exc))
             )
             raise
-        await hashed
+        await _digest_take(built, mark, hashed)
         delta_text = await deltas.close()
         # What the model wrote is stored as it will be stored everywhere: without U+0000.
         response.content = nul_free(response.content)
