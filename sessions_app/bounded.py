@@ -98,6 +98,9 @@ class SizedLRUCache(LRUCache[K, V]):
     is cached (a prepared history that a running turn appends to), and the budget is checked
     against what the entries weigh now. So `size_of` must be cheap (a running total the value
     keeps, or `len` of bytes); the cost of a `set` is O(entries), which `maxsize` bounds.
+    With `fixed_sizes` (values that never change size while cached, such as bytes) each size is
+    asked once and a running total kept: a `set` costs O(1) besides what it drops (a cache of
+    256 requests was summed whole at every model call).
     `max_bytes` may be a callable, read at each `set` (a setting that tests change).
     """
 
@@ -107,10 +110,13 @@ class SizedLRUCache(LRUCache[K, V]):
         maxsize: int,
         max_bytes: int | Callable[[], int],
         size_of: Callable[[V], int],
+        fixed_sizes: bool = False,
     ) -> None:
         super().__init__(maxsize)
         self._max_bytes = max_bytes
         self._size_of = size_of
+        self._sizes: dict[K, int] | None = {} if fixed_sizes else None
+        self._total = 0
 
     @property
     def max_bytes(self) -> int:
@@ -119,16 +125,40 @@ class SizedLRUCache(LRUCache[K, V]):
     def set(self, key: K, value: V) -> bool:
         """Keep `value` as the most recently used entry; False when it is too big to keep."""
         budget = self.max_bytes
-        if self._size_of(value) > budget:
-            self._data.pop(key, None)
+        size = self._size_of(value)
+        if size > budget:
+            self.pop(key)
             return False
-        super().set(key, value)
-        total = self.nbytes()
-        while total > budget:
-            _, dropped = self._data.popitem(last=False)
-            total -= self._size_of(dropped)
+        if self._sizes is None:
+            super().set(key, value)
+            total = self.nbytes()
+            while total > budget:
+                _, dropped = self._data.popitem(last=False)
+                total -= self._size_of(dropped)
+            return True
+        self.pop(key)
+        self._data[key] = value
+        self._sizes[key] = size
+        self._total += size
+        while len(self._data) > self.maxsize or self._total > budget:
+            oldest, _ = self._data.popitem(last=False)
+            self._total -= self._sizes.pop(oldest)
         return True
+
+    def pop(self, key: K) -> V | None:
+        value = self._data.pop(key, None)
+        if self._sizes is not None and key in self._sizes:
+            self._total -= self._sizes.pop(key)
+        return value
+
+    def clear(self) -> None:
+        super().clear()
+        if self._sizes is not None:
+            self._sizes.clear()
+            self._total = 0
 
     def nbytes(self) -> int:
         """What the entries weigh now (by `size_of`)."""
+        if self._sizes is not None:
+            return self._total
         return sum(self._size_of(v) for v in self._data.values())

@@ -51,7 +51,7 @@ def _size_of(previous: _Previous) -> int:
 # Runs in the event loop only (`TurnRunner._call_model`); `RequestMark.digest` may run in a
 # thread and touches nothing of it.
 _last_request: SizedLRUCache[uuid.UUID, _Previous] = SizedLRUCache(
-    maxsize=PREFIX_CACHE_SESSIONS, max_bytes=_prefix_cache_bytes, size_of=_size_of
+    maxsize=PREFIX_CACHE_SESSIONS, max_bytes=_prefix_cache_bytes, size_of=_size_of, fixed_sizes=True
 )
 
 

@@ -89,3 +89,38 @@ def test_sized_lru_cache_reads_a_callable_budget_at_each_set():
     budget[0] = 500
     cache.set("c", b"x" * 10)
     assert [k for k in "abc" if k in cache] == ["b", "c"]
+
+
+def test_sized_lru_cache_with_fixed_sizes_keeps_what_the_weighing_one_keeps():
+    """With `fixed_sizes`, a running total instead of weighing every entry at each `set`: over
+    random sets, gets, pops and clears, the same entries kept, the same order, the same bytes,
+    and each value weighed once."""
+    import random
+
+    rng = random.Random(7)
+    weighed: list[bytes] = []
+
+    def size_of(value: bytes) -> int:
+        weighed.append(value)
+        return len(value)
+
+    fixed: SizedLRUCache[int, bytes] = SizedLRUCache(
+        maxsize=8, max_bytes=1000, size_of=size_of, fixed_sizes=True
+    )
+    weighing: SizedLRUCache[int, bytes] = SizedLRUCache(maxsize=8, max_bytes=1000, size_of=len)
+    for _ in range(2000):
+        key, roll = rng.randrange(12), rng.random()
+        if roll < 0.6:
+            value = b"x" * rng.choice([0, 1, 50, 200, 400, 999, 1000, 1001])
+            sets = len(weighed)
+            assert fixed.set(key, value) == weighing.set(key, value)
+            assert len(weighed) == sets + 1
+        elif roll < 0.85:
+            assert fixed.get(key) == weighing.get(key)
+        elif roll < 0.99:
+            assert fixed.pop(key) == weighing.pop(key)
+        else:
+            fixed.clear()
+            weighing.clear()
+        assert list(fixed._data.items()) == list(weighing._data.items())
+        assert fixed.nbytes() == weighing.nbytes() <= 1000
