@@ -25,6 +25,7 @@ from typing import Protocol
 from channels.db import database_sync_to_async
 from django.conf import settings
 
+from sessions_app.process_tasks import task_in_loop
 from sessions_app.tokens import agent_token_ids_active
 
 logger = logging.getLogger("palimpsest.ws")
@@ -108,10 +109,7 @@ async def tokens_recheck() -> None:
 
 def _checker_ensure() -> None:
     global _checker
-    loop = asyncio.get_running_loop()
-    if _checker is not None and not _checker.done() and _checker.get_loop() is loop:
-        return
-    _checker = loop.create_task(_check_forever(), name="palimpsest-token-recheck")
+    _checker = task_in_loop(_checker, _check_forever, "palimpsest-token-recheck")
 
 
 async def _check_forever() -> None:

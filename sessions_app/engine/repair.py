@@ -22,6 +22,7 @@ from django.conf import settings
 from sessions_app import selectors
 from sessions_app.engine.db import db
 from sessions_app.engine.runner import turn_repair_if_dead
+from sessions_app.process_tasks import task_in_loop
 
 logger = logging.getLogger("palimpsest.engine")
 # Sessions repaired by one round at most; the next round takes the rest.
@@ -45,10 +46,7 @@ async def turns_sweep() -> int:
 def sweeper_ensure() -> None:
     """Start this process's sweep in the running event loop, unless it runs already."""
     global _sweeper
-    loop = asyncio.get_running_loop()
-    if _sweeper is not None and not _sweeper.done() and _sweeper.get_loop() is loop:
-        return
-    _sweeper = loop.create_task(_sweep_forever(), name="palimpsest-turn-sweep")
+    _sweeper = task_in_loop(_sweeper, _sweep_forever, "palimpsest-turn-sweep")
 
 
 async def sweeper_stop() -> None:

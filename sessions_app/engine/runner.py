@@ -43,6 +43,7 @@ from sessions_app.engine.tool_dispatch import (
 from sessions_app.engine.tool_hooks import turn_started as tool_hooks_turn_started
 from sessions_app.engine.types import ModelCallData, PlannedToolCall
 from sessions_app.models import ToolExecutor
+from sessions_app.process_tasks import task_in_loop
 
 logger = logging.getLogger("palimpsest.engine")
 
@@ -102,10 +103,7 @@ def _watched(runner: TurnRunner) -> Iterator[None]:
 
 def _watcher_ensure() -> None:
     global _watcher
-    loop = asyncio.get_running_loop()
-    if _watcher is not None and not _watcher.done() and _watcher.get_loop() is loop:
-        return
-    _watcher = loop.create_task(_watch_forever(), name="palimpsest-turn-watch")
+    _watcher = task_in_loop(_watcher, _watch_forever, "palimpsest-turn-watch")
 
 
 async def _watch_forever() -> None:
