@@ -50,7 +50,14 @@ class _DeltaWriter:
         try:
             while self.waiting:
                 batch = [self.waiting.popleft() for _ in range(min(len(self.waiting), DELTA_BATCH_MAX))]
-                outcomes = await _batch_write([delta for delta, _ in batch])
+                try:
+                    outcomes = await _batch_write([delta for delta, _ in batch])
+                except BaseException:
+                    # The writer itself is stopped (its event loop is closing): no turn is left
+                    # waiting for a write that will not be reported.
+                    for _, written in batch:
+                        written.cancel()
+                    raise
                 for (_, written), outcome in zip(batch, outcomes, strict=True):
                     if written.done():  # its turn stopped waiting (a cancel)
                         continue
@@ -60,6 +67,9 @@ class _DeltaWriter:
                         written.set_result(outcome)
         finally:
             self.writing = False
+            for _, written in self.waiting:
+                written.cancel()
+            self.waiting.clear()
 
 
 async def _batch_write(deltas: list[Delta]) -> list[bool | BaseException]:

@@ -185,3 +185,19 @@ def test_batches_over_the_same_sessions_at_once_do_not_wait_on_each_other(transa
         stored = _deltas(session_id)
         assert len(stored) == 20
         assert [seq for seq, _ in stored] == list(range(stored[0][0], stored[0][0] + 20))
+
+
+async def test_a_stopped_writer_leaves_no_turn_waiting(transactional_db, monkeypatch, announced):
+    """The writer's task is cancelled (its event loop closing) during a write: the turns whose
+    deltas it held are told at once, none waits for ever."""
+    turns = await sync_to_async(_running)(3)
+    _SlowWrites(monkeypatch, pause=0.5)
+    first = asyncio.ensure_future(engine_deltas.delta_write(*turns[0], "first"))
+    await asyncio.sleep(0.1)  # the first write is under way; the others wait behind it
+    queued = [asyncio.ensure_future(engine_deltas.delta_write(s, t, h, "later")) for s, t, h in turns[1:]]
+    await asyncio.sleep(0)
+    (writer,) = [task for task in asyncio.all_tasks() if task.get_name() == "palimpsest-deltas"]
+    writer.cancel()
+    results = await asyncio.wait_for(asyncio.gather(first, *queued, return_exceptions=True), 2)
+    assert all(isinstance(result, asyncio.CancelledError) for result in results)
+    await asyncio.sleep(0.6)  # the abandoned write's thread finishes before the test's database goes
