@@ -117,7 +117,7 @@ async def turns_watch_once() -> None:
     runners = list(_waiting)
     if not runners:
         return
-    turns = {r.session_id: (r.turn_id, r.holder) for r in runners}
+    turns = [(r.session_id, r.turn_id, r.holder) for r in runners]
     try:
         asked = await db(services.turns_stop_asked)(turns=turns)
     except Exception:
@@ -125,8 +125,8 @@ async def turns_watch_once() -> None:
         # looks for itself this time, as it would at the next round.
         logger.warning("polling the running turns failed; each looks for itself", exc_info=True)
         asked = set(turns)
-    for runner in runners:
-        if runner.session_id in asked:
+    for runner, turn in zip(runners, turns, strict=True):
+        if turn in asked:
             runner.wake.set()
 
 

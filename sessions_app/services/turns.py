@@ -476,12 +476,15 @@ def turn_is_cancelled(*, session_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
 STOP_ASKED_CHUNK = 500
 
 
-def turns_stop_asked(*, turns: dict[uuid.UUID, tuple[uuid.UUID, uuid.UUID]]) -> set[uuid.UUID]:
-    """Of the running turns `turns` (session id -> (turn id, lease holder)), the sessions whose
-    turn must look again: a cancel was asked, or its lease is no longer that turn's and holder's
-    (or the session is gone). One query per STOP_ASKED_CHUNK sessions, whatever the number of
-    turns: the poll of a process's running turns for what another process wrote."""
-    ids = list(turns)
+def turns_stop_asked(
+    *, turns: list[tuple[uuid.UUID, uuid.UUID, uuid.UUID]]
+) -> set[tuple[uuid.UUID, uuid.UUID, uuid.UUID]]:
+    """Of the running turns `turns` (session id, turn id, lease holder), those that must look
+    again: a cancel was asked, or the session's lease is no longer that turn's and holder's (or
+    the session is gone). Two runners of one session (one stalled, one that took its turn over)
+    are told apart by their holders. One query per STOP_ASKED_CHUNK sessions, whatever the number
+    of turns: the poll of a process's running turns for what another process wrote."""
+    ids = list({session_id for session_id, _, _ in turns})
     found: dict[uuid.UUID, tuple[Any, Any, bool]] = {}
     for start in range(0, len(ids), STOP_ASKED_CHUNK):
         rows = AgentSession.objects.filter(pk__in=ids[start : start + STOP_ASKED_CHUNK]).values_list(
@@ -489,10 +492,10 @@ def turns_stop_asked(*, turns: dict[uuid.UUID, tuple[uuid.UUID, uuid.UUID]]) -> 
         )
         found.update({row[0]: row[1:] for row in rows})
     asked = set()
-    for session_id, (turn_id, holder) in turns.items():
+    for session_id, turn_id, holder in turns:
         row = found.get(session_id)
         if row is None or row[2] or row[0] != turn_id or row[1] != holder:
-            asked.add(session_id)
+            asked.add((session_id, turn_id, holder))
     return asked
 
 

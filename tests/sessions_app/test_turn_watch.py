@@ -67,7 +67,7 @@ async def test_waiting_turns_are_polled_with_one_query_a_round(connect, monkeypa
     await asyncio.sleep(0.6)  # about twelve rounds
     rounds = len(asked)
     assert 4 <= rounds <= 20
-    assert all({str(s) for s in call["turns"]} == set(ids) for call in asked.args)
+    assert all({str(s) for s, _, _ in call["turns"]} == set(ids) for call in asked.args)
     assert len(each) == 0  # no turn was woken to look: nothing was asked of any
 
     # Another process cancels the second turn: the next round wakes it (and it alone), it looks,
@@ -127,29 +127,29 @@ async def test_a_failed_poll_lets_each_turn_look_for_itself(connect, monkeypatch
 @pytest.mark.django_db
 def test_turns_stop_asked_names_the_turns_that_must_look():
     """Cancel asked, lease taken by another holder or another turn, session gone: named; a turn
-    still leased as it was: not."""
+    still leased as it was: not. Two runners of one session are told apart by their holder."""
     holders = [uuid.uuid4() for _ in range(4)]
     sessions = [services.session_create(owner=None) for _ in range(4)]
-    turns = {
-        s.id: (services.turn_begin(session_id=s.id, content="go", holder=h).id, h)
+    turns = [
+        (s.id, services.turn_begin(session_id=s.id, content="go", holder=h).id, h)
         for s, h in zip(sessions, holders, strict=True)
-    }
-    assert services.turns_stop_asked(turns=turns) == set()
+    ]
+    stalled = (turns[3][0], turns[3][1], uuid.uuid4())  # an older runner of the fourth's turn
+    assert services.turns_stop_asked(turns=[*turns, stalled]) == {stalled}
     services.turn_cancel_request(session_id=sessions[0].id)
     AgentSession.objects.filter(pk=sessions[1].id).update(lease_holder=uuid.uuid4())
     AgentSession.objects.filter(pk=sessions[2].id).update(current_turn_id=uuid.uuid4())
-    gone = uuid.uuid4()
-    turns[gone] = (uuid.uuid4(), uuid.uuid4())
-    assert services.turns_stop_asked(turns=turns) == {sessions[0].id, sessions[1].id, sessions[2].id, gone}
+    gone = (uuid.uuid4(), uuid.uuid4(), uuid.uuid4())
+    assert services.turns_stop_asked(turns=[*turns, gone]) == {*turns[:3], gone}
 
 
 @pytest.mark.django_db
 def test_turns_stop_asked_reads_many_sessions_in_chunks(monkeypatch):
     monkeypatch.setattr("sessions_app.services.turns.STOP_ASKED_CHUNK", 3)
     sessions = [services.session_create(owner=None) for _ in range(7)]
-    turns = {}
+    turns = []
     for s in sessions:
         holder = uuid.uuid4()
-        turns[s.id] = (services.turn_begin(session_id=s.id, content="go", holder=holder).id, holder)
+        turns.append((s.id, services.turn_begin(session_id=s.id, content="go", holder=holder).id, holder))
     services.turn_cancel_request(session_id=sessions[6].id)
-    assert services.turns_stop_asked(turns=turns) == {sessions[6].id}
+    assert services.turns_stop_asked(turns=turns) == {turns[6]}
