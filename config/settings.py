@@ -222,7 +222,8 @@ PALIMPSEST_TURN_LEASE_SECONDS = env_int("PALIMPSEST_TURN_LEASE_SECONDS", 60)
 PALIMPSEST_TURN_SWEEP_SECONDS = env_float("PALIMPSEST_TURN_SWEEP_SECONDS", 15.0)
 # How long a turn waits for a client's tool.result before giving the model a tool error.
 PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS = env_int("PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS", 600)
-# How often a waiting turn looks in the database for results and cancels written by another process.
+# How often waiting turns are looked up in the database for cancels written by another process
+# (one query for all of a process's turns), and a turn waiting on a client's tool for its results.
 PALIMPSEST_POLL_SECONDS = float(os.environ.get("PALIMPSEST_POLL_SECONDS", "1.0"))
 # The engine's database threads, each with its own connection (0: Django's one shared thread).
 PALIMPSEST_DB_THREADS = env_int("PALIMPSEST_DB_THREADS", 4)
