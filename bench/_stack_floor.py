@@ -64,6 +64,10 @@ def _tables() -> None:
 
 
 _tables()
+# As `config.asgi` does for the service: the SDK loaded, the start-up objects frozen.
+from config.server_process import server_process_ready  # noqa: E402
+
+server_process_ready()
 
 
 def _write(session: str, role: str, content: list[dict], events: list[tuple[str, dict]]) -> list[str]:

@@ -291,6 +291,8 @@ async def concurrency_bench(args: argparse.Namespace, env: dict[str, str], folde
         fake.spans()
         cpu_before = [cpu_seconds(p) for p in pids]
         harness_before = (time.process_time(), cpu_seconds(fake.process.pid))
+        if os.environ.get("BENCH_TURNS_MARK"):  # for a profiler: the turns begin now
+            Path(os.environ["BENCH_TURNS_MARK"]).write_text(" ".join(map(str, pids)))
         began = time.monotonic()
         times = await asyncio.gather(*(c.turn("go") for c in clients))
         cpu = [cpu_seconds(p) - b for p, b in zip(pids, cpu_before, strict=True)]

@@ -32,3 +32,7 @@ application = ProtocolTypeRouter(
         "websocket": browser_origin_validator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+from config.server_process import server_process_ready  # noqa: E402
+
+server_process_ready()

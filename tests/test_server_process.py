@@ -1,0 +1,50 @@
+"""A server process loads its model provider at start and keeps what it loaded out of the cyclic
+garbage collector's walks (`config/server_process.py`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+SCRIPT = """
+import gc, sys
+import config.asgi
+from config.server_process import GC_THRESHOLDS
+print(gc.get_freeze_count() > 50_000, gc.get_threshold() == GC_THRESHOLDS, "anthropic" in sys.modules)
+# Cycles made after the start are still collected.
+import weakref
+class Node: pass
+a, b = Node(), Node(); a.b, b.a = b, a
+alive = weakref.ref(a)
+del a, b
+gc.collect()
+print(alive() is None)
+"""
+
+
+def served(provider: str) -> list[str]:
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "PALIMPSEST_DEV": "1",
+        "PALIMPSEST_PROVIDER": provider,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_the_server_process_freezes_what_it_loaded_with_the_sdk_of_its_provider():
+    assert served("anthropic") == ["True", "True", "True", "True"]
+
+
+def test_a_scripted_server_process_does_not_load_the_sdk():
+    frozen, thresholds, sdk, collected = served("scripted")
+    assert (frozen, thresholds, sdk, collected) == ("True", "True", "False", "True")
