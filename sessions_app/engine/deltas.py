@@ -104,8 +104,8 @@ async def delta_write(session_id: uuid.UUID, turn_id: uuid.UUID, holder: uuid.UU
 
 
 class DeltaBuffer:
-    """Coalesces streamed text into `assistant.delta` events at most every DELTA_FLUSH_SECONDS,
-    and at the latest DELTA_FLUSH_SECONDS after a piece arrived, even when the model then stalls
+    """Coalesces streamed text into `assistant.delta` events at most every DELTA_FLUSH_SECONDS
+    (from the end of the last write), and at the latest DELTA_FLUSH_SECONDS after a piece arrived, even when the model then stalls
     (a timer flushes what is waiting)."""
 
     def __init__(self, session_id: uuid.UUID, turn_id: uuid.UUID, holder: uuid.UUID) -> None:
@@ -148,12 +148,14 @@ class DeltaBuffer:
             return text
 
     async def _emit(self) -> None:
-        # One at a time, so that deltas keep their order.
+        # One at a time, so that deltas keep their order. The pace counts from the end of the
+        # last write: text that came while a write waited on a busy database goes with the next
+        # (or with the answer, `close`) rather than in a write of its own at once.
         async with self.lock:
-            self.last_flush = time.monotonic()
             if self.parts:
                 text, self.parts = "".join(self.parts), []
                 # A turn ended or taken over elsewhere shows no more text; its runner finds out
                 # at its next check and stops.
                 with contextlib.suppress(services.TurnLeaseLost):
                     await delta_write(self.session_id, self.turn_id, self.holder, text)
+            self.last_flush = time.monotonic()

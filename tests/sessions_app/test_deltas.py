@@ -150,6 +150,37 @@ async def test_a_turn_streaming_keeps_its_deltas_in_order(transactional_db, monk
     assert [seq for seq, _ in stored] == list(range(stored[0][0], stored[0][0] + len(stored)))
 
 
+async def test_text_that_came_during_a_slow_write_waits_for_the_pace_not_a_write_of_its_own(
+    transactional_db, monkeypatch, announced
+):
+    """The pace counts from the end of the last write: with the database busy (the first write
+    took longer than DELTA_FLUSH_SECONDS), the next piece is not written at once on its own; the
+    end of the call takes it, to announce with the answer."""
+    monkeypatch.setattr(engine_deltas, "DELTA_FLUSH_SECONDS", 0.1)
+    ((session_id, turn_id, holder),) = await sync_to_async(_running)(1)
+    writes = _SlowWrites(monkeypatch, pause=0.3)
+    buffer = engine_deltas.DeltaBuffer(session_id, turn_id, holder)
+    buffer.last_flush -= 1  # the model took its time before the first text: written at once
+    await buffer.add("ok, ")
+    await buffer.add("done.")
+    assert await buffer.close() == "done."
+    assert [[d[3] for d in batch] for batch in writes.batches] == [["ok, "]]
+    assert [text for _, text in await sync_to_async(_deltas)(session_id)] == ["ok, "]
+
+
+async def test_a_piece_waiting_for_the_pace_is_written_by_the_timer(transactional_db, monkeypatch, announced):
+    monkeypatch.setattr(engine_deltas, "DELTA_FLUSH_SECONDS", 0.05)
+    ((session_id, turn_id, holder),) = await sync_to_async(_running)(1)
+    buffer = engine_deltas.DeltaBuffer(session_id, turn_id, holder)
+    await buffer.add("waiting")
+    for _ in range(100):  # the model stalls; the timer writes what waits
+        if await sync_to_async(_deltas)(session_id):
+            break
+        await asyncio.sleep(0.05)
+    assert [text for _, text in await sync_to_async(_deltas)(session_id)] == ["waiting"]
+    assert await buffer.close() == ""
+
+
 @pytest.mark.services
 def test_batches_over_the_same_sessions_at_once_do_not_wait_on_each_other(transactional_db):
     """Two processes' writers batch the same sessions' deltas in opposite orders: the rows are
