@@ -45,7 +45,28 @@ def session_update(
     and one statement for everything a write changes in the row: the step path allocates a
     position or seqs in every write it makes.
     """
-    add, assign = add or {}, assign or {}
+    counters = _update(session_id, add or {}, assign or {}, {})
+    if counters is None:
+        raise AgentSession.DoesNotExist(f"no session {session_id}")
+    return counters
+
+
+def session_update_if(
+    session_id: uuid.UUID | str,
+    *,
+    where: dict[str, Any],
+    add: dict[str, int] | None = None,
+    assign: dict[str, Any] | None = None,
+) -> dict[str, int] | None:
+    """`session_update` of the row only while its fields in `where` have those values (None, and
+    nothing changed, when they do not or there is no such session): the check and the write in
+    one statement, which takes the row's lock as `turn_lock`'s read would."""
+    return _update(session_id, add or {}, assign or {}, where)
+
+
+def _update(
+    session_id: uuid.UUID | str, add: dict[str, int], assign: dict[str, Any], where: dict[str, Any]
+) -> dict[str, int] | None:
     sets: list[str] = []
     params: list[Any] = []
     for name, by in add.items():
@@ -58,20 +79,30 @@ def session_update(
         params.append(model_field.get_db_prep_save(value, connection))
     pk, pk_column = _field("id")
     table = connection.ops.quote_name(AgentSession._meta.db_table)
-    update = f"UPDATE {table} SET {', '.join(sets)} WHERE {pk_column} = %s"
-    key = pk.get_db_prep_value(session_id, connection)
+    conditions = [f"{pk_column} = %s"]
+    keys = [pk.get_db_prep_value(session_id, connection)]
+    for name, value in where.items():
+        model_field, column = _field(name)
+        if value is None:
+            conditions.append(f"{column} IS NULL")
+        else:
+            conditions.append(f"{column} = %s")
+            keys.append(model_field.get_db_prep_value(value, connection))
+    update = f"UPDATE {table} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
     returned = [_field(name)[1] for name in add]
     row: Any
     with connection.cursor() as cursor:
         if returned and returning_supported():
-            cursor.execute(f"{update} RETURNING {', '.join(returned)}", [*params, key])
+            cursor.execute(f"{update} RETURNING {', '.join(returned)}", [*params, *keys])
             row = cursor.fetchone()
         else:
-            cursor.execute(update, [*params, key])
+            cursor.execute(update, [*params, *keys])
             row = () if cursor.rowcount else None
             if row is not None and returned:
-                cursor.execute(f"SELECT {', '.join(returned)} FROM {table} WHERE {pk_column} = %s", [key])
+                cursor.execute(
+                    f"SELECT {', '.join(returned)} FROM {table} WHERE {pk_column} = %s", [keys[0]]
+                )
                 row = cursor.fetchone()
     if row is None:
-        raise AgentSession.DoesNotExist(f"no session {session_id}")
+        return None
     return {name: int(value) for name, value in zip(add, row, strict=True)}

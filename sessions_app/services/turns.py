@@ -35,7 +35,7 @@ from sessions_app.models import (
     ToolExecutor,
     Turn,
 )
-from sessions_app.services.counters import session_update
+from sessions_app.services.counters import session_update, session_update_if
 from sessions_app.services.events import event_emit, events_insert
 from sessions_app.services.messages import dangling_tool_uses, message_insert, message_write
 from sessions_app.services.rows import object_get, objects_insert, values_get
@@ -507,20 +507,23 @@ def turn_deltas_emit(*, deltas: list[tuple[uuid.UUID, uuid.UUID, uuid.UUID, str]
     holder's), or the session is gone, and nothing of it was written.
 
     The session rows are locked in the order of their ids (two processes' batches cannot wait
-    on each other), each with the lock every turn write takes first (`turn_lock`)."""
+    on each other). Each row's lock, the check of its lease and its seq's allocation are one
+    statement (`session_update_if`): the lock is the one every turn write takes first
+    (`turn_lock`), and a delta writes nothing else in the row."""
     order = sorted(range(len(deltas)), key=lambda i: str(deltas[i][0]))
     written = [False] * len(deltas)
     rows: list[SessionEvent] = []
     with transaction.atomic():
         for i in order:
             session_id, turn_id, holder, text = deltas[i]
-            try:
-                session = object_get(AgentSession, session_id, lock=True, only=TURN_LOCK_FIELDS)
-            except AgentSession.DoesNotExist:
+            counters = session_update_if(
+                session_id,
+                where={"current_turn_id": turn_id, "lease_holder": holder},
+                add={"last_seq": 1},
+            )
+            if counters is None:  # the turn no longer holds the lease, or the session is gone
                 continue
-            if session.current_turn_id != turn_id or session.lease_holder != holder:
-                continue
-            last_seq = session_update(session_id, add={"last_seq": 1})["last_seq"]
+            last_seq = counters["last_seq"]
             rows.append(
                 SessionEvent(
                     session_id=session_id, seq=last_seq, type="assistant.delta", payload={"text": text}

@@ -114,3 +114,35 @@ def test_rows_limited_and_counted_equal_the_orms():
         == 4
     )
     assert count_where(Message, where, (uuid.uuid4(), 0)) == 0
+
+
+def test_a_conditional_update_writes_only_while_the_row_matches():
+    session = services.session_create(owner=None)
+    holder = uuid.uuid4()
+    turn = services.turn_begin(session_id=session.id, content="go", holder=holder)
+    before = AgentSession.objects.get(pk=session.id).last_seq
+    lease = {"current_turn_id": turn.id, "lease_holder": holder}
+    update_if = services.counters.session_update_if
+
+    assert update_if(session.id, where=lease, add={"last_seq": 1}) == {"last_seq": before + 1}
+    # Another holder, another turn, no lease at all, no such session: nothing is written.
+    assert update_if(session.id, where={**lease, "lease_holder": uuid.uuid4()}, add={"last_seq": 1}) is None
+    assert update_if(session.id, where={**lease, "current_turn_id": uuid.uuid4()}, add={"last_seq": 1}) is None
+    assert update_if(session.id, where={"current_turn_id": None}, add={"last_seq": 1}) is None
+    assert update_if(uuid.uuid4(), where=lease, add={"last_seq": 1}) is None
+    assert AgentSession.objects.get(pk=session.id).last_seq == before + 1
+
+
+def test_a_conditional_update_without_returning_reads_the_counters_back(monkeypatch):
+    """SQLite before 3.35 has no UPDATE ... RETURNING: the update, then a read of the counters."""
+    monkeypatch.setattr(services.counters, "returning_supported", lambda: False)
+    session = services.session_create(owner=None)
+    before = AgentSession.objects.get(pk=session.id).last_seq
+    assert services.counters.session_update_if(
+        session.id, where={"current_turn_id": None}, add={"last_seq": 2}, assign={"title": "t"}
+    ) == {"last_seq": before + 2}
+    assert services.counters.session_update_if(
+        session.id, where={"title": "other"}, add={"last_seq": 2}
+    ) is None
+    row = AgentSession.objects.get(pk=session.id)
+    assert (row.last_seq, row.title) == (before + 2, "t")
