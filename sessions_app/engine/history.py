@@ -25,7 +25,9 @@ from sessions_app.engine.context import HistoryView, PreparedHistory, StoredMess
 from sessions_app.models import MaskedResult
 from sessions_app.services.rows import count_where, values_where
 
-HISTORY_CACHE_SESSIONS = 64
+# A process runs hundreds of sessions at once (issue 12: 500): each one's next turn should find
+# its history here, not read it all again. The byte budget is what bounds the memory.
+HISTORY_CACHE_SESSIONS = 1024
 
 
 def _history_cache_bytes() -> int:

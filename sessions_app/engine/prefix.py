@@ -21,7 +21,9 @@ from django.conf import settings
 
 from sessions_app.bounded import SizedLRUCache
 
-PREFIX_CACHE_SESSIONS = 256
+# As the histories' (`history.HISTORY_CACHE_SESSIONS`): a session pushed out pays for its next
+# request's whole hash and measures no stable prefix; the byte budget bounds the memory.
+PREFIX_CACHE_SESSIONS = 1024
 
 
 def _prefix_cache_bytes() -> int:

@@ -132,3 +132,14 @@ def test_a_stable_text_is_counted_once():
     first = context._stable_text_tokens(text)
     assert context._stable_text_tokens(text) == first
     assert len(context._stable_tokens) == 1
+
+
+def test_hundreds_of_sessions_keep_their_history_and_last_request_within_the_budgets():
+    """A process running 600 sessions at once keeps each one's prepared history and previous
+    request for its next turn (the byte budgets, not the number of sessions, bound them)."""
+    sessions = [uuid.uuid4() for _ in range(600)]
+    for session_id in sessions:
+        history.history_remember(session_id, _history(4))
+        prefix.stable_prefix_bytes(session_id, b"{" + b"x" * 2000)
+    assert all(history._histories.get(s) is not None for s in sessions)
+    assert all(s in prefix._last_request for s in sessions)
