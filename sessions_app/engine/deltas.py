@@ -105,8 +105,8 @@ async def delta_write(session_id: uuid.UUID, turn_id: uuid.UUID, holder: uuid.UU
 
 class DeltaBuffer:
     """Coalesces streamed text into `assistant.delta` events at most every DELTA_FLUSH_SECONDS
-    (from the end of the last write), and at the latest DELTA_FLUSH_SECONDS after a piece arrived, even when the model then stalls
-    (a timer flushes what is waiting)."""
+    (from the end of the last write), and at the latest DELTA_FLUSH_SECONDS after a piece
+    arrived, even when the model then stalls (a timer flushes what is waiting)."""
 
     def __init__(self, session_id: uuid.UUID, turn_id: uuid.UUID, holder: uuid.UUID) -> None:
         self.session_id = session_id

@@ -99,9 +99,7 @@ def _update(
             cursor.execute(update, [*params, *keys])
             row = () if cursor.rowcount else None
             if row is not None and returned:
-                cursor.execute(
-                    f"SELECT {', '.join(returned)} FROM {table} WHERE {pk_column} = %s", [keys[0]]
-                )
+                cursor.execute(f"SELECT {', '.join(returned)} FROM {table} WHERE {pk_column} = %s", [keys[0]])
                 row = cursor.fetchone()
     if row is None:
         return None

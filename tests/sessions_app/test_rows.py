@@ -126,9 +126,12 @@ def test_a_conditional_update_writes_only_while_the_row_matches():
 
     assert update_if(session.id, where=lease, add={"last_seq": 1}) == {"last_seq": before + 1}
     # Another holder, another turn, no lease at all, no such session: nothing is written.
-    assert update_if(session.id, where={**lease, "lease_holder": uuid.uuid4()}, add={"last_seq": 1}) is None
-    assert update_if(session.id, where={**lease, "current_turn_id": uuid.uuid4()}, add={"last_seq": 1}) is None
-    assert update_if(session.id, where={"current_turn_id": None}, add={"last_seq": 1}) is None
+    for where in (
+        {**lease, "lease_holder": uuid.uuid4()},
+        {**lease, "current_turn_id": uuid.uuid4()},
+        {"current_turn_id": None},
+    ):
+        assert update_if(session.id, where=where, add={"last_seq": 1}) is None
     assert update_if(uuid.uuid4(), where=lease, add={"last_seq": 1}) is None
     assert AgentSession.objects.get(pk=session.id).last_seq == before + 1
 
@@ -141,8 +144,8 @@ def test_a_conditional_update_without_returning_reads_the_counters_back(monkeypa
     assert services.counters.session_update_if(
         session.id, where={"current_turn_id": None}, add={"last_seq": 2}, assign={"title": "t"}
     ) == {"last_seq": before + 2}
-    assert services.counters.session_update_if(
-        session.id, where={"title": "other"}, add={"last_seq": 2}
-    ) is None
+    assert (
+        services.counters.session_update_if(session.id, where={"title": "other"}, add={"last_seq": 2}) is None
+    )
     row = AgentSession.objects.get(pk=session.id)
     assert (row.last_seq, row.title) == (before + 2, "t")
