@@ -172,7 +172,11 @@ class Message(models.Model):
     Messages are never edited or deleted: compaction only moves the session to a new epoch.
     """
 
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="messages")
+    # No index of its own: the unique (session, position) and `message_epoch_idx` both start
+    # with it, and every message written would update a third index for nothing.
+    session = models.ForeignKey(
+        AgentSession, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )
     position = models.PositiveIntegerField()
     epoch = models.PositiveIntegerField(default=0)
     role = models.CharField(max_length=16, choices=MessageRole.choices)
@@ -194,7 +198,8 @@ class Message(models.Model):
 class SessionEvent(models.Model):
     """Everything a client or operator could see, in order: `seq` is gapless per session."""
 
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: the unique (session, seq) starts with it.
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.PositiveBigIntegerField()
     type = models.CharField(max_length=64)
     payload = models.JSONField(default=dict)
