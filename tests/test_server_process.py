@@ -48,3 +48,29 @@ def test_the_server_process_freezes_what_it_loaded_with_the_sdk_of_its_provider(
 def test_a_scripted_server_process_does_not_load_the_sdk():
     frozen, thresholds, sdk, collected = served("scripted")
     assert (frozen, thresholds, sdk, collected) == ("True", "True", "False", "True")
+
+
+def _db_threads(extra: dict[str, str]) -> str:
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "PALIMPSEST_DEV": "1",
+        **extra,
+    }
+    script = (
+        "import django; django.setup(); from django.conf import settings; "
+        "print(settings.PALIMPSEST_DB_THREADS)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_database_threads_default_to_two_on_sqlite_and_four_on_postgresql():
+    """SQLite has one writer: more threads than two only wait; PostgreSQL writes in parallel."""
+    assert _db_threads({}) == "2"
+    assert _db_threads({"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/unused"}) == "4"
+    assert _db_threads({"PALIMPSEST_DB_THREADS": "6"}) == "6"
