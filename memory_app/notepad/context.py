@@ -40,7 +40,12 @@ class NotepadSection:
     def _section(self, session: SessionSnapshot, position: str) -> list[str]:
         if not notepad_enabled(session) or notepad_position(session) != position:
             return []
-        return [notepad_section_text(selectors.notepad_get(session_id=session.id).content)]
+        # The row the step's snapshot was read from holds it (`SessionSnapshot.notepad`): read
+        # again only when the snapshot was made without it.
+        content = session.notepad
+        if content is None:
+            content = selectors.notepad_get(session_id=session.id).content
+        return [notepad_section_text(content)]
 
     def dynamic_system(self, session: SessionSnapshot) -> list[str]:
         return self._section(session, NOTEPAD_POSITION_SYSTEM)

@@ -312,7 +312,8 @@ class TurnRunner:
         locked: list[SessionSnapshot] = []
 
         def admit(session: Any) -> None:
-            snapshot = SessionSnapshot.from_session(session)
+            # The row is read and locked in this call, which builds the first request.
+            snapshot = SessionSnapshot.from_session(session, with_notepad=True)
             compactor.message_admit(snapshot, counted)
             locked.append(snapshot)
 
@@ -442,7 +443,9 @@ class TurnRunner:
     def build(self) -> tuple[SessionSnapshot, BuiltRequest]:
         """The next request (runs in a DB thread). The session row is read again every step: an
         operator may have changed its settings."""
-        snapshot = SessionSnapshot.from_session(selectors.session_get(session_id=self.session_id))
+        snapshot = SessionSnapshot.from_session(
+            selectors.session_get(session_id=self.session_id), with_notepad=True
+        )
         return snapshot, self.build_with(snapshot, self.history)
 
     def build_with(

@@ -26,9 +26,16 @@ class SessionSnapshot:
     depth: int = 0
     parent_id: uuid.UUID | None = None
     root_id: uuid.UUID | None = None
+    # The notepad's content as read with the row ("" while empty), which every request shows:
+    # its section need not read it again. None unless the snapshot was made from a row read
+    # just now (`from_session(..., with_notepad=True)`): the section then reads it itself.
+    notepad: str | None = None
 
     @classmethod
-    def from_session(cls, session: Any) -> SessionSnapshot:
+    def from_session(cls, session: Any, *, with_notepad: bool = False) -> SessionSnapshot:
+        """The snapshot of `session`. `with_notepad`: the caller read the row just now, in the
+        call that builds the request, so its notepad is the current one (the engine's steps);
+        a row kept for longer (a view's, a form's) may hold an older notepad than the database."""
         return cls(
             id=session.id,
             model=session.model,
@@ -45,6 +52,9 @@ class SessionSnapshot:
             depth=session.depth,
             parent_id=session.parent_session_id,
             root_id=session.root_session_id or session.id,
+            notepad=(session.notepad or "")
+            if with_notepad and "notepad" not in session.get_deferred_fields()
+            else None,
         )
 
     def setting(self, *path: str) -> Any:

@@ -77,3 +77,29 @@ def test_notepad_revisions_lists_every_change_oldest_first() -> None:
         (1, "a"),
         (2, "b"),
     ]
+
+
+def test_the_section_shows_the_notepad_read_with_the_sessions_row_without_reading_it_again(
+    django_assert_num_queries,
+) -> None:
+    """Every request shows the notepad: the engine's snapshot, made from the row it has just
+    read, carries it, so the section reads nothing; any other snapshot (a row kept by a view, or
+    read without the notepad) has the section read it."""
+    from memory_app.notepad.context import NOTEPAD_SECTION
+    from sessions_app.engine.snapshot import SessionSnapshot
+
+    session = session_make()
+    write_at(session, "the plan", 0)
+    snapshot = SessionSnapshot.from_session(AgentSession.objects.get(pk=session.id), with_notepad=True)
+    assert snapshot.notepad == "the plan"
+    with django_assert_num_queries(0):
+        shown = NOTEPAD_SECTION.dynamic_system(snapshot)
+    assert shown == ["## Session Notepad\nthe plan"]
+    partial = SessionSnapshot.from_session(
+        AgentSession.objects.defer("notepad").get(pk=session.id), with_notepad=True
+    )
+    kept = SessionSnapshot.from_session(session)  # the row as made, before the write
+    for other in (partial, kept):
+        assert other.notepad is None
+        with django_assert_num_queries(1):
+            assert NOTEPAD_SECTION.dynamic_system(other) == shown
