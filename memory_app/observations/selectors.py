@@ -24,7 +24,7 @@ from django.utils import timezone
 from memory_app.observations import prompts
 from memory_app.observations.content import iter_lines
 from memory_app.observations.models import Observation, ObservationChunk
-from sessions_app.services.rows import values_where
+from sessions_app.services.rows import exists_where_any, values_where
 
 SCOPE_TURN = "turn"
 SCOPE_SESSION = "session"
@@ -59,17 +59,17 @@ LIVE_OF_SESSION = (("session_id", "="), ("expires_at", ">"))
 
 def observations_in_scope_exist(*, session_id: uuid.UUID, turn_id: uuid.UUID, scope: str) -> bool:
     """Whether `observations_in_scope` has any. Every step asks it (the read tool is offered
-    only then): SQL built once (`values_where`), the `OR` of scope `turn` as two lookups."""
+    only then): SQL built once, the `OR` of scope `turn` as two lookups in one statement
+    (`exists_where_any`)."""
     now = timezone.now()
     if scope != SCOPE_TURN:
         return bool(values_where(Observation, ("id",), LIVE_OF_SESSION, (session_id, now), limit=1))
-    return bool(
-        values_where(
-            Observation, ("id",), (*LIVE_OF_SESSION, ("turn_id", "=")), (session_id, now, turn_id), limit=1
-        )
-        or values_where(
-            Observation, ("id",), (*LIVE_OF_SESSION, ("session_scope", "=")), (session_id, now, True), limit=1
-        )
+    return exists_where_any(
+        Observation,
+        [
+            ((*LIVE_OF_SESSION, ("turn_id", "=")), (session_id, now, turn_id)),
+            ((*LIVE_OF_SESSION, ("session_scope", "=")), (session_id, now, True)),
+        ],
     )
 
 

@@ -212,6 +212,23 @@ def values_where(
     return [tuple(_converted(row, converters)) for row in rows]
 
 
+def exists_where_any(
+    model: type[Model], alternatives: Sequence[tuple[tuple[tuple[str, str], ...], Sequence[Any]]]
+) -> bool:
+    """Whether a row matches any of `alternatives`, each a `(where, params)` as `values_where`
+    takes them: `filter(Q(...) | Q(...)).exists()` in one statement, each alternative its own
+    lookup (`UNION ALL`, so each may use its index), stopping at the first row found."""
+    pk = model._meta.pk
+    assert pk is not None
+    parts = [
+        _where_sql(model, (pk.name,), where, None, None, connection.vendor)[0] for where, _ in alternatives
+    ]
+    params = [value for where, values in alternatives for value in _where_params(model, where, values)]
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(parts) + " LIMIT 1", params)
+        return cursor.fetchone() is not None
+
+
 def count_where(model: type[Model], where: tuple[tuple[str, str], ...], params: Sequence[Any]) -> int:
     """`model.objects.filter(...).count()`, the filter as `values_where`'s."""
     sql, _, _ = _where_sql(model, (), where, None, None, connection.vendor)

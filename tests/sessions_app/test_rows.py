@@ -13,6 +13,7 @@ from sessions_app import services
 from sessions_app.models import AgentSession, Message, SessionEvent, Turn
 from sessions_app.services.rows import (
     count_where,
+    exists_where_any,
     object_get,
     object_update,
     objects_insert,
@@ -114,6 +115,32 @@ def test_rows_limited_and_counted_equal_the_orms():
         == 4
     )
     assert count_where(Message, where, (uuid.uuid4(), 0)) == 0
+
+
+def test_exists_where_any_equals_the_orms_or():
+    from django.db.models import Q
+
+    session = services.session_create(owner=None, model="scripted")
+    for position in range(3):
+        Message.objects.create(session=session, position=position, epoch=position, role="user", content=[])
+    by_epoch = (("session_id", "="), ("epoch", "="))
+    by_position = (("session_id", "="), ("position", ">"))
+    cases = [
+        ((session.id, 9), (session.id, 1)),
+        ((session.id, 1), (session.id, 9)),
+        ((session.id, 9), (session.id, 9)),
+    ]
+    for epoch_params, position_params in cases:
+        found = exists_where_any(Message, [(by_epoch, epoch_params), (by_position, position_params)])
+        orm = Message.objects.filter(
+            Q(session=session, epoch=epoch_params[1]) | Q(session=session, position__gt=position_params[1])
+        ).exists()
+        assert found == orm
+    assert [exists_where_any(Message, [(by_epoch, p), (by_position, q)]) for p, q in cases] == [
+        True,
+        True,
+        False,
+    ]
 
 
 def test_a_conditional_update_writes_only_while_the_row_matches():
