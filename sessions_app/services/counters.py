@@ -11,6 +11,7 @@ from django.db import connection
 from django.db.models import Field
 
 from sessions_app.models import AgentSession
+from sessions_app.services.rows import statement_cursor
 
 
 def returning_supported() -> bool:
@@ -91,7 +92,7 @@ def _update(
     update = f"UPDATE {table} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
     returned = [_field(name)[1] for name in add]
     row: Any
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         if returned and returning_supported():
             cursor.execute(f"{update} RETURNING {', '.join(returned)}", [*params, *keys])
             row = cursor.fetchone()

@@ -176,3 +176,42 @@ def test_a_conditional_update_without_returning_reads_the_counters_back(monkeypa
     )
     row = AgentSession.objects.get(pk=session.id)
     assert (row.last_seq, row.title) == (before + 2, "t")
+
+
+def test_statements_on_sqlite_skip_djangos_cursor_unless_queries_are_logged(monkeypatch):
+    """The turn's statements run on the sqlite3 cursor itself (Django's wrappers cost more than
+    most of them); with queries logged (DEBUG, a test capturing them) they go through Django's
+    cursor, and are logged."""
+    from django.db import connection, connections
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the direct cursor is SQLite's")
+    session = services.session_create(owner=None, model="scripted")
+    where = (("session_id", "="),)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("Django's cursor was used")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(type(connections["default"]), "cursor", refused)
+        assert values_where(Message, ("position",), where, (session.id,)) == []
+    with CaptureQueriesContext(connection) as captured:
+        values_where(Message, ("position",), where, (session.id,))
+    assert [q["sql"] for q in captured.captured_queries if "sessions_app_message" in q["sql"]]
+
+
+def test_a_failed_statement_raises_djangos_error_and_breaks_the_transaction_as_djangos_does():
+    from django.db import IntegrityError, transaction
+    from django.db.transaction import TransactionManagementError
+
+    session = services.session_create(owner=None, model="scripted")
+    objects_insert([Message(session=session, position=0, epoch=0, role="user", content=[])])
+    with pytest.raises(IntegrityError), transaction.atomic():
+        objects_insert([Message(session=session, position=0, epoch=0, role="user", content=[])])
+    with transaction.atomic():
+        with pytest.raises(IntegrityError), transaction.atomic(savepoint=False):
+            objects_insert([Message(session=session, position=0, epoch=0, role="user", content=[])])
+        with pytest.raises(TransactionManagementError):
+            values_where(Message, ("position",), (("session_id", "="),), (session.id,))
+    assert values_where(Message, ("position",), (("session_id", "="),), (session.id,)) == [(0,)]
