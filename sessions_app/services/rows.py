@@ -78,9 +78,10 @@ class _SQLiteStatement:
 @async_unsafe
 def statement_cursor() -> Any:
     """A cursor for one of these statements (`with statement_cursor() as cursor:`). On SQLite,
-    unless queries are being logged (DEBUG, a test capturing them), the sqlite3 cursor itself
-    (`_SQLiteStatement`); else Django's own."""
-    if connection.vendor == "sqlite" and not connection.queries_logged:
+    unless queries are being logged (DEBUG, a test capturing them) or watched
+    (`connection.execute_wrapper`), the sqlite3 cursor itself (`_SQLiteStatement`); else
+    Django's own."""
+    if connection.vendor == "sqlite" and not connection.queries_logged and not connection.execute_wrappers:
         return _SQLiteStatement()
     return connection.cursor()
 

@@ -180,8 +180,8 @@ def test_a_conditional_update_without_returning_reads_the_counters_back(monkeypa
 
 def test_statements_on_sqlite_skip_djangos_cursor_unless_queries_are_logged(monkeypatch):
     """The turn's statements run on the sqlite3 cursor itself (Django's wrappers cost more than
-    most of them); with queries logged (DEBUG, a test capturing them) they go through Django's
-    cursor, and are logged."""
+    most of them); with queries logged (DEBUG, a test capturing them) or watched (an execute
+    wrapper) they go through Django's cursor, and are seen."""
     from django.db import connection, connections
     from django.test.utils import CaptureQueriesContext
 
@@ -199,6 +199,15 @@ def test_statements_on_sqlite_skip_djangos_cursor_unless_queries_are_logged(monk
     with CaptureQueriesContext(connection) as captured:
         values_where(Message, ("position",), where, (session.id,))
     assert [q["sql"] for q in captured.captured_queries if "sessions_app_message" in q["sql"]]
+    watched: list[str] = []
+
+    def watch(execute, sql, params, many, context):
+        watched.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(watch):
+        values_where(Message, ("position",), where, (session.id,))
+    assert [sql for sql in watched if "sessions_app_message" in sql]
 
 
 def test_a_failed_statement_raises_djangos_error_and_breaks_the_transaction_as_djangos_does():
