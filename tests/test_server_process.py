@@ -26,19 +26,29 @@ print(alive() is None)
 """
 
 
-def served(provider: str) -> list[str]:
-    env = {
+def _python(script: str, **env: str) -> str:
+    """`script` run by a fresh Python in a clean environment (the local development defaults
+    and `env`); its output."""
+    base = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": os.environ.get("HOME", "/tmp"),
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "PALIMPSEST_DEV": "1",
-        "PALIMPSEST_PROVIDER": provider,
     }
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", script],
+        cwd=BASE_DIR,
+        env=base | env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    return done.stdout.split()
+    return done.stdout
+
+
+def served(provider: str) -> list[str]:
+    return _python(SCRIPT, PALIMPSEST_PROVIDER=provider).split()
 
 
 def test_the_server_process_freezes_what_it_loaded_with_the_sdk_of_its_provider():
@@ -50,27 +60,16 @@ def test_a_scripted_server_process_does_not_load_the_sdk():
     assert (frozen, thresholds, sdk, collected) == ("True", "True", "False", "True")
 
 
-def _db_threads(extra: dict[str, str]) -> str:
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", "/tmp"),
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "PALIMPSEST_DEV": "1",
-        **extra,
-    }
+def _db_threads(**env: str) -> str:
     script = (
         "import django; django.setup(); from django.conf import settings; "
         "print(settings.PALIMPSEST_DB_THREADS)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+    return _python(script, **env).strip()
 
 
 def test_the_database_threads_default_to_two_on_sqlite_and_four_on_postgresql():
     """SQLite has one writer: more threads than two only wait; PostgreSQL writes in parallel."""
-    assert _db_threads({}) == "2"
-    assert _db_threads({"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/unused"}) == "4"
-    assert _db_threads({"PALIMPSEST_DB_THREADS": "6"}) == "6"
+    assert _db_threads() == "2"
+    assert _db_threads(DATABASE_URL="postgres://postgres@127.0.0.1:5432/unused") == "4"
+    assert _db_threads(PALIMPSEST_DB_THREADS="6") == "6"
