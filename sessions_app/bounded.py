@@ -94,13 +94,15 @@ class SizedLRUCache(LRUCache[K, V]):
     most `max_bytes` (the least recently used go first), and a value bigger than `max_bytes` on
     its own is not kept at all (the key's older value is dropped too).
 
-    `size_of` is asked at each `set` for every entry, not remembered: a value may grow while it
-    is cached (a prepared history that a running turn appends to), and the budget is checked
-    against what the entries weigh now. So `size_of` must be cheap (a running total the value
-    keeps, or `len` of bytes); the cost of a `set` is O(entries), which `maxsize` bounds.
-    With `fixed_sizes` (values that never change size while cached, such as bytes) each size is
-    asked once and a running total kept: a `set` costs O(1) besides what it drops (a cache of
-    256 requests was summed whole at every model call).
+    Each value is weighed (`size_of`) when it is set, and a running total kept: a `set` costs
+    O(1) besides what it drops. (It weighed every entry at each `set` before: with 500 sessions
+    running, the histories' cache summed 500 sizes at every turn.)
+
+    A value may grow while it is cached (a prepared history that a running turn appends to).
+    Its owner sets it again once it has grown (the engine does at a turn's end), which weighs it
+    anew; and, unless `fixed_sizes` (values that never change size while cached, such as bytes),
+    every `maxsize` sets all entries are weighed again (one `size_of` a set, amortized), so a
+    value that grew and was not set again is counted as it is now within `maxsize` sets.
     `max_bytes` may be a callable, read at each `set` (a setting that tests change).
     """
 
@@ -115,8 +117,10 @@ class SizedLRUCache(LRUCache[K, V]):
         super().__init__(maxsize)
         self._max_bytes = max_bytes
         self._size_of = size_of
-        self._sizes: dict[K, int] | None = {} if fixed_sizes else None
+        self._fixed_sizes = fixed_sizes
+        self._sizes: dict[K, int] = {}
         self._total = 0
+        self._sets_since_weighed = 0
 
     @property
     def max_bytes(self) -> int:
@@ -129,36 +133,36 @@ class SizedLRUCache(LRUCache[K, V]):
         if size > budget:
             self.pop(key)
             return False
-        if self._sizes is None:
-            super().set(key, value)
-            total = self.nbytes()
-            while total > budget:
-                _, dropped = self._data.popitem(last=False)
-                total -= self._size_of(dropped)
-            return True
         self.pop(key)
         self._data[key] = value
         self._sizes[key] = size
         self._total += size
+        if not self._fixed_sizes:
+            self._sets_since_weighed += 1
+            if self._sets_since_weighed >= self.maxsize:
+                self.weigh()
         while len(self._data) > self.maxsize or self._total > budget:
             oldest, _ = self._data.popitem(last=False)
             self._total -= self._sizes.pop(oldest)
         return True
 
+    def weigh(self) -> None:
+        """Weigh every entry again (values that grew since they were set)."""
+        self._sizes = {key: self._size_of(value) for key, value in self._data.items()}
+        self._total = sum(self._sizes.values())
+        self._sets_since_weighed = 0
+
     def pop(self, key: K) -> V | None:
         value = self._data.pop(key, None)
-        if self._sizes is not None and key in self._sizes:
+        if key in self._sizes:
             self._total -= self._sizes.pop(key)
         return value
 
     def clear(self) -> None:
         super().clear()
-        if self._sizes is not None:
-            self._sizes.clear()
-            self._total = 0
+        self._sizes.clear()
+        self._total = 0
 
     def nbytes(self) -> int:
-        """What the entries weigh now (by `size_of`)."""
-        if self._sizes is not None:
-            return self._total
-        return sum(self._size_of(v) for v in self._data.values())
+        """What the entries weighed when they were last weighed (by `size_of`)."""
+        return self._total

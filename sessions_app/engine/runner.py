@@ -27,7 +27,7 @@ from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMes
 from sessions_app.engine.db import db, db_heavy, db_lease
 from sessions_app.engine.deltas import DeltaBuffer
 from sessions_app.engine.features import features
-from sessions_app.engine.history import history_for, history_forget, history_view_refresh
+from sessions_app.engine.history import history_for, history_forget, history_remember, history_view_refresh
 from sessions_app.engine.prefix import RequestMark, digest_remember, request_mark
 from sessions_app.engine.providers import Provider, ProviderError, provider_for_model
 from sessions_app.engine.providers.base import ModelResponse
@@ -566,6 +566,7 @@ class TurnRunner:
                     self.history.append(
                         StoredMessage(message.position, "assistant", content, message.token_estimate)
                     )
+                    history_remember(self.session_id, self.history)  # weighed as it has grown
         except BaseException:
             history_forget(self.session_id)  # it may hold a message that was rolled back
             raise

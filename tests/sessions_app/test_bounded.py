@@ -63,15 +63,38 @@ def test_sized_lru_cache_does_not_keep_a_value_bigger_than_the_budget():
     assert "small" in cache  # nothing else was evicted for it
 
 
-def test_sized_lru_cache_weighs_entries_as_they_are_now():
-    # A cached value may grow after it was set (a history a running turn appends to).
+def test_sized_lru_cache_weighs_a_value_set_again_after_it_grew():
+    # A cached value may grow after it was set (a history a running turn appends to); its owner
+    # sets it again, which weighs it as it is now.
     grown = bytearray(b"x" * 100)
     cache: SizedLRUCache[str, bytearray] = SizedLRUCache(maxsize=100, max_bytes=300, size_of=len)
     cache.set("grows", grown)
     cache.set("other", bytearray(b"x" * 100))
     grown.extend(b"x" * 150)
-    cache.set("new", bytearray(b"x" * 10))
-    assert "grows" not in cache and cache.nbytes() <= 300
+    assert cache.nbytes() == 200  # weighed when set
+    cache.set("grows", grown)
+    assert cache.nbytes() == 350 - 100 and "other" not in cache  # over the budget: the oldest went
+    cache.set("new", bytearray(b"x" * 60))
+    assert "grows" not in cache and cache.nbytes() == 60
+
+
+def test_sized_lru_cache_weighs_every_entry_again_within_maxsize_sets():
+    """A value that grew and was not set again is counted as it is now within `maxsize` sets
+    (all weighed again, amortized one weighing a set), and dropped if the budget says so."""
+    grown = bytearray(b"x" * 100)
+    weighed: list[object] = []
+
+    def size_of(value: bytearray) -> int:
+        weighed.append(value)
+        return len(value)
+
+    cache: SizedLRUCache[int, bytearray] = SizedLRUCache(maxsize=10, max_bytes=1000, size_of=size_of)
+    cache.set(-1, grown)
+    grown.extend(b"x" * 900)
+    for n in range(9):
+        cache.set(n, bytearray(b"x" * 10))
+    assert -1 not in cache and cache.nbytes() == 90 <= 1000
+    assert len(weighed) == 10 + 10  # each set weighed its value, then the one round of all ten
 
 
 def test_sized_lru_cache_is_also_bounded_in_entries():
