@@ -3,29 +3,30 @@ with whatever else the write changes in the session row."""
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import uuid
 from typing import Any
 
-from django.db import connection
 from django.db.models import Field
 
 from sessions_app.models import AgentSession
-from sessions_app.services.rows import statement_cursor
+from sessions_app.services.rows import db_connection, statement_cursor
 
 
-def returning_supported() -> bool:
+def returning_supported(connection: Any = None) -> bool:
     """UPDATE ... RETURNING: PostgreSQL, and SQLite from 3.35."""
-    if connection.vendor == "postgresql":
+    vendor = (connection or db_connection()).vendor
+    if vendor == "postgresql":
         return True
-    return connection.vendor == "sqlite" and sqlite3.sqlite_version_info >= (3, 35, 0)
+    return vendor == "sqlite" and sqlite3.sqlite_version_info >= (3, 35, 0)
 
 
 def _field(name: str) -> tuple[Field, str]:
     """`AgentSession`'s concrete field `name` and its quoted column."""
     field = AgentSession._meta.get_field(name)
     assert isinstance(field, Field) and field.column, name
-    return field, connection.ops.quote_name(field.column)
+    return field, db_connection().ops.quote_name(field.column)
 
 
 def session_counter_add(session_id: uuid.UUID | str, field: str, by: int, **assign: Any) -> int:
@@ -65,42 +66,58 @@ def session_update_if(
     return _update(session_id, add or {}, assign or {}, where)
 
 
+@functools.cache
+def _update_sql(
+    add: tuple[str, ...], assign: tuple[str, ...], where: tuple[tuple[str, bool], ...], vendor: str, returning: bool
+) -> tuple[str, str, list[Field], list[Field]]:
+    """The statement of one shape of `_update` (built once: the step path runs a few shapes),
+    its read back where there is no RETURNING, and the fields whose values it takes (`assign`'s,
+    then `where`'s not None)."""
+    sets = [f"{_field(name)[1]} = {_field(name)[1]} + %s" for name in add]
+    sets += [f"{_field(name)[1]} = %s" for name in assign]
+    pk_column = _field("id")[1]
+    conditions = [f"{pk_column} = %s"]
+    conditions += [f"{_field(name)[1]} IS NULL" if null else f"{_field(name)[1]} = %s" for name, null in where]
+    table = db_connection().ops.quote_name(AgentSession._meta.db_table)
+    update = f"UPDATE {table} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
+    returned = ", ".join(_field(name)[1] for name in add)
+    if add and returning:
+        update += f" RETURNING {returned}"
+    read_back = f"SELECT {returned} FROM {table} WHERE {pk_column} = %s" if add else ""
+    fields = [_field(name)[0] for name in assign]
+    keys = [_field(name)[0] for name, null in where if not null]
+    return update, read_back, fields, keys
+
+
 def _update(
     session_id: uuid.UUID | str, add: dict[str, int], assign: dict[str, Any], where: dict[str, Any]
 ) -> dict[str, int] | None:
-    sets: list[str] = []
-    params: list[Any] = []
-    for name, by in add.items():
-        column = _field(name)[1]
-        sets.append(f"{column} = {column} + %s")
-        params.append(by)
-    for name, value in assign.items():
-        model_field, column = _field(name)
-        sets.append(f"{column} = %s")
-        params.append(model_field.get_db_prep_save(value, connection))
-    pk, pk_column = _field("id")
-    table = connection.ops.quote_name(AgentSession._meta.db_table)
-    conditions = [f"{pk_column} = %s"]
-    keys = [pk.get_db_prep_value(session_id, connection)]
-    for name, value in where.items():
-        model_field, column = _field(name)
-        if value is None:
-            conditions.append(f"{column} IS NULL")
-        else:
-            conditions.append(f"{column} = %s")
-            keys.append(model_field.get_db_prep_value(value, connection))
-    update = f"UPDATE {table} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
-    returned = [_field(name)[1] for name in add]
+    connection = db_connection()
+    returning = bool(add) and returning_supported(connection)
+    update, read_back, fields, keys = _update_sql(
+        tuple(add),
+        tuple(assign),
+        tuple((name, value is None) for name, value in where.items()),
+        connection.vendor,
+        returning,
+    )
+    params: list[Any] = list(add.values())
+    params += [f.get_db_prep_save(value, connection) for f, value in zip(fields, assign.values(), strict=True)]
+    key = AgentSession._meta.pk.get_db_prep_value(session_id, connection)  # type: ignore[union-attr]
+    params.append(key)
+    params += [
+        f.get_db_prep_value(value, connection)
+        for f, value in zip(keys, (v for v in where.values() if v is not None), strict=True)
+    ]
     row: Any
-    with statement_cursor() as cursor:
-        if returned and returning_supported():
-            cursor.execute(f"{update} RETURNING {', '.join(returned)}", [*params, *keys])
+    with statement_cursor(connection) as cursor:
+        cursor.execute(update, params)
+        if returning:
             row = cursor.fetchone()
         else:
-            cursor.execute(update, [*params, *keys])
             row = () if cursor.rowcount else None
-            if row is not None and returned:
-                cursor.execute(f"SELECT {', '.join(returned)} FROM {table} WHERE {pk_column} = %s", [keys[0]])
+            if row is not None and add:
+                cursor.execute(read_back, [key])
                 row = cursor.fetchone()
     if row is None:
         return None

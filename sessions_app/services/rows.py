@@ -19,11 +19,18 @@ from collections.abc import Sequence
 from functools import cache, lru_cache
 from typing import Any, TypeVar
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import AutoField, BigAutoField, Field, Model, SmallAutoField
 from django.utils.asyncio import async_unsafe
 
 M = TypeVar("M", bound=Model)
+
+
+def db_connection() -> Any:
+    """The thread's connection wrapper, looked up once: each attribute of `django.db.connection`
+    (a proxy) looks the wrapper up again in a context-local store, a few µs apiece, and a turn's
+    statements read dozens of them (its fields' preparation, the transaction's checks)."""
+    return connections[DEFAULT_DB_ALIAS]
 
 
 # ---------------------------------------------------------------------------
@@ -44,11 +51,12 @@ class _SQLiteStatement:
     runs ~20 of them): the same SQL and values, the same transaction rules
     (`validate_no_broken_transaction`), Django's exceptions (`wrap_database_errors`)."""
 
-    __slots__ = ("_cursor",)
+    __slots__ = ("_connection", "_cursor")
 
-    def __init__(self) -> None:
+    def __init__(self, connection: Any) -> None:
         connection.close_if_health_check_failed()
         connection.ensure_connection()
+        self._connection = connection
         self._cursor = connection.connection.cursor()
 
     def __enter__(self) -> _SQLiteStatement:
@@ -58,16 +66,16 @@ class _SQLiteStatement:
         self._cursor.close()
 
     def execute(self, sql: str, params: Sequence[Any]) -> None:
-        connection.validate_no_broken_transaction()
-        with connection.wrap_database_errors:
+        self._connection.validate_no_broken_transaction()
+        with self._connection.wrap_database_errors:
             self._cursor.execute(_qmark(sql), params)
 
     def fetchone(self) -> Any:
-        with connection.wrap_database_errors:
+        with self._connection.wrap_database_errors:
             return self._cursor.fetchone()
 
     def fetchall(self) -> list[Any]:
-        with connection.wrap_database_errors:
+        with self._connection.wrap_database_errors:
             return self._cursor.fetchall()
 
     @property
@@ -76,13 +84,15 @@ class _SQLiteStatement:
 
 
 @async_unsafe
-def statement_cursor() -> Any:
+def statement_cursor(connection: Any = None) -> Any:
     """A cursor for one of these statements (`with statement_cursor() as cursor:`). On SQLite,
     unless queries are being logged (DEBUG, a test capturing them) or watched
     (`connection.execute_wrapper`), the sqlite3 cursor itself (`_SQLiteStatement`); else
-    Django's own."""
+    Django's own. `connection`: the thread's (`db_connection()`), when the caller has it."""
+    if connection is None:
+        connection = db_connection()
     if connection.vendor == "sqlite" and not connection.queries_logged and not connection.execute_wrappers:
-        return _SQLiteStatement()
+        return _SQLiteStatement(connection)
     return connection.cursor()
 
 
@@ -101,6 +111,7 @@ def _column(field: Field) -> str:
 
 @cache
 def _insert_sql(model: type[Model], rows: int, vendor: str) -> tuple[str, list[Field]]:
+    connection = db_connection()
     fields = _insertable(model)
     qn = connection.ops.quote_name
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
@@ -112,9 +123,10 @@ def objects_insert(objects: Sequence[Model]) -> None:
     """Insert `objects` (instances of one model, built but not saved) in one statement."""
     if not objects:
         return
+    connection = db_connection()
     sql, fields = _insert_sql(type(objects[0]), len(objects), connection.vendor)
     params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for obj in objects for f in fields]
-    with statement_cursor() as cursor:
+    with statement_cursor(connection) as cursor:
         cursor.execute(sql, params)
     for obj in objects:
         obj._state.adding = False
@@ -124,6 +136,7 @@ def objects_insert(objects: Sequence[Model]) -> None:
 def _converters(table: str, fields: list[Field]) -> list[tuple[Any, list[Any]]]:
     """Each field's column and the converters its values go through when read (the backend's,
     then the field's own), as the ORM's compiler applies them."""
+    connection = db_connection()
     converters = []
     for field in fields:
         column = field.get_col(table)
@@ -133,7 +146,7 @@ def _converters(table: str, fields: list[Field]) -> list[tuple[Any, list[Any]]]:
     return converters
 
 
-def _converted(row: Sequence[Any], converters: list[tuple[Any, list[Any]]]) -> list[Any]:
+def _converted(row: Sequence[Any], converters: list[tuple[Any, list[Any]]], connection: Any) -> list[Any]:
     values = []
     for value, (expression, field_converters) in zip(row, converters, strict=True):
         for converter in field_converters:
@@ -146,6 +159,7 @@ def _converted(row: Sequence[Any], converters: list[tuple[Any, list[Any]]]) -> l
 def _select_sql(
     model: type[Model], lock: bool, vendor: str, names: tuple[str, ...] | None = None
 ) -> tuple[str, list[Field], list[tuple[Any, list[Any]]]]:
+    connection = db_connection()
     if names is None:
         fields = list(model._meta.concrete_fields)
     else:
@@ -168,7 +182,7 @@ def object_get(model: type[M], pk: Any, *, lock: bool = False, only: tuple[str, 
     if only is not None:
         only = _in_field_order(model, only)
     fields, values = _row_get(model, pk, lock, only)
-    return model.from_db(connection.alias, [f.attname for f in fields], values)
+    return model.from_db(DEFAULT_DB_ALIAS, [f.attname for f in fields], values)
 
 
 @cache
@@ -187,19 +201,20 @@ def values_get(model: type[Model], pk: Any, names: tuple[str, ...]) -> tuple[Any
 def _row_get(
     model: type[Model], pk: Any, lock: bool, names: tuple[str, ...] | None
 ) -> tuple[list[Field], list[Any]]:
+    connection = db_connection()
     sql, fields, converters = _select_sql(model, lock, connection.vendor, names)
     assert model._meta.pk is not None
-    with statement_cursor() as cursor:
+    with statement_cursor(connection) as cursor:
         cursor.execute(sql, [model._meta.pk.get_db_prep_value(pk, connection)])
         row = cursor.fetchone()
     if row is None:
         raise model.DoesNotExist(f"no {model._meta.object_name} {pk}")  # type: ignore[attr-defined]
-    return fields, _converted(row, converters)
+    return fields, _converted(row, converters, connection)
 
 
 @cache
 def _update_sql(model: type[Model], names: tuple[str, ...], vendor: str) -> tuple[str, list[Field]]:
-    qn = connection.ops.quote_name
+    qn = db_connection().ops.quote_name
     fields = [model._meta.get_field(name) for name in names]
     assert all(isinstance(f, Field) for f in fields)
     pk = model._meta.pk
@@ -210,10 +225,11 @@ def _update_sql(model: type[Model], names: tuple[str, ...], vendor: str) -> tupl
 
 def object_update(model: type[Model], pk: Any, **assign: Any) -> int:
     """`model.objects.filter(pk=pk).update(**assign)` (plain values only); the rows changed."""
+    connection = db_connection()
     sql, fields = _update_sql(model, tuple(assign), connection.vendor)
     assert model._meta.pk is not None
     params = [f.get_db_prep_save(value, connection) for f, value in zip(fields, assign.values(), strict=True)]
-    with statement_cursor() as cursor:
+    with statement_cursor(connection) as cursor:
         cursor.execute(sql, [*params, model._meta.pk.get_db_prep_value(pk, connection)])
         return cursor.rowcount
 
@@ -231,7 +247,7 @@ def _where_sql(
     vendor: str,
 ) -> tuple[str, list[Field], list[tuple[Any, list[Any]]]]:
     """`names` empty: `SELECT COUNT(*)`."""
-    qn = connection.ops.quote_name
+    qn = db_connection().ops.quote_name
     table = model._meta.db_table
     fields: list[Field] = [model._meta.get_field(name) for name in names]  # type: ignore[misc]
     conditions = []
@@ -247,7 +263,9 @@ def _where_sql(
     return sql, fields, _converters(table, fields)
 
 
-def _where_params(model: type[Model], where: tuple[tuple[str, str], ...], params: Sequence[Any]) -> list[Any]:
+def _where_params(
+    model: type[Model], where: tuple[tuple[str, str], ...], params: Sequence[Any], connection: Any
+) -> list[Any]:
     return [
         model._meta.get_field(name).get_db_prep_value(value, connection)  # type: ignore[union-attr]
         for (name, _), value in zip(where, params, strict=True)
@@ -267,11 +285,12 @@ def values_where(
     being each `(field, operator)` of `where` compared with its value in `params`, all of them
     ANDed."""
     assert names, "values_where reads at least one field (count_where counts)"
+    connection = db_connection()
     sql, _, converters = _where_sql(model, names, where, order_by, limit, connection.vendor)
-    with statement_cursor() as cursor:
-        cursor.execute(sql, _where_params(model, where, params))
+    with statement_cursor(connection) as cursor:
+        cursor.execute(sql, _where_params(model, where, params, connection))
         rows = cursor.fetchall()
-    return [tuple(_converted(row, converters)) for row in rows]
+    return [tuple(_converted(row, converters, connection)) for row in rows]
 
 
 def exists_where_any(
@@ -282,18 +301,22 @@ def exists_where_any(
     lookup (`UNION ALL`, so each may use its index), stopping at the first row found."""
     pk = model._meta.pk
     assert pk is not None
+    connection = db_connection()
     parts = [
         _where_sql(model, (pk.name,), where, None, None, connection.vendor)[0] for where, _ in alternatives
     ]
-    params = [value for where, values in alternatives for value in _where_params(model, where, values)]
-    with statement_cursor() as cursor:
+    params = [
+        value for where, values in alternatives for value in _where_params(model, where, values, connection)
+    ]
+    with statement_cursor(connection) as cursor:
         cursor.execute(" UNION ALL ".join(parts) + " LIMIT 1", params)
         return cursor.fetchone() is not None
 
 
 def count_where(model: type[Model], where: tuple[tuple[str, str], ...], params: Sequence[Any]) -> int:
     """`model.objects.filter(...).count()`, the filter as `values_where`'s."""
+    connection = db_connection()
     sql, _, _ = _where_sql(model, (), where, None, None, connection.vendor)
-    with statement_cursor() as cursor:
-        cursor.execute(sql, _where_params(model, where, params))
+    with statement_cursor(connection) as cursor:
+        cursor.execute(sql, _where_params(model, where, params, connection))
         return int(cursor.fetchone()[0])

@@ -165,7 +165,7 @@ def test_a_conditional_update_writes_only_while_the_row_matches():
 
 def test_a_conditional_update_without_returning_reads_the_counters_back(monkeypatch):
     """SQLite before 3.35 has no UPDATE ... RETURNING: the update, then a read of the counters."""
-    monkeypatch.setattr(services.counters, "returning_supported", lambda: False)
+    monkeypatch.setattr(services.counters, "returning_supported", lambda connection=None: False)
     session = services.session_create(owner=None)
     before = AgentSession.objects.get(pk=session.id).last_seq
     assert services.counters.session_update_if(
