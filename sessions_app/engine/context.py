@@ -26,6 +26,7 @@ from sessions_app.engine.prepared import (  # re-exported: they lived here first
     PreparedHistory,
     StoredMessage,
     canonical_json,
+    sorted_json,
 )
 from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.engine.tokens import estimate_text_tokens, json_text
@@ -169,12 +170,17 @@ def build_request(
         by_section[name] = by_section.get(name, 0) + section_dynamic + section_transient
 
     tools = [spec.definition() for spec in server_tools] + [dict(t) for t in session.client_tools]
+    # Each tool's JSON, compact and canonical: the server's tools' encoded once (`ToolSpec`).
+    tool_texts = [spec.definition_texts for spec in server_tools] + [
+        (json_text(t), sorted_json(t)) for t in tools[len(server_tools) :]
+    ]
     static_text = "\n\n".join(p for p in static_parts if p)
     system: list[dict] = []
     if static_text:
         system.append(_with_cache_control(_text_block(static_text)))
     elif tools:
         tools[-1] = _with_cache_control(tools[-1])
+        tool_texts[-1] = (json_text(tools[-1]), sorted_json(tools[-1]))
     system += [_text_block(p) for p in dynamic_parts if p]
 
     # The prepared messages are shared with later steps: only copies are changed here.
@@ -218,7 +224,8 @@ def build_request(
     # The canonical JSON of `body` without encoding the unchanged messages again: the head is
     # encoded with a unique placeholder where the messages go.
     marker = uuid.uuid4().hex
-    before, after = canonical_json({**head, "messages": marker}).split(f'"{marker}"'.encode())
+    known = {"tools": "[" + ",".join(canonical for _, canonical in tool_texts) + "]"} if tools else {}
+    before, after = canonical_json({**head, "messages": marker}, encoded=known).split(f'"{marker}"'.encode())
     # One copy of the megabytes, not one per concatenation.
     if parts:
         parts[0] = before + b"[" + parts[0]
@@ -231,7 +238,7 @@ def build_request(
         "system": _stable_text_tokens(static_text) if static_text else 0,
         "dynamic_system": dynamic_tokens,
         # The tools' definitions are the same call after call: counted once per distinct JSON.
-        "tools": _stable_text_tokens(json_text(tools)) if tools else 0,
+        "tools": _stable_text_tokens("[" + ",".join(text for text, _ in tool_texts) + "]") if tools else 0,
         "history": prepared.token_total,
         "transient": transient_tokens,
     }

@@ -23,19 +23,23 @@ class StoredMessage:
 PROMPT_ORDER = ("tools", "system", "messages")
 
 
-def _sorted_json(value: Any) -> str:
+def sorted_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
-def canonical_json(value: Any) -> bytes:
+def canonical_json(value: Any, *, encoded: dict[str, str] | None = None) -> bytes:
     """The canonical JSON of a request or a part of it (what is hashed and compared): compact,
     objects' keys sorted (PostgreSQL's jsonb does not keep key order, so a recorded request is
     checked against this form), but a request's own keys in prompt order, so that comparing two
-    requests byte by byte follows what prompt caching compares."""
+    requests byte by byte follows what prompt caching compares. `encoded`: a request's values
+    already in this form (`sorted_json`), by key, used instead of encoding them again."""
     if not (isinstance(value, dict) and "messages" in value):
-        return _sorted_json(value).encode()
+        return sorted_json(value).encode()
+    known = encoded or {}
     keys = [k for k in sorted(value) if k not in PROMPT_ORDER] + [k for k in PROMPT_ORDER if k in value]
-    return ("{" + ",".join(f"{_sorted_json(k)}:{_sorted_json(value[k])}" for k in keys) + "}").encode()
+    return (
+        "{" + ",".join(f"{sorted_json(k)}:{known[k] if k in known else sorted_json(value[k])}" for k in keys) + "}"
+    ).encode()
 
 
 # What a prepared history keeps per stored message besides its content, in bytes (the

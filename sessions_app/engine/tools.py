@@ -7,6 +7,7 @@ lists its tools in its `Feature` (`features.py`); there is no registry to fill.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -64,3 +65,14 @@ class ToolSpec:
 
     def definition(self) -> dict:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+    @functools.cached_property
+    def definition_texts(self) -> tuple[str, str]:
+        """The definition's JSON as a request carries it (`tokens.json_text`) and in canonical
+        form (`prepared.canonical_json`'s), encoded once: every request lists the same tools,
+        and encoding them was a tenth of building one."""
+        from sessions_app.engine.prepared import sorted_json
+        from sessions_app.engine.tokens import json_text
+
+        definition = self.definition()
+        return json_text(definition), sorted_json(definition)

@@ -261,6 +261,41 @@ def test_encoded_request_is_exactly_its_json():
     assert built.encoded.endswith(f'"messages":{inner}}}'.encode())
 
 
+def test_server_tools_encoded_once_encode_as_the_request_carries_them():
+    """The server's tools' JSON is encoded once per `ToolSpec` and reused: the request's bytes,
+    and the tools' token count, are what encoding the whole request would give, whether the
+    last tool carries the cache breakpoint (no system text) or not, beside client tools."""
+    from sessions_app.engine.tokens import estimate_text_tokens, json_text
+    from sessions_app.engine.tools import ToolSpec
+
+    async def handler(ctx: Any, tool_input: dict) -> str:
+        return ""
+
+    specs = [
+        ToolSpec(
+            name=f"server_{n}",
+            description="Reads ✓ \"quoted\"",
+            input_schema={"type": "object", "properties": {"z": {"type": "string"}, "a": {"type": "integer"}}},
+            handler=handler,
+        )
+        for n in range(3)
+    ]
+    client = {"name": "client", "description": "é", "input_schema": {"type": "object"}}
+    for system_prompt, client_tools in (("sys", []), ("", []), ("", [client]), ("sys", [client])):
+        for _ in range(2):  # the second build reuses the specs' encoded definitions
+            built = build_request(
+                session=snapshot(system_prompt=system_prompt, client_tools=client_tools),
+                history=_history_mixed(),
+                server_tools=specs,
+                max_tokens=9,
+                sections=[],
+            )
+            assert built.encoded == canonical_json(built.body)
+            assert built.breakdown["tools"] == estimate_text_tokens(json_text(built.body["tools"]))
+            marked = [t for t in built.body["tools"] if "cache_control" in t]
+            assert len(marked) == (0 if system_prompt else 1)
+
+
 def test_prepared_history_grown_step_by_step_builds_what_a_fresh_one_builds():
     history = _history_mixed()
     grown = PreparedHistory()
