@@ -75,11 +75,19 @@ def sandbox_available() -> bool:
     mode = sandbox_mode()
     if mode == "off":
         return False
-    bwrap = shutil.which("bwrap")
+    bwrap = _bwrap_on(os.environ.get("PATH", os.defpath))
     probe = _Probe(False, "bubblewrap (`bwrap`) is not installed") if bwrap is None else _trial(bwrap)
     if mode == "bwrap" and not probe.ok:
         raise ImproperlyConfigured(f"PALIMPSEST_SANDBOX=bwrap, but the sandbox cannot run: {probe.reason}")
     return probe.ok
+
+
+@functools.lru_cache(maxsize=16)
+def _bwrap_on(path: str) -> str | None:
+    """Where `bwrap` is on `path`, looked for once per PATH (as the trial runs once per bwrap
+    path): the engine asks at every request whether to offer the sandbox's tool, and a search
+    of PATH is a dozen `stat`s."""
+    return shutil.which("bwrap", path=path)
 
 
 _trial_lock = threading.Lock()
