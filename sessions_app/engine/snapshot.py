@@ -30,6 +30,11 @@ class SessionSnapshot:
     # its section need not read it again. None unless the snapshot was made from a row read
     # just now (`from_session(..., with_notepad=True)`): the section then reads it itself.
     notepad: str | None = None
+    # `setting`'s answers, by path: a request's build asks two dozen of them (each feature's
+    # `enabled`, its limits). Not copied by `dataclasses.replace`, which may change `settings`.
+    _settings_read: dict[tuple[str, ...], Any] = field(
+        init=False, default_factory=dict, repr=False, compare=False
+    )
 
     @classmethod
     def from_session(cls, session: Any, *, with_notepad: bool = False) -> SessionSnapshot:
@@ -60,6 +65,10 @@ class SessionSnapshot:
     def setting(self, *path: str) -> Any:
         """The session's setting at `path` (e.g. "notepad", "enabled"); where the stored settings
         lack it (a session created before the setting existed), the features' default."""
+        try:
+            return self._settings_read[path]
+        except KeyError:
+            pass
         from sessions_app.engine.features import features
 
         for tree in (self.settings, features().default_settings):
@@ -69,5 +78,6 @@ class SessionSnapshot:
                     break
                 value = value[key]
             else:
+                self._settings_read[path] = value
                 return value
         raise KeyError(f"no setting {'.'.join(path)}")
