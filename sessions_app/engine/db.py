@@ -61,8 +61,13 @@ _used = threading.local()
 
 
 def _stale_connections_closed(fn: Callable[P, R]) -> Callable[P, R]:
-    """`fn`, dropping the thread's stale connections before and after it (its live one is kept,
-    and not checked again while it was used within HEALTH_CHECK_BYPASS_SECONDS)."""
+    """`fn`, dropping the thread's stale connections before it (its live one is kept, and not
+    checked again while it was used within HEALTH_CHECK_BYPASS_SECONDS).
+
+    Channels' `database_sync_to_async` checks after the call too. Here a connection that failed
+    in the call, or outlived CONN_MAX_AGE, is found by the next call's check, on the same
+    thread, before anything uses it: the check after was a second pass over the connections at
+    every hop (two a turn) that changed nothing the next call would not."""
 
     @functools.wraps(fn)
     def inner(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -71,7 +76,6 @@ def _stale_connections_closed(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         finally:
-            close_old_connections()
             _used.at = time.monotonic()
 
     return inner
@@ -80,7 +84,8 @@ def _stale_connections_closed(fn: Callable[P, R]) -> Callable[P, R]:
 def _health_check_bypass_if_used_recently() -> None:
     """Mark the thread's connections checked when the last call on this thread ended less than
     HEALTH_CHECK_BYPASS_SECONDS ago. A connection that failed in that call was checked (and
-    closed if unusable) by `close_old_connections` already: Django checks after an error."""
+    closed if unusable) by `close_old_connections` just before this: Django checks a connection
+    whose last use raised an error, whatever the bypass says."""
     at = getattr(_used, "at", None)
     if at is None or time.monotonic() - at >= HEALTH_CHECK_BYPASS_SECONDS:
         return
