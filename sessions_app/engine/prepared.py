@@ -38,7 +38,9 @@ def canonical_json(value: Any, *, encoded: dict[str, str] | None = None) -> byte
     known = encoded or {}
     keys = [k for k in sorted(value) if k not in PROMPT_ORDER] + [k for k in PROMPT_ORDER if k in value]
     return (
-        "{" + ",".join(f"{sorted_json(k)}:{known[k] if k in known else sorted_json(value[k])}" for k in keys) + "}"
+        "{"
+        + ",".join(f"{sorted_json(k)}:{known[k] if k in known else sorted_json(value[k])}" for k in keys)
+        + "}"
     ).encode()
 
 

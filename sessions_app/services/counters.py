@@ -68,7 +68,11 @@ def session_update_if(
 
 @functools.cache
 def _update_sql(
-    add: tuple[str, ...], assign: tuple[str, ...], where: tuple[tuple[str, bool], ...], vendor: str, returning: bool
+    add: tuple[str, ...],
+    assign: tuple[str, ...],
+    where: tuple[tuple[str, bool], ...],
+    vendor: str,
+    returning: bool,
 ) -> tuple[str, str, list[Field], list[Field]]:
     """The statement of one shape of `_update` (built once: the step path runs a few shapes),
     its read back where there is no RETURNING, and the fields whose values it takes (`assign`'s,
@@ -77,7 +81,9 @@ def _update_sql(
     sets += [f"{_field(name)[1]} = %s" for name in assign]
     pk_column = _field("id")[1]
     conditions = [f"{pk_column} = %s"]
-    conditions += [f"{_field(name)[1]} IS NULL" if null else f"{_field(name)[1]} = %s" for name, null in where]
+    conditions += [
+        f"{_field(name)[1]} IS NULL" if null else f"{_field(name)[1]} = %s" for name, null in where
+    ]
     table = db_connection().ops.quote_name(AgentSession._meta.db_table)
     update = f"UPDATE {table} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
     returned = ", ".join(_field(name)[1] for name in add)
@@ -102,7 +108,9 @@ def _update(
         returning,
     )
     params: list[Any] = list(add.values())
-    params += [f.get_db_prep_save(value, connection) for f, value in zip(fields, assign.values(), strict=True)]
+    params += [
+        f.get_db_prep_save(value, connection) for f, value in zip(fields, assign.values(), strict=True)
+    ]
     key = AgentSession._meta.pk.get_db_prep_value(session_id, connection)  # type: ignore[union-attr]
     params.append(key)
     params += [

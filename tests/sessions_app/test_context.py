@@ -274,8 +274,11 @@ def test_server_tools_encoded_once_encode_as_the_request_carries_them():
     specs = [
         ToolSpec(
             name=f"server_{n}",
-            description="Reads ✓ \"quoted\"",
-            input_schema={"type": "object", "properties": {"z": {"type": "string"}, "a": {"type": "integer"}}},
+            description='Reads ✓ "quoted"',
+            input_schema={
+                "type": "object",
+                "properties": {"z": {"type": "string"}, "a": {"type": "integer"}},
+            },
             handler=handler,
         )
         for n in range(3)
