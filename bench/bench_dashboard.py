@@ -78,7 +78,7 @@ def main() -> None:
         older = median_ms(partial(client.get, f"{url}transcript/?before={size // 2}"), args.repeat)
         event = services.event_emit(
             session_id=session.pk, type="assistant.message", payload={"content": content}
-        ).as_frame()
+        )
         fragments = median_ms(
             partial(session_fragments, session_id=session.pk, events=[event], operator="bench"), args.repeat
         )

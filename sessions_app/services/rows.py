@@ -133,6 +133,31 @@ def objects_insert(objects: Sequence[Model]) -> None:
         obj._state.db = connection.alias
 
 
+@cache
+def _insert_order(model: type[Model], names: tuple[str, ...]) -> tuple[int, ...]:
+    """Where each field `_insert_sql` inserts, in `names` (which must name them all, by attname)."""
+    fields = _insertable(model)
+    assert sorted(names) == sorted(f.attname for f in fields), (model, names)
+    return tuple(names.index(f.attname) for f in fields)
+
+
+def values_insert(model: type[Model], names: tuple[str, ...], rows: Sequence[Sequence[Any]]) -> None:
+    """Insert `rows` of `model`, each the values of the fields `names` (by attname: every field
+    the database does not number), in one statement, without building model instances (a
+    model's constructor walks all its fields and their defaults: the step path writes a dozen
+    rows). Each value goes through its field's `get_db_prep_save`, as `objects_insert` sends it."""
+    if not rows:
+        return
+    connection = db_connection()
+    sql, fields = _insert_sql(model, len(rows), connection.vendor)
+    order = _insert_order(model, names)
+    params = [
+        f.get_db_prep_save(row[i], connection) for row in rows for f, i in zip(fields, order, strict=True)
+    ]
+    with statement_cursor(connection) as cursor:
+        cursor.execute(sql, params)
+
+
 def _converters(table: str, fields: list[Field]) -> list[tuple[Any, list[Any]]]:
     """Each field's column and the converters its values go through when read (the backend's,
     then the field's own), as the ORM's compiler applies them."""

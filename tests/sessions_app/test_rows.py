@@ -18,6 +18,7 @@ from sessions_app.services.rows import (
     object_update,
     objects_insert,
     values_get,
+    values_insert,
     values_where,
 )
 
@@ -73,11 +74,31 @@ def test_a_row_updated_by_key_reads_back_through_the_orm():
 def test_events_inserted_with_seqs_the_caller_allocated():
     session = services.session_create(owner=None, model="scripted")
     last = services.counters.session_update(session.id, add={"last_seq": 2})["last_seq"]
-    services.events.events_insert(session_id=session.id, last_seq=last, events=[("a", {"x": 1}), ("b", {})])
-    assert list(SessionEvent.objects.filter(session_id=session.id).values_list("seq", "type", "payload")) == [
-        (1, "a", {"x": 1}),
-        (2, "b", {}),
-    ]
+    frames = services.events.events_insert(
+        session_id=session.id, last_seq=last, events=[("a", {"x": 1}), ("b", {"é": ["✓", None]})]
+    )
+    stored = list(SessionEvent.objects.filter(session_id=session.id))
+    assert [(e.seq, e.type, e.payload) for e in stored] == [(1, "a", {"x": 1}), (2, "b", {"é": ["✓", None]})]
+    # The frames announced are the stored rows' own, built without model instances.
+    assert frames == [e.as_frame() for e in stored]
+
+
+def test_values_insert_stores_what_the_orm_stores():
+    """`values_insert` (no model instances) and `objects_insert` send the same values."""
+    session = services.session_create(owner=None, model="scripted")
+    at = timezone.now()
+    values = {"session_id": session.id, "type": "t", "payload": {"k": [1, "ü"]}, "created_at": at}
+    objects_insert([SessionEvent(seq=1, **values)])
+    values_insert(SessionEvent, ("seq", *values), [(2, *values.values())])
+    one, two = SessionEvent.objects.filter(session_id=session.id).order_by("seq")
+    assert (one.session_id, one.type, one.payload, one.created_at) == (
+        two.session_id,
+        two.type,
+        two.payload,
+        two.created_at,
+    )
+    with pytest.raises(AssertionError):
+        values_insert(SessionEvent, ("seq", "type"), [(3, "t")])  # every field must be named
 
 
 def test_rows_selected_by_conditions_equal_the_orms():
