@@ -238,10 +238,6 @@ async def turn_wait(turn_id: uuid.UUID) -> str | None:
 HASH_INLINE_MAX_BYTES = 256 * 1024
 
 
-async def _done(value: T) -> T:
-    return value
-
-
 async def _digest_take(built: BuiltRequest, mark: RequestMark, hashed: asyncio.Future) -> None:
     """The request's SHA-256 for its record, once hashed; its checkpoints kept for the next."""
     digest, checkpoints = await hashed
@@ -625,10 +621,12 @@ class TurnRunner:
         # The request's hash (for its record) is taken up where the previous request's stable
         # start ends (`prefix.request_mark`), while the model answers: in a thread when what is
         # left to hash is long, off the event loop and off the step's path.
+        hashed: asyncio.Future
         if mark.to_hash >= HASH_INLINE_MAX_BYTES:
             hashed = asyncio.ensure_future(asyncio.to_thread(mark.digest))
-        else:
-            hashed = asyncio.ensure_future(_done(mark.digest()))
+        else:  # hashed here: a future already done, not a task to run
+            hashed = asyncio.get_running_loop().create_future()
+            hashed.set_result(mark.digest())
         try:
             response = await self.cancellable(
                 provider.complete(
