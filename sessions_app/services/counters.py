@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import Field
 
 from sessions_app.models import AgentSession
-from sessions_app.services.rows import db_connection, statement_cursor
+from sessions_app.services.rows import db_connection, preparer, statement_cursor
 
 
 def returning_supported(connection: Any = None) -> bool:
@@ -109,7 +109,8 @@ def _update(
     )
     params: list[Any] = list(add.values())
     params += [
-        f.get_db_prep_save(value, connection) for f, value in zip(fields, assign.values(), strict=True)
+        preparer(f, connection.vendor)(value, connection)
+        for f, value in zip(fields, assign.values(), strict=True)
     ]
     key = AgentSession._meta.pk.get_db_prep_value(session_id, connection)  # type: ignore[union-attr]
     params.append(key)

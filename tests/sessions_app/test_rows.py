@@ -245,3 +245,57 @@ def test_a_failed_statement_raises_djangos_error_and_breaks_the_transaction_as_d
         with pytest.raises(TransactionManagementError):
             values_where(Message, ("position",), (("session_id", "="),), (session.id,))
     assert values_where(Message, ("position",), (("session_id", "="),), (session.id,)) == [(0,)]
+
+
+@pytest.mark.filterwarnings("ignore:DateTimeField .* received a naive datetime")
+def test_preparers_convert_values_as_the_fields_do():
+    """`rows.preparer`'s shortcuts give what each field's own `get_db_prep_save` gives, for the
+    values the step path writes and for the ones it leaves to the field (of other types, naive
+    or non-UTC times, None, empty strings, lazy strings)."""
+    import datetime as dt
+
+    from django.db import connection
+    from django.utils.functional import lazy
+
+    from sessions_app.models import ModelCall, ToolCall
+    from sessions_app.services.rows import preparer
+
+    lazy_text = lazy(lambda: "lazy", str)()
+    samples: list[object] = [
+        None,
+        "",
+        "text é",
+        lazy_text,
+        0,
+        7,
+        -3,
+        True,
+        False,
+        1.5,
+        2.0,
+        uuid.uuid4(),
+        str(uuid.uuid4()),
+        timezone.now(),
+        dt.datetime(2026, 1, 2, 3, 4, 5),
+        dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+        dt.datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=dt.UTC),
+        {"a": [1, "ü", None]},
+        [{"type": "text", "text": "x"}],
+        ["a"],
+        {},
+    ]
+    checked = 0
+    for model in (AgentSession, Turn, Message, SessionEvent, ModelCall, ToolCall):
+        for field in model._meta.concrete_fields:
+            prepare = preparer(field, connection.vendor)
+            for value in samples:
+                try:
+                    expected = field.get_db_prep_save(value, connection)
+                except Exception as exc:
+                    with pytest.raises(type(exc)):
+                        prepare(value, connection)
+                    continue
+                got = prepare(value, connection)
+                assert (type(got), got) == (type(expected), expected), (model.__name__, field.name, value)
+                checked += 1
+    assert checked > 500
