@@ -5,8 +5,9 @@ statement is a queryset built, resolved and compiled to SQL before the database 
 a quarter of a millisecond of Python apiece, most of a turn's server work (issue 12's profile).
 Here the SQL of each shape (a model's insert of n rows, the session row's read, an update of the
 session row that adds to counters and reads them back) is built once from the models' metadata
-and cached; values still go through each field's own `get_db_prep_save` and come back through
-the backend's and the field's converters, exactly as the ORM would send and read them.
+and cached; values still go through each field's own `get_db_prep_save` (on SQLite the
+commonest ones converted the same way at once: `preparer`) and come back through the backend's
+and the field's converters, exactly as the ORM would send and read them.
 
 Rows are inserted without signals (the models here have no receivers) and without reading back
 an auto-increment primary key: callers use these for rows they do not refer to by `pk`.
