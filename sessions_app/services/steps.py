@@ -26,7 +26,7 @@ from sessions_app.models import (
 from sessions_app.services.counters import session_update
 from sessions_app.services.events import events_emit, events_insert
 from sessions_app.services.messages import message_insert, message_write
-from sessions_app.services.rows import object_update, objects_insert
+from sessions_app.services.rows import object_update, objects_insert, values_insert
 from sessions_app.services.turns import LEASE_RELEASED, ToolResultAlreadyGiven, UnknownToolUse, turn_lock
 
 # The observed provider/local token ratio is smoothed and kept within sane bounds.
@@ -68,30 +68,38 @@ def _model_call_create(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data
 
 def _model_call(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData) -> ModelCall:
     """`data`'s record, not saved."""
-    return ModelCall(
-        session_id=session_id,
-        turn_id=turn_id,
-        step=data.step,
-        purpose=data.purpose,
-        provider=data.provider,
-        model=data.model,
-        request=data.request_record,
-        request_sha256=data.request_sha256,
-        request_bytes=data.request_bytes,
-        stable_prefix_bytes=data.stable_prefix_bytes,
-        estimated_prompt_tokens=data.estimated_prompt_tokens,
-        predicted_prompt_tokens=data.predicted_prompt_tokens,
-        response=data.response,
-        stop_reason=data.stop_reason,
-        input_tokens=data.usage.get("input_tokens", 0),
-        output_tokens=data.usage.get("output_tokens", 0),
-        cache_creation_input_tokens=data.usage.get("cache_creation_input_tokens", 0),
-        cache_read_input_tokens=data.usage.get("cache_read_input_tokens", 0),
-        error=data.error,
-        started_at=data.started_at,
-        duration_ms=data.duration_ms,
-        first_token_ms=data.first_token_ms,
-    )
+    return ModelCall(**_model_call_values(session_id=session_id, turn_id=turn_id, data=data))
+
+
+def _model_call_values(
+    *, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData
+) -> dict[str, Any]:
+    """`data`'s record as its fields' values, by attname (every field the database does not
+    number: what `rows.values_insert` takes)."""
+    return {
+        "session_id": session_id,
+        "turn_id": turn_id,
+        "step": data.step,
+        "purpose": data.purpose,
+        "provider": data.provider,
+        "model": data.model,
+        "request": data.request_record,
+        "request_sha256": data.request_sha256,
+        "request_bytes": data.request_bytes,
+        "stable_prefix_bytes": data.stable_prefix_bytes,
+        "estimated_prompt_tokens": data.estimated_prompt_tokens,
+        "predicted_prompt_tokens": data.predicted_prompt_tokens,
+        "response": data.response,
+        "stop_reason": data.stop_reason,
+        "input_tokens": data.usage.get("input_tokens", 0),
+        "output_tokens": data.usage.get("output_tokens", 0),
+        "cache_creation_input_tokens": data.usage.get("cache_creation_input_tokens", 0),
+        "cache_read_input_tokens": data.usage.get("cache_read_input_tokens", 0),
+        "error": data.error,
+        "started_at": data.started_at,
+        "duration_ms": data.duration_ms,
+        "first_token_ms": data.first_token_ms,
+    }
 
 
 def assistant_step_store(
@@ -209,7 +217,8 @@ def _assistant_step_write(
     ]
     now = timezone.now()
     # The call's record; its usage joins the session's totals in the one update below.
-    objects_insert([_model_call(session_id=session_id, turn_id=turn_id, data=call)])
+    record = _model_call_values(session_id=session_id, turn_id=turn_id, data=call)
+    values_insert(ModelCall, tuple(record), [tuple(record.values())])
     add = {"last_seq": len(events), **_usage_added(call)}
     assign: dict[str, Any] = {
         "last_prompt_tokens": prompt_tokens,
