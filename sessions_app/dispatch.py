@@ -5,8 +5,8 @@ handles: a `sync_to_async` call on Django's one shared thread, for each websocke
 and for each channel-layer event delivered. A session's turn delivers half a dozen events to each
 watching connection, so with hundreds of sessions every event of every connection waited in line
 on that one thread, for a cleanup our consumers do not need: their database work goes through
-`database_sync_to_async` (or the engine's `db`), which closes stale connections in the thread
-where it runs, before and after.
+`database_sync_to_async` (which closes stale connections in the thread where it runs, before
+and after) or the engine's `db` (before each call, in its thread).
 """
 
 from __future__ import annotations
