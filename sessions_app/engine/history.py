@@ -53,10 +53,27 @@ def history_forget(session_id: uuid.UUID) -> None:
         _histories.pop(session_id)
 
 
-def history_for(session_id: uuid.UUID, epoch: int) -> PreparedHistory:
-    """The epoch's history, from the cache plus what was stored since (runs in the DB thread)."""
+def history_for(session_id: uuid.UUID, epoch: int, *, newest: StoredMessage | None = None) -> PreparedHistory:
+    """The epoch's history, from the cache plus what was stored since (runs in the DB thread).
+
+    `newest`: the epoch's newest message, just stored by the caller (a turn's start, its user
+    message), when nothing else can have been stored after it. A cached history that ends just
+    before it misses only that message: it is added without reading the messages or counting
+    the masks again. Only a turn writes masks, under its lease, after its own user message: a
+    mask stored since the history was cached comes with a message stored since, and then the
+    history does not end just before `newest`."""
     with _histories_lock:
         history = _histories.get(session_id)
+    if (
+        newest is not None
+        and history is not None
+        and history.epoch == epoch
+        and history.last_position == newest.position - 1
+    ):
+        history.append(newest)
+        history_view_refresh(session_id, history)
+        history_remember(session_id, history)
+        return history
     if history is None or history.epoch != epoch:
         masks = dict(
             values_where(MaskedResult, ("tool_use_id", "placeholder"), MASKS_OF_EPOCH, (session_id, epoch))

@@ -309,6 +309,7 @@ class TurnRunner:
             estimate = compactor.message_estimate(content)
         counted = estimate
         locked: list[SessionSnapshot] = []
+        written: list[StoredMessage] = []
 
         def admit(session: Any) -> None:
             # The row is read and locked in this call, which builds the first request.
@@ -324,13 +325,16 @@ class TurnRunner:
             holder=self.holder,
             turn_id=self.turn_id,
             admit=admit,
+            stored=lambda m: written.append(
+                StoredMessage(m.position, str(m.role), m.content, m.token_estimate)
+            ),
         )
         # The row as the start left it, without reading it again: the start changed only the
         # lease, the status and the counters, and reset the compaction breaker.
         snapshot = replace(locked[0], compaction_failures=0)
         self.epoch = snapshot.epoch
-        self.history = history_for(self.session_id, snapshot.epoch)
         # The user's message is the epoch's newest: only this turn writes after it.
+        self.history = history_for(self.session_id, snapshot.epoch, newest=written[0])
         self.compactor.turn_start = self.history.last_position
         if self.features.hooks:
             tool_hooks_turn_started(hooks=self.features.hooks, session=snapshot, turn_id=self.turn_id)

@@ -355,6 +355,7 @@ def turn_begin(
     holder: uuid.UUID | None = None,
     turn_id: uuid.UUID | None = None,
     admit: Callable[[AgentSession], None] | None = None,
+    stored: Callable[[Message], None] | None = None,
 ) -> Turn:
     """Take the session's turn lease, store the user's message and announce the turn.
 
@@ -363,7 +364,9 @@ def turn_begin(
     `holder` names the runner that will hold the lease (`lease_hold`); `turn_id` the new turn,
     when the caller chose it. `admit` is called with the locked session row before anything is
     written: it raises to refuse the message (the engine's check that it fits the window), so
-    the check and the start are one transaction and one read of the row.
+    the check and the start are one transaction and one read of the row. `stored` is called with
+    the user's message as inserted (its position, content and estimate; no `pk`), inside the
+    transaction.
 
     Raises `TurnInProgress` while another turn holds an unexpired lease (`TurnNeedsRepair` when
     that turn's process died while it waited for a client). A history left with unanswered tool
@@ -399,7 +402,7 @@ def turn_begin(
                 "last_activity_at": timezone.now(),
             },
         )
-        message_insert(
+        message = message_insert(
             session_id=session.pk,
             position=counters["next_position"] - 1,
             epoch=session.epoch,
@@ -409,6 +412,8 @@ def turn_begin(
             token_estimate=token_estimate,
         )
         events_insert(session_id=session.pk, last_seq=counters["last_seq"], events=events)
+        if stored is not None:
+            stored(message)
     return turn
 
 

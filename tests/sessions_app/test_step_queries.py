@@ -78,8 +78,8 @@ async def test_a_one_step_turn_opens_no_savepoint_and_reads_no_counter_back(sett
     """Its writes nest (the events inside the turn's start, the call's record inside the step's
     store) without a savepoint each, and every seq or position comes back from its increment
     (`UPDATE ... RETURNING`). Two transactions: the turn's start, then its one step stored with
-    the turn's end, each with one update of the session row (21 statements where there were 62,
-    then 45, then 30, then 23)."""
+    the turn's end, each with one update of the session row (19 statements where there were 62,
+    then 45, then 30, then 23, then 21)."""
     settings.DEBUG = True
     settings.PALIMPSEST_TURN_LEASE_SECONDS = 600
     sql = await _turn_queries(10)
@@ -98,7 +98,7 @@ async def test_a_one_step_turn_opens_no_savepoint_and_reads_no_counter_back(sett
     ]
     assert read_back == []
     assert len([q for q in sql if q.startswith("BEGIN")]) == 2
-    assert len(sql) <= 21, len(sql)
+    assert len(sql) <= 19, len(sql)
 
 
 async def test_a_one_step_turn_opens_no_connection_outside_the_database_threads(settings):
@@ -182,3 +182,73 @@ async def test_a_turns_heartbeats_share_one_connection(settings, monkeypatch):
     assert len(beats) >= 3, beats
     assert {name.rsplit("_", 1)[0] for name in beats} == {"palimpsest-lease"}
     assert len([name for name in opened if name.startswith("palimpsest-lease")]) <= 1
+
+
+async def test_a_turn_whose_cached_history_is_current_reads_no_message_and_counts_no_mask(settings):
+    """Its start stores the user's message after the cached history's last one: that message is
+    all that is new, so it is added as stored, without reading the history's new messages or
+    counting its masks again; the history is the one the database holds."""
+    from sessions_app.engine import history
+
+    settings.DEBUG = True
+    settings.PALIMPSEST_TURN_LEASE_SECONDS = 600
+    sql = await _turn_queries(10)
+    assert sql, "no query was seen: the checks below would prove nothing"
+    assert [q for q in sql if q.startswith("SELECT") and '"sessions_app_message"' in q] == []
+    assert [q for q in sql if '"sessions_app_maskedresult"' in q] == []
+    session_id = await sync_to_async(lambda: AgentSession.objects.latest("created_at").pk)()
+    cached = history._histories.get(session_id)
+    history.history_forget(session_id)
+    fresh = await sync_to_async(history.history_for)(session_id, 0)
+    assert cached is not None and cached.last_position == fresh.last_position == 13
+    assert cached.messages == fresh.messages
+    assert cached.encoded_all() == fresh.encoded_all()
+
+
+async def test_what_another_writer_stored_since_the_history_was_cached_is_read_again(settings):
+    """A message stored by someone else between two turns (another process's turn, with a mask
+    of an earlier result) breaks the run of positions: the next turn reads the new messages and
+    the masks, and its request has both."""
+    from sessions_app.engine import history
+    from sessions_app.models import MaskedResult
+
+    session = await sync_to_async(services.session_create)(owner=None, model="scripted")
+    await sync_to_async(_fill)(session.id, 4)
+    await runner.turn_start(session_id=session.id, content="hello")  # caches the history
+    await runner.turns_wait_idle(timeout=60)
+
+    def elsewhere() -> None:
+        # What a turn of another process left: a tool call, its result, then a mask of it.
+        position = AgentSession.objects.get(pk=session.id).next_position
+        use = {"type": "tool_use", "id": "toolu_other", "name": "fs_read", "input": {}}
+        result = {"type": "tool_result", "tool_use_id": "toolu_other", "content": "the whole file " * 20}
+        for offset, (role, block) in enumerate([("assistant", use), ("user", result)]):
+            Message.objects.create(
+                session_id=session.id,
+                position=position + offset,
+                epoch=0,
+                role=role,
+                content=[block],
+                token_estimate=estimate_json_tokens([block]),
+            )
+        AgentSession.objects.filter(pk=session.id).update(next_position=position + 2)
+        MaskedResult.objects.create(
+            session_id=session.id,
+            epoch=0,
+            tool_use_id="toolu_other",
+            observation_id="obs_1",
+            size_chars=300,
+            placeholder="[masked elsewhere]",
+        )
+
+    await sync_to_async(elsewhere)()
+    await runner.turn_start(session_id=session.id, content="and now?")
+    await runner.turns_wait_idle(timeout=60)
+    cached = history._histories.get(session.id)
+    assert cached is not None
+    shown = [b for m in cached.messages for b in m["content"] if b.get("type") == "tool_result"]
+    assert [b["tool_use_id"] for b in shown] == ["toolu_other"]
+    assert "[masked elsewhere]" in str(shown[0]["content"])
+    stored = Message.objects.filter(session_id=session.id).order_by("position")
+    positions = await sync_to_async(lambda: list(stored.values_list("position", flat=True)))()
+    assert cached.last_position == positions[-1]
