@@ -82,6 +82,9 @@ class BuiltRequest:
     # view of part of `breakdown["dynamic_system"] + breakdown["transient"]`, not added again.
     # A section's stable guidance is counted in `breakdown["system"]` (one joined text).
     sections: dict[str, int] = field(default_factory=dict)
+    # `record`'s canonical JSON (as `encoded`, with the runs of stored messages), from the same
+    # encoded head: what the call's record stores.
+    record_json: str = ""
     _sha256: str = field(default="", repr=False, compare=False)
 
     @property
@@ -244,6 +247,7 @@ def build_request(
     marker = uuid.uuid4().hex
     known = {"tools": "[" + ",".join(canonical for _, canonical in tool_texts) + "]"} if tools else {}
     before, after = canonical_json({**head, "messages": marker}, encoded=known).split(f'"{marker}"'.encode())
+    record_json = (before + sorted_json(record["messages"]).encode() + after).decode()
     # One copy of the megabytes, not one per concatenation.
     if parts:
         parts[0] = before + b"[" + parts[0]
@@ -267,4 +271,5 @@ def build_request(
         breakdown=breakdown,
         encoded=encoded,
         sections=by_section,
+        record_json=record_json,
     )

@@ -39,6 +39,7 @@ class TurnCall:
             "step": self.step,
             "purpose": "turn",
             "request_record": self.built.record,
+            "request_record_json": self.built.record_json,
             # `encoded` is the canonical JSON of the body: this is `selectors.request_sha256(body)`.
             "request_sha256": self.built.sha256,
             "request_bytes": len(encoded),

@@ -48,3 +48,6 @@ class ModelCallData:
     usage: dict[str, int]
     error: str = ""
     predicted_prompt_tokens: int = 0
+    # `request_record`'s JSON text, when the request's build encoded it already (the step path
+    # stores it as it is instead of encoding ~9 KB of tools and system again at every step).
+    request_record_json: str = ""

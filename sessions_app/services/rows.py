@@ -117,6 +117,14 @@ def _column(field: Field) -> str:
 # Values as the database takes them
 # ---------------------------------------------------------------------------
 Preparer = Callable[[Any, Any], Any]
+
+
+class EncodedJSON(str):
+    """A JSON value already encoded, as its text, for a JSON field (`values_insert`): SQLite's
+    column holds the text, which is stored as it is; another database gets the decoded value,
+    as the field stores any. Only the preparers know it: not for the ORM."""
+
+
 _SQLITE_SAME: dict[type[Field], type] = {
     # Field class: the Python type whose values SQLite takes as they are (what the field's own
     # `get_db_prep_save` returns for them: `int(v)`, `str(v)`, ...; the backend adapts none).
@@ -133,16 +141,26 @@ _SQLITE_SAME: dict[type[Field], type] = {
 }
 
 
+def _decoded_first(prep: Preparer) -> Preparer:
+    """`prep` (a JSON field's own method), given an `EncodedJSON`'s value decoded."""
+    return lambda value, connection: prep(
+        json.loads(value) if type(value) is EncodedJSON else value, connection
+    )
+
+
 @cache
 def preparer(field: Field, vendor: str) -> Preparer:
     """`field.get_db_prep_save`, as `(value, connection)`. On SQLite the commonest values of the
     commonest fields are converted here at once, exactly as the field would convert them (a turn
     prepares about a hundred values, each through three or four of Django's calls); any other
     value, field or database goes through the field's own method. `test_rows` compares both."""
-    slow = field.get_db_prep_save
+    slow: Preparer = field.get_db_prep_save
+    kind = type(field)
+    if kind is models.JSONField:
+        # Anything but SQLite's fast path below: the field's own method, with the decoded value.
+        slow = _decoded_first(slow)
     if vendor != "sqlite":
         return slow
-    kind = type(field)
     if kind in _SQLITE_SAME:
         same = _SQLITE_SAME[kind]
         return lambda value, connection: value if type(value) is same else slow(value, connection)
@@ -158,9 +176,15 @@ def preparer(field: Field, vendor: str) -> Preparer:
 
         return datetime_prep
     if kind is models.JSONField and field.encoder is None:  # type: ignore[attr-defined]
-        return lambda value, connection: (
-            json.dumps(value) if type(value) in (dict, list) else slow(value, connection)
-        )
+
+        def json_prep(value: Any, connection: Any) -> Any:
+            if type(value) in (dict, list):
+                return json.dumps(value)
+            if type(value) is EncodedJSON:
+                return str.__str__(value)
+            return slow(value, connection)
+
+        return json_prep
     if kind is models.ForeignKey:
         target = preparer(field.target_field, vendor)  # type: ignore[attr-defined]
         # None and "" are the key's own cases (NULL); anything else is the target's value.

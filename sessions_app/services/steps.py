@@ -26,7 +26,7 @@ from sessions_app.models import (
 from sessions_app.services.counters import session_update
 from sessions_app.services.events import events_emit, events_insert
 from sessions_app.services.messages import message_insert, message_write
-from sessions_app.services.rows import object_update, objects_insert, values_insert
+from sessions_app.services.rows import EncodedJSON, object_update, objects_insert, values_insert
 from sessions_app.services.turns import LEASE_RELEASED, ToolResultAlreadyGiven, UnknownToolUse, turn_lock
 
 # The observed provider/local token ratio is smoothed and kept within sane bounds.
@@ -72,10 +72,14 @@ def _model_call(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: Model
 
 
 def _model_call_values(
-    *, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData
+    *, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData, encoded: bool = False
 ) -> dict[str, Any]:
     """`data`'s record as its fields' values, by attname (every field the database does not
-    number: what `rows.values_insert` takes)."""
+    number: what `rows.values_insert` takes). `encoded`: the request's record as its JSON text
+    where the build made it (`rows.EncodedJSON`, which only `rows.values_insert` takes)."""
+    request: Any = data.request_record
+    if encoded and data.request_record_json:
+        request = EncodedJSON(data.request_record_json)
     return {
         "session_id": session_id,
         "turn_id": turn_id,
@@ -83,7 +87,7 @@ def _model_call_values(
         "purpose": data.purpose,
         "provider": data.provider,
         "model": data.model,
-        "request": data.request_record,
+        "request": request,
         "request_sha256": data.request_sha256,
         "request_bytes": data.request_bytes,
         "stable_prefix_bytes": data.stable_prefix_bytes,
@@ -217,7 +221,7 @@ def _assistant_step_write(
     ]
     now = timezone.now()
     # The call's record; its usage joins the session's totals in the one update below.
-    record = _model_call_values(session_id=session_id, turn_id=turn_id, data=call)
+    record = _model_call_values(session_id=session_id, turn_id=turn_id, data=call, encoded=True)
     values_insert(ModelCall, tuple(record), [tuple(record.values())])
     add = {"last_seq": len(events), **_usage_added(call)}
     assign: dict[str, Any] = {

@@ -4,6 +4,7 @@ through it (keys, UUIDs, JSON, datetimes, a partial row)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -299,3 +300,29 @@ def test_preparers_convert_values_as_the_fields_do():
                 assert (type(got), got) == (type(expected), expected), (model.__name__, field.name, value)
                 checked += 1
     assert checked > 500
+
+
+def test_an_encoded_json_value_is_stored_as_its_value_would_be():
+    """`EncodedJSON` (a JSON value's text, built already) in a JSON field reads back as the value
+    it encodes, on any database; on SQLite the text is stored as it is, without encoding again."""
+    from django.db import connection
+
+    from sessions_app.models import ModelCall
+    from sessions_app.services.rows import EncodedJSON, preparer
+
+    session = services.session_create(owner=None, model="scripted")
+    value = {"model": "m", "tools": [{"name": "ü", "input_schema": {}}], "messages": [{"$messages": [0, 4]}]}
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    field = ModelCall._meta.get_field("request")
+    prepared = preparer(field, connection.vendor)(EncodedJSON(text), connection)
+    if connection.vendor == "sqlite":
+        assert (type(prepared), prepared) == (str, text)
+    record = {f.attname: f.get_default() for f in ModelCall._meta.concrete_fields if f.attname != "id"} | {
+        "session_id": session.id,
+        "started_at": timezone.now(),
+        "request": EncodedJSON(text),
+    }
+    values_insert(ModelCall, tuple(record), [tuple(record.values())])
+    assert ModelCall.objects.get(session_id=session.id).request == value
+    # Not a string: a JSON field given the text as a plain str stores a JSON string.
+    assert preparer(field, connection.vendor)(text, connection) == field.get_db_prep_save(text, connection)
