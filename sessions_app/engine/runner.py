@@ -511,7 +511,11 @@ class TurnRunner:
             if not calls and not prepared.warned:
                 # The turn's last step: stored with the turn's end, in one transaction.
                 self.finished = await db(self._last_step_store)(
-                    content=content, call=call_data, token_estimate=token_estimate, delta_text=delta_text
+                    content=content,
+                    call=call_data,
+                    token_estimate=token_estimate,
+                    delta_text=delta_text,
+                    token_ratio=snapshot.token_ratio,
                 )
                 return self.finished
             message = await db(services.assistant_step_store)(
@@ -546,7 +550,13 @@ class TurnRunner:
                 return "end_turn"
 
     def _last_step_store(
-        self, *, content: list[dict], call: ModelCallData, token_estimate: int, delta_text: str
+        self,
+        *,
+        content: list[dict],
+        call: ModelCallData,
+        token_estimate: int,
+        delta_text: str,
+        token_ratio: float | None = None,
     ) -> str:
         """Store the last step with the turn's end (`services.assistant_step_store_last`) and add
         its message to the prepared history before the transaction commits (runs in a DB thread).
@@ -564,6 +574,7 @@ class TurnRunner:
                     steps=self.steps,
                     token_estimate=token_estimate,
                     delta_text=delta_text,
+                    token_ratio=token_ratio,
                 )
                 if message is not None:
                     self.history.append(

@@ -23,11 +23,17 @@ from sessions_app.models import (
     ToolExecutor,
     Turn,
 )
-from sessions_app.services.counters import session_update
+from sessions_app.services.counters import session_update, session_update_if
 from sessions_app.services.events import events_emit, events_insert
 from sessions_app.services.messages import message_insert, message_write
 from sessions_app.services.rows import EncodedJSON, object_update, objects_insert, values_insert
-from sessions_app.services.turns import LEASE_RELEASED, ToolResultAlreadyGiven, UnknownToolUse, turn_lock
+from sessions_app.services.turns import (
+    LEASE_RELEASED,
+    ToolResultAlreadyGiven,
+    UnknownToolUse,
+    lease_holder_expected,
+    turn_lock,
+)
 
 # The observed provider/local token ratio is smoothed and kept within sane bounds.
 TOKEN_RATIO_WEIGHT = 0.5
@@ -127,10 +133,21 @@ def assistant_step_store(
     """
     with transaction.atomic():
         session = turn_lock(session_id, turn_id)
-        message, _ = _assistant_step_write(
-            session, turn_id, epoch, content, call, tool_calls, token_estimate, delta_text, steps=None
+        written = _assistant_step_write(
+            session_id,
+            turn_id,
+            epoch,
+            content,
+            call,
+            tool_calls,
+            token_estimate,
+            delta_text,
+            steps=None,
+            ratio=session.token_ratio,
+            cancel_requested=session.cancel_requested,
         )
-    return message
+    assert written is not None
+    return written[0]
 
 
 def assistant_step_store_last(
@@ -143,6 +160,7 @@ def assistant_step_store_last(
     steps: int,
     token_estimate: int | None = None,
     delta_text: str = "",
+    token_ratio: float | None = None,
 ) -> tuple[Message | None, str]:
     """Store a step that asks for no tool call and end its turn, in one transaction: what
     `assistant_step_store` then `turn_finish` do, with one lock of the session row, one update
@@ -150,18 +168,58 @@ def assistant_step_store_last(
     this write (the client that sent it was promised that answer), else `end_turn`. Returns the
     message (or None) and the stop reason. Raises `TurnLeaseLost` (writing nothing) if the turn
     lost its lease. Inside a caller's transaction it opens no savepoint: its failure fails the
-    caller's transaction."""
+    caller's transaction.
+
+    `token_ratio`: the session's token ratio as the caller read it (its snapshot of the row).
+    The update of the session row then comes first and checks the row itself (this turn's lease,
+    no cancel, that ratio): the row is not read before it. A row that is not so (a cancel was
+    accepted, the lease was lost) is left as it was, then read and locked as without it."""
     with transaction.atomic(savepoint=False):
+        if token_ratio is not None:
+            where: dict[str, Any] = {
+                "current_turn_id": turn_id,
+                "cancel_requested": False,
+                "token_ratio": token_ratio,
+            }
+            holder = lease_holder_expected(session_id)
+            if holder is not None:
+                where["lease_holder"] = holder
+            written = _assistant_step_write(
+                session_id,
+                turn_id,
+                epoch,
+                content,
+                call,
+                [],
+                token_estimate,
+                delta_text,
+                steps=steps,
+                ratio=token_ratio,
+                cancel_requested=False,
+                where=where,
+            )
+            if written is not None:
+                return written[0], "end_turn"
         session = turn_lock(session_id, turn_id)
-        message, stop_reason = _assistant_step_write(
-            session, turn_id, epoch, content, call, [], token_estimate, delta_text, steps=steps
+        written = _assistant_step_write(
+            session_id,
+            turn_id,
+            epoch,
+            content,
+            call,
+            [],
+            token_estimate,
+            delta_text,
+            steps=steps,
+            ratio=session.token_ratio,
+            cancel_requested=session.cancel_requested,
         )
-    assert stop_reason is not None
-    return message, stop_reason
+    assert written is not None and written[1] is not None
+    return written[0], written[1]
 
 
 def _assistant_step_write(
-    session: AgentSession,
+    session_id: uuid.UUID,
     turn_id: uuid.UUID,
     epoch: int,
     content: list[dict],
@@ -171,12 +229,19 @@ def _assistant_step_write(
     delta_text: str,
     *,
     steps: int | None,
-) -> tuple[Message | None, str | None]:
-    """A step's writes inside the caller's transaction (the session row locked, the lease
-    checked): the call's record, the message, the tool calls, the session's usage and token
-    ratio, and with `steps` (the turn's last step) the turn's end; one update of the session row
-    for all of it. Returns the message and, with `steps`, the turn's stop reason."""
-    session_id = session.pk
+    ratio: float,
+    cancel_requested: bool,
+    where: dict[str, Any] | None = None,
+) -> tuple[Message | None, str | None] | None:
+    """A step's writes inside the caller's transaction: one update of the session row (its usage,
+    token ratio and counters, and with `steps`, the turn's last step, the lease released), then
+    the call's record, the message, the tool calls, with `steps` the turn's end, and the events.
+    `ratio` and `cancel_requested` are the row's. Returns the message and, with `steps`, the
+    turn's stop reason.
+
+    Without `where` the row is locked already and the lease checked (`turn_lock`). With it, the
+    update is made only while the row has the values in `where`; when it has not, nothing is
+    written and None is returned."""
     usage = call.usage
     prompt_tokens = (
         usage.get("input_tokens", 0)
@@ -185,7 +250,6 @@ def _assistant_step_write(
     )
     if content and token_estimate is None:
         token_estimate = estimate_json_tokens(content)
-    ratio = session.token_ratio
     if call.estimated_prompt_tokens > 0 and prompt_tokens > 0:
         observed = prompt_tokens / call.estimated_prompt_tokens
         ratio = (1 - TOKEN_RATIO_WEIGHT) * ratio + TOKEN_RATIO_WEIGHT * observed
@@ -220,9 +284,7 @@ def _assistant_step_write(
         for planned in tool_calls
     ]
     now = timezone.now()
-    # The call's record; its usage joins the session's totals in the one update below.
-    record = _model_call_values(session_id=session_id, turn_id=turn_id, data=call, encoded=True)
-    values_insert(ModelCall, tuple(record), [tuple(record.values())])
+    # The call's usage joins the session's totals in the one update of the row.
     add = {"last_seq": len(events), **_usage_added(call)}
     assign: dict[str, Any] = {
         "last_prompt_tokens": prompt_tokens,
@@ -234,12 +296,21 @@ def _assistant_step_write(
         assign["last_activity_at"] = now
     stop_reason = None
     if steps is not None:
-        stop_reason = "cancelled" if session.cancel_requested else "end_turn"
+        stop_reason = "cancelled" if cancel_requested else "end_turn"
         assign.update(LEASE_RELEASED, status=SessionStatus.IDLE, last_activity_at=now)
-        object_update(Turn, turn_id, ended_at=now, stop_reason=stop_reason, steps=steps, error="")
         events.append(("turn.completed", {"turn_id": str(turn_id), "stop_reason": stop_reason}))
         add["last_seq"] += 1
-    counters = session_update(session_id, add=add, assign=assign)
+    if where is None:
+        counters = session_update(session_id, add=add, assign=assign)
+    else:
+        found = session_update_if(session_id, where=where, add=add, assign=assign)
+        if found is None:
+            return None
+        counters = found
+    record = _model_call_values(session_id=session_id, turn_id=turn_id, data=call, encoded=True)
+    values_insert(ModelCall, tuple(record), [tuple(record.values())])
+    if steps is not None:
+        object_update(Turn, turn_id, ended_at=now, stop_reason=stop_reason, steps=steps, error="")
     message = None
     if content:
         message = message_insert(

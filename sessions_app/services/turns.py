@@ -99,12 +99,19 @@ def lease_hold(*, session_id: uuid.UUID, holder: uuid.UUID) -> None:
     _LEASE.set((session_id, holder))
 
 
+def lease_holder_expected(session_id: uuid.UUID) -> uuid.UUID | None:
+    """The lease holder a write of this task must find on the session's row (its own, where it
+    holds the session's lease: `lease_hold`), or None when any holder of the turn will do."""
+    held = _LEASE.get()
+    return held[1] if held is not None and held[0] == session_id else None
+
+
 def _lease_held(session_id: uuid.UUID, turn_id: uuid.UUID, current: Any, holder: Any) -> bool:
     """Whether the session's lease (`current` turn, `holder`) is this task's lease of `turn_id`."""
     if current != turn_id:
         return False
-    held = _LEASE.get()
-    return held is None or held[0] != session_id or held[1] == holder
+    expected = lease_holder_expected(session_id)
+    return expected is None or expected == holder
 
 
 def lease_held(session: AgentSession, turn_id: uuid.UUID) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from datetime import timedelta
 
@@ -241,6 +242,95 @@ def test_a_turn_that_lost_its_lease_writes_nothing(session, announced):
     with pytest.raises(services.TurnLeaseLost):
         services.turn_is_cancelled(session_id=session.id, turn_id=first.id)
     assert (Message.objects.count(), SessionEvent.objects.count()) == before
+
+
+def _last_step(session, turn, **kwargs):
+    return services.assistant_step_store_last(
+        session_id=session.id,
+        turn_id=turn.id,
+        epoch=0,
+        content=[{"type": "text", "text": "done"}],
+        call=_call_data(),
+        steps=1,
+        **kwargs,
+    )
+
+
+def _logged(fn):
+    """`fn()`'s result and the statements it ran (on this thread's connection)."""
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        result = fn()
+    return result, [q["sql"] for q in captured.captured_queries]
+
+
+def test_the_last_step_given_the_rows_ratio_checks_the_row_in_its_update(session, announced):
+    """With the session's token ratio as the runner read it, the last step's store updates the
+    row first, on the condition that it still has this turn's lease, no cancel and that ratio:
+    the row is not read before; the turn ends as without it."""
+    turn = services.turn_begin(session_id=session.id, content="one")
+    (message, stop_reason), sql = _logged(lambda: _last_step(session, turn, token_ratio=1.0))
+    assert (message.content, stop_reason) == ([{"type": "text", "text": "done"}], "end_turn")
+    table = f'"{AgentSession._meta.db_table}"'
+    assert not [q for q in sql if q.startswith("SELECT") and table in q], sql
+    updates = [q for q in sql if q.startswith("UPDATE") and table in q]
+    assert len(updates) == 1 and '"cancel_requested" = ' in updates[0].split(" WHERE ")[-1]
+    row = AgentSession.objects.get(pk=session.id)
+    assert (row.current_turn_id, row.status, row.next_position) == (None, "idle", 2)
+    assert Turn.objects.get(pk=turn.id).stop_reason == "end_turn"
+    last = SessionEvent.objects.filter(session_id=session.id).latest("seq")
+    assert (last.type, last.seq, last.payload["stop_reason"]) == ("turn.completed", row.last_seq, "end_turn")
+
+
+def test_the_last_step_reads_the_row_when_it_is_not_as_the_runner_read_it(session, announced):
+    """A cancel accepted since, another ratio (the row's is used), a lease taken by another turn:
+    the conditional update writes nothing, and the store goes on as without the ratio."""
+    turn = services.turn_begin(session_id=session.id, content="one")
+    AgentSession.objects.filter(pk=session.id).update(token_ratio=2.0)
+    message, stop_reason = _last_step(session, turn, token_ratio=1.0)
+    assert stop_reason == "end_turn" and message is not None
+    # The row's ratio 2.0 blended with this call's 5 (5 tokens against an estimate of 1): 3.5,
+    # where the runner's 1.0 would have given 3.0.
+    assert AgentSession.objects.get(pk=session.id).token_ratio == pytest.approx(3.5)
+
+    turn = services.turn_begin(session_id=session.id, content="cancel me")
+    services.turn_cancel_request(session_id=session.id)
+    message, stop_reason = _last_step(session, turn, token_ratio=3.5)
+    assert stop_reason == "cancelled" and message is not None
+    assert Turn.objects.get(pk=turn.id).stop_reason == "cancelled"
+
+    first = services.turn_begin(session_id=session.id, content="two")
+    AgentSession.objects.filter(pk=session.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    services.turn_begin(session_id=session.id, content="three")
+    before = (Message.objects.count(), SessionEvent.objects.count(), AgentSession.objects.get(pk=session.id))
+    with pytest.raises(services.TurnLeaseLost), transaction.atomic():  # the test's own savepoint
+        _last_step(session, first, token_ratio=3.0)
+    after = AgentSession.objects.get(pk=session.id)
+    assert (Message.objects.count(), SessionEvent.objects.count()) == before[:2]
+    assert (after.last_seq, after.next_position, after.usage_model_calls) == (
+        before[2].last_seq,
+        before[2].next_position,
+        before[2].usage_model_calls,
+    )
+
+
+def test_the_last_step_of_a_turn_whose_holder_changed_writes_nothing(session, announced):
+    """The same turn, its lease taken over by another runner (a repair): this task's holder is
+    not the row's, so its conditional update matches nothing, and the locked read refuses."""
+    import uuid
+
+    holder = uuid.uuid4()
+    turn = services.turn_begin(session_id=session.id, content="one", holder=holder)
+    AgentSession.objects.filter(pk=session.id).update(lease_holder=uuid.uuid4())
+
+    def as_the_old_runner() -> None:
+        services.lease_hold(session_id=session.id, holder=holder)  # in this context only
+        with pytest.raises(services.TurnLeaseLost), transaction.atomic():
+            _last_step(session, turn, token_ratio=1.0)
+
+    contextvars.copy_context().run(as_the_old_runner)
+    assert Turn.objects.get(pk=turn.id).ended_at is None
 
 
 def test_compaction_refuses_an_empty_summary(session):
