@@ -11,7 +11,13 @@ from typing import Any
 from django.db.models import Field
 
 from sessions_app.models import AgentSession
-from sessions_app.services.rows import db_connection, preparer, statement_cursor
+from sessions_app.services.rows import (
+    db_connection,
+    object_fields,
+    object_from_row,
+    preparer,
+    statement_cursor,
+)
 
 
 def returning_supported(connection: Any = None) -> bool:
@@ -47,10 +53,10 @@ def session_update(
     and one statement for everything a write changes in the row: the step path allocates a
     position or seqs in every write it makes.
     """
-    counters = _update(session_id, add or {}, assign or {}, {})
-    if counters is None:
+    found = _update(session_id, add or {}, assign or {}, {})
+    if found is None:
         raise AgentSession.DoesNotExist(f"no session {session_id}")
-    return counters
+    return found[0]
 
 
 def session_update_if(
@@ -63,7 +69,27 @@ def session_update_if(
     """`session_update` of the row only while its fields in `where` have those values (None, and
     nothing changed, when they do not or there is no such session): the check and the write in
     one statement, which takes the row's lock as `turn_lock`'s read would."""
-    return _update(session_id, add or {}, assign or {}, where)
+    found = _update(session_id, add or {}, assign or {}, where)
+    return None if found is None else found[0]
+
+
+def session_update_if_read(
+    session_id: uuid.UUID | str,
+    *,
+    where: dict[str, Any],
+    add: dict[str, int],
+    assign: dict[str, Any],
+    read: tuple[str, ...],
+) -> tuple[AgentSession, dict[str, int]] | None:
+    """`session_update_if`, which also gives the row's fields `read` as the update left them (a
+    partial `AgentSession`, the rest deferred; `read` must name `id`), from the same statement:
+    what a read of the row under its lock, then the update, would give."""
+    found = _update(session_id, add, assign, where, read=object_fields(AgentSession, read))
+    if found is None:
+        return None
+    counters, row = found
+    assert row is not None
+    return row, counters
 
 
 @functools.cache
@@ -73,10 +99,11 @@ def _update_sql(
     where: tuple[tuple[str, bool], ...],
     vendor: str,
     returning: bool,
+    read: tuple[str, ...] = (),
 ) -> tuple[str, str, list[Field], list[Field]]:
     """The statement of one shape of `_update` (built once: the step path runs a few shapes),
     its read back where there is no RETURNING, and the fields whose values it takes (`assign`'s,
-    then `where`'s not None)."""
+    then `where`'s not None). It returns (or reads back) the fields of `add`, then of `read`."""
     sets = [f"{_field(name)[1]} = {_field(name)[1]} + %s" for name in add]
     sets += [f"{_field(name)[1]} = %s" for name in assign]
     pk_column = _field("id")[1]
@@ -86,26 +113,34 @@ def _update_sql(
     ]
     table = db_connection().ops.quote_name(AgentSession._meta.db_table)
     update = f"UPDATE {table} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
-    returned = ", ".join(_field(name)[1] for name in add)
-    if add and returning:
+    returned = ", ".join(_field(name)[1] for name in (*add, *read))
+    if returned and returning:
         update += f" RETURNING {returned}"
-    read_back = f"SELECT {returned} FROM {table} WHERE {pk_column} = %s" if add else ""
+    read_back = f"SELECT {returned} FROM {table} WHERE {pk_column} = %s" if returned else ""
     fields = [_field(name)[0] for name in assign]
     keys = [_field(name)[0] for name, null in where if not null]
     return update, read_back, fields, keys
 
 
 def _update(
-    session_id: uuid.UUID | str, add: dict[str, int], assign: dict[str, Any], where: dict[str, Any]
-) -> dict[str, int] | None:
+    session_id: uuid.UUID | str,
+    add: dict[str, int],
+    assign: dict[str, Any],
+    where: dict[str, Any],
+    *,
+    read: tuple[str, ...] = (),
+) -> tuple[dict[str, int], AgentSession | None] | None:
+    """The update; None when no row matched, else the added fields' new values and, with `read`
+    (names in the model's field order: `rows.object_fields`), the row's fields as a model."""
     connection = db_connection()
-    returning = bool(add) and returning_supported(connection)
+    returning = bool(add or read) and returning_supported(connection)
     update, read_back, fields, keys = _update_sql(
         tuple(add),
         tuple(assign),
         tuple((name, value is None) for name, value in where.items()),
         connection.vendor,
         returning,
+        read,
     )
     params: list[Any] = list(add.values())
     params += [
@@ -125,9 +160,10 @@ def _update(
             row = cursor.fetchone()
         else:
             row = () if cursor.rowcount else None
-            if row is not None and add:
+            if row is not None and read_back:
                 cursor.execute(read_back, [key])
                 row = cursor.fetchone()
     if row is None:
         return None
-    return {name: int(value) for name, value in zip(add, row, strict=True)}
+    counters = {name: int(value) for name, value in zip(add, row, strict=False)}
+    return counters, object_from_row(AgentSession, read, row[len(add) :], connection) if read else None

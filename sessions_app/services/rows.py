@@ -304,6 +304,29 @@ def _in_field_order(model: type[Model], names: tuple[str, ...]) -> tuple[str, ..
     return tuple(sorted(names, key=lambda name: order[model._meta.get_field(name).attname]))  # type: ignore[union-attr]
 
 
+def object_fields(model: type[Model], names: tuple[str, ...]) -> tuple[str, ...]:
+    """`names` as `object_from_row` takes them (the model's field order)."""
+    return _in_field_order(model, names)
+
+
+def object_from_row(model: type[M], names: tuple[str, ...], row: Sequence[Any], connection: Any) -> M:
+    """A partial instance of `model` (its other fields deferred) from `row`, the columns of the
+    fields `names` (in the model's field order: `object_fields`) as the database gave them,
+    converted as the ORM converts what it reads."""
+    fields, converters = _read_converters(model, names, connection.vendor)
+    values = _converted(row, converters, connection)
+    return model.from_db(DEFAULT_DB_ALIAS, [f.attname for f in fields], values)
+
+
+@cache
+def _read_converters(
+    model: type[Model], names: tuple[str, ...], vendor: str
+) -> tuple[list[Field], list[tuple[Any, list[Any]]]]:
+    fields = [f for f in (model._meta.get_field(name) for name in names) if isinstance(f, Field)]
+    assert len(fields) == len(names), names
+    return fields, _converters(model._meta.db_table, fields)
+
+
 def values_get(model: type[Model], pk: Any, names: tuple[str, ...]) -> tuple[Any, ...]:
     """`model.objects.filter(pk=pk).values_list(*names).get()`; `model.DoesNotExist` when there
     is no such row."""

@@ -35,7 +35,7 @@ from sessions_app.models import (
     ToolExecutor,
     Turn,
 )
-from sessions_app.services.counters import session_update, session_update_if
+from sessions_app.services.counters import session_update, session_update_if, session_update_if_read
 from sessions_app.services.events import event_emit, events_insert
 from sessions_app.services.messages import dangling_tool_uses, message_insert, message_write
 from sessions_app.services.rows import object_get, objects_insert, values_get
@@ -379,36 +379,51 @@ def turn_begin(
     that turn's process died while it waited for a client). A history left with unanswered tool
     calls by a crashed turn is repaired first (each gets an error result), so the next request is
     valid.
+
+    An idle session with no turn (the usual start) is taken in one statement: its row is updated
+    while it is so, and read back from that update (`LOCKED_FIELDS`, as they are after it). Any
+    other row (a turn holds the lease, or held it and died; the last turn failed) is read and
+    locked first, then updated.
     """
+    turn = Turn(id=turn_id or uuid.uuid4(), session_id=session_id)
+    started: dict[str, Any] = {"turn_id": str(turn.id)}
+    if request_id is not None:
+        started["request_id"] = request_id
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("user.message", {"turn_id": str(turn.id), "content": content}),
+        ("turn.started", started),
+    ]
+    # The lease, the message's position and the events' seqs: one update of the row.
+    add = {"next_position": 1, "last_seq": len(events)}
+    assign = {
+        "current_turn_id": turn.id,
+        "lease_expires_at": lease_until(),
+        "lease_holder": holder,
+        "cancel_requested": False,
+        "status": SessionStatus.RUNNING,
+        # A new turn resets the compaction breaker (DESIGN.md).
+        "compaction_failures": 0,
+        "last_activity_at": timezone.now(),
+    }
     with transaction.atomic():
-        session = lease_lock_free(session_id)
-        if admit is not None:
-            admit(session)
-        _interrupted_results_write(session, session.current_turn_id)
-        turn = Turn(id=turn_id or uuid.uuid4(), session_id=session.pk)
-        objects_insert([turn])
-        started: dict[str, Any] = {"turn_id": str(turn.id)}
-        if request_id is not None:
-            started["request_id"] = request_id
-        events: list[tuple[str, dict[str, Any]]] = [
-            ("user.message", {"turn_id": str(turn.id), "content": content}),
-            ("turn.started", started),
-        ]
-        # The lease, the message's position and the events' seqs: one update of the row.
-        counters = session_update(
-            session.pk,
-            add={"next_position": 1, "last_seq": len(events)},
-            assign={
-                "current_turn_id": turn.id,
-                "lease_expires_at": lease_until(),
-                "lease_holder": holder,
-                "cancel_requested": False,
-                "status": SessionStatus.RUNNING,
-                # A new turn resets the compaction breaker (DESIGN.md).
-                "compaction_failures": 0,
-                "last_activity_at": timezone.now(),
-            },
+        taken = session_update_if_read(
+            session_id,
+            where={"current_turn_id": None, "status": SessionStatus.IDLE},
+            add=add,
+            assign=assign,
+            read=LOCKED_FIELDS,
         )
+        if taken is not None:
+            session, counters = taken
+            if admit is not None:
+                admit(session)  # a refusal rolls the update back
+        else:
+            session = lease_lock_free(session_id)
+            if admit is not None:
+                admit(session)
+            _interrupted_results_write(session, session.current_turn_id)
+            counters = session_update(session.pk, add=add, assign=assign)
+        objects_insert([turn])
         message = message_insert(
             session_id=session.pk,
             position=counters["next_position"] - 1,

@@ -333,6 +333,73 @@ def test_the_last_step_of_a_turn_whose_holder_changed_writes_nothing(session, an
     assert Turn.objects.get(pk=turn.id).ended_at is None
 
 
+def test_the_usual_start_reads_the_row_from_its_update_as_a_locked_read_would(db, announced):
+    """An idle session's turn starts with one update of its row, which also reads it back: the
+    row `admit` gets has the values a locked read gives (decoded JSON, keys, the notepad), and no
+    statement reads the row before the update."""
+    from sessions_app.engine.snapshot import SessionSnapshot
+
+    tools = [{"name": "lookup", "description": "Find it.", "input_schema": {"type": "object"}}]
+    session = services.session_create(
+        owner=None,
+        model="scripted",
+        system_prompt="You help. ü",
+        context_window=50_000,
+        tools=tools,
+        settings={"notepad": {"enabled": True}},
+    )
+    AgentSession.objects.filter(pk=session.id).update(notepad="remember ü", token_ratio=1.25, epoch=3)
+    seen: list[AgentSession] = []
+    turn, sql = _logged(lambda: services.turn_begin(session_id=session.id, content="hi", admit=seen.append))
+    table = f'"{AgentSession._meta.db_table}"'
+    assert [q for q in sql if table in q][0].startswith("UPDATE")
+    assert not [q for q in sql if q.startswith("SELECT") and table in q], sql
+    expected = AgentSession.objects.get(pk=session.id)
+    assert SessionSnapshot.from_session(seen[0], with_notepad=True) == SessionSnapshot.from_session(
+        expected, with_notepad=True
+    )
+    assert (seen[0].current_turn_id, seen[0].status, seen[0].lease_holder) == (
+        turn.id,
+        "running",
+        expected.lease_holder,
+    )
+    assert Message.objects.get(session_id=session.id).epoch == 3
+
+
+def test_a_refused_start_leaves_the_row_as_it_was(session, announced):
+    """`admit` refuses after the row's update: the update is rolled back with the rest."""
+    before = AgentSession.objects.filter(pk=session.id).values().get()
+
+    def refuse(row: AgentSession) -> None:
+        raise ValueError("too long")
+
+    with pytest.raises(ValueError), transaction.atomic():
+        services.turn_begin(session_id=session.id, content="hi", admit=refuse)
+    assert AgentSession.objects.filter(pk=session.id).values().get() == before
+    assert (Turn.objects.count(), Message.objects.count(), SessionEvent.objects.count()) == (0, 0, 0)
+
+
+def test_a_start_after_a_failed_turn_reads_and_locks_the_row_first(session, announced):
+    """Not idle (the last turn ended in an error): the conditional update changes nothing, and
+    the start reads the row under its lock, as a row with a turn does, then begins as usual."""
+    AgentSession.objects.filter(pk=session.id).update(status="error")
+    turn, sql = _logged(lambda: services.turn_begin(session_id=session.id, content="again"))
+    table = f'"{AgentSession._meta.db_table}"'
+    assert [q.split()[0] for q in sql if table in q] == ["UPDATE", "SELECT", "UPDATE"]
+    row = AgentSession.objects.get(pk=session.id)
+    assert (row.current_turn_id, row.status, row.next_position) == (turn.id, "running", 1)
+
+
+def test_a_start_never_takes_a_held_lease_whatever_the_status_says(session, announced):
+    """A turn holds the lease of a row marked idle (an admin's edit): the start is refused, as
+    for a running row, and the row keeps its turn."""
+    first = services.turn_begin(session_id=session.id, content="one")
+    AgentSession.objects.filter(pk=session.id).update(status="idle")
+    with pytest.raises(services.TurnInProgress), transaction.atomic():
+        services.turn_begin(session_id=session.id, content="two")
+    assert AgentSession.objects.get(pk=session.id).current_turn_id == first.id
+
+
 def test_compaction_refuses_an_empty_summary(session):
     with pytest.raises(ValueError):
         services.compaction_store(
