@@ -324,5 +324,7 @@ def test_an_encoded_json_value_is_stored_as_its_value_would_be():
     }
     values_insert(ModelCall, tuple(record), [tuple(record.values())])
     assert ModelCall.objects.get(session_id=session.id).request == value
-    # Not a string: a JSON field given the text as a plain str stores a JSON string.
-    assert preparer(field, connection.vendor)(text, connection) == field.get_db_prep_save(text, connection)
+    # Only `EncodedJSON`: a JSON field given the text as a plain str stores a JSON string.
+    plain = preparer(field, connection.vendor)(text, connection)
+    if connection.vendor == "sqlite":  # elsewhere both are adapters, equal only in what they send
+        assert plain == field.get_db_prep_save(text, connection) == json.dumps(text)
