@@ -121,8 +121,9 @@ Preparer = Callable[[Any, Any], Any]
 
 class EncodedJSON(str):
     """A JSON value already encoded, as its text, for a JSON field (`values_insert`): SQLite's
-    column holds the text, which is stored as it is; another database gets the decoded value,
-    as the field stores any. Only the preparers know it: not for the ORM."""
+    column holds the text, which is stored as it is, and PostgreSQL is sent it as jsonb's text;
+    another database gets the decoded value, as the field stores any. Only the preparers know
+    it: not for the ORM."""
 
 
 _SQLITE_SAME: dict[type[Field], type] = {
@@ -141,6 +142,24 @@ _SQLITE_SAME: dict[type[Field], type] = {
 }
 
 
+def _jsonb_prep(slow: Preparer) -> Preparer:
+    """A JSON field's values for PostgreSQL: an `EncodedJSON` sent as its text (psycopg's `Jsonb`,
+    as the field's own method wraps a value, with its text for the encoding), anything else
+    through the field's own method."""
+    from psycopg.types.json import Jsonb
+
+    def jsonb_prep(value: Any, connection: Any) -> Any:
+        if type(value) is EncodedJSON:
+            return Jsonb(str.__str__(value), dumps=_as_it_is)
+        return slow(value, connection)
+
+    return jsonb_prep
+
+
+def _as_it_is(text: str) -> str:
+    return text
+
+
 def _decoded_first(prep: Preparer) -> Preparer:
     """`prep` (a JSON field's own method), given an `EncodedJSON`'s value decoded."""
     return lambda value, connection: prep(
@@ -157,7 +176,9 @@ def preparer(field: Field, vendor: str) -> Preparer:
     slow: Preparer = field.get_db_prep_save
     kind = type(field)
     if kind is models.JSONField:
-        # Anything but SQLite's fast path below: the field's own method, with the decoded value.
+        if vendor == "postgresql" and field.encoder is None:  # type: ignore[attr-defined]
+            return _jsonb_prep(slow)
+        # Anything but the fast paths: the field's own method, with the decoded value.
         slow = _decoded_first(slow)
     if vendor != "sqlite":
         return slow

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from unittest import mock
 
 import pytest
 from django.utils import timezone
@@ -328,3 +329,32 @@ def test_an_encoded_json_value_is_stored_as_its_value_would_be():
     plain = preparer(field, connection.vendor)(text, connection)
     if connection.vendor == "sqlite":  # elsewhere both are adapters, equal only in what they send
         assert plain == field.get_db_prep_save(text, connection) == json.dumps(text)
+
+
+@pytest.mark.services
+def test_an_encoded_json_value_is_sent_to_postgresql_as_its_text():
+    """On PostgreSQL the text goes out as jsonb's text without being decoded and encoded again,
+    and the row reads back as the value (keys in jsonb's own order)."""
+    from django.db import connection
+
+    from sessions_app.models import ModelCall
+    from sessions_app.services.rows import EncodedJSON, preparer
+
+    assert connection.vendor == "postgresql"
+    session = services.session_create(owner=None, model="scripted")
+    value = {
+        "model": "m",
+        "system": [{"type": "text", "text": 'é \\ "'}],
+        "messages": [{"$messages": [0, 9]}],
+    }
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    field = ModelCall._meta.get_field("request")
+    with mock.patch("json.loads", side_effect=AssertionError("decoded")):
+        preparer(field, connection.vendor)(EncodedJSON(text), connection)
+    record = {f.attname: f.get_default() for f in ModelCall._meta.concrete_fields if f.attname != "id"} | {
+        "session_id": session.id,
+        "started_at": timezone.now(),
+        "request": EncodedJSON(text),
+    }
+    values_insert(ModelCall, tuple(record), [tuple(record.values())])
+    assert ModelCall.objects.get(session_id=session.id).request == value
