@@ -369,8 +369,9 @@ def turn_begin(
     `token_estimate` is the message's estimate when the caller counted it already (the engine
     counts off Django's shared database thread, where a huge text would stall every session).
     `holder` names the runner that will hold the lease (`lease_hold`); `turn_id` the new turn,
-    when the caller chose it. `admit` is called with the locked session row before anything is
-    written: it raises to refuse the message (the engine's check that it fits the window), so
+    when the caller chose it. `admit` is called with the locked session row before the turn's
+    writes (in the usual start, just after the row's update, which a refusal rolls back with
+    the rest): it raises to refuse the message (the engine's check that it fits the window), so
     the check and the start are one transaction and one read of the row. `stored` is called with
     the user's message as inserted (its position, content and estimate; no `pk`), inside the
     transaction.
