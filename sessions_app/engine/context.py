@@ -82,10 +82,22 @@ class BuiltRequest:
     # view of part of `breakdown["dynamic_system"] + breakdown["transient"]`, not added again.
     # A section's stable guidance is counted in `breakdown["system"]` (one joined text).
     sections: dict[str, int] = field(default_factory=dict)
-    # `record`'s canonical JSON (as `encoded`, with the runs of stored messages), from the same
-    # encoded head: what the call's record stores.
-    record_json: str = ""
+    # Where the messages are in `encoded`: the lengths of the head's JSON before and after them
+    # (`record_json`).
+    head_split: tuple[int, int] = (0, 0)
     _sha256: str = field(default="", repr=False, compare=False)
+
+    @property
+    def record_json(self) -> str:
+        """`record`'s canonical JSON: `encoded`'s head around the record's messages (the runs of
+        stored messages), what the call's record stores. Made when asked (once a call is done),
+        so that a request in flight holds no second copy of its head."""
+        before, after = self.head_split
+        if not before:
+            return ""
+        encoded = self.encoded
+        messages = sorted_json(self.record["messages"]).encode()
+        return (encoded[:before] + messages + encoded[len(encoded) - after :]).decode()
 
     @property
     def sha256(self) -> str:
@@ -247,7 +259,6 @@ def build_request(
     marker = uuid.uuid4().hex
     known = {"tools": "[" + ",".join(canonical for _, canonical in tool_texts) + "]"} if tools else {}
     before, after = canonical_json({**head, "messages": marker}, encoded=known).split(f'"{marker}"'.encode())
-    record_json = (before + sorted_json(record["messages"]).encode() + after).decode()
     # One copy of the megabytes, not one per concatenation.
     if parts:
         parts[0] = before + b"[" + parts[0]
@@ -271,5 +282,5 @@ def build_request(
         breakdown=breakdown,
         encoded=encoded,
         sections=by_section,
-        record_json=record_json,
+        head_split=(len(before), len(after)),
     )

@@ -84,8 +84,9 @@ def _model_call_values(
     number: what `rows.values_insert` takes). `encoded`: the request's record as its JSON text
     where the build made it (`rows.EncodedJSON`, which only `rows.values_insert` takes)."""
     request: Any = data.request_record
-    if encoded and data.request_record_json:
-        request = EncodedJSON(data.request_record_json)
+    text = data.request_record_json() if encoded and data.request_record_json is not None else ""
+    if text:
+        request = EncodedJSON(text)
     return {
         "session_id": session_id,
         "turn_id": turn_id,

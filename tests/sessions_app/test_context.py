@@ -261,6 +261,21 @@ def test_encoded_request_is_exactly_its_json():
     assert built.encoded.endswith(f'"messages":{inner}}}'.encode())
 
 
+def test_the_records_json_is_the_record_around_the_same_head():
+    """What the call's record stores (`record_json`, made from `encoded`'s head when asked) is
+    the record, canonical as the request's bytes, with or without tools, system and history."""
+    tool = {"name": "x", "description": 'é \\ "q"', "input_schema": {"type": "object"}}
+    cases = [
+        {"session": snapshot(system_prompt="sys ✓", client_tools=[tool]), "history": _history_mixed()},
+        {"session": snapshot(), "history": _history_mixed()},
+        {"session": snapshot(client_tools=[tool]), "history": []},
+    ]
+    for case in cases:
+        built = build_request(**case, server_tools=[], max_tokens=9, sections=[Section(prefix=["[memo]"])])
+        assert json.loads(built.record_json) == built.record
+        assert built.record_json == canonical_json(built.record).decode()
+
+
 def test_server_tools_encoded_once_encode_as_the_request_carries_them():
     """The server's tools' JSON is encoded once per `ToolSpec` and reused: the request's bytes,
     and the tools' token count, are what encoding the whole request would give, whether the
