@@ -23,6 +23,7 @@ from sessions_app.models import (
     MaskedResult,
     Message,
     ModelCall,
+    RequestPart,
     SessionEvent,
     ToolCall,
     Turn,
@@ -247,6 +248,14 @@ class ModelCallAdmin(ReadOnlyAdmin):
     list_filter = ["purpose", "provider", "model"]
     search_fields = ["session__id"]
     list_select_related = ["session"]
+
+
+@admin.register(RequestPart)
+class RequestPartAdmin(ReadOnlyAdmin):
+    """The parts of requests stored once (the tools), which call records name by hash."""
+
+    list_display = ["sha256", "created_at"]
+    search_fields = ["sha256"]
 
 
 @admin.register(Archive)

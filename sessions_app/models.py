@@ -306,11 +306,28 @@ class ToolCall(models.Model):
         ]
 
 
+class RequestPart(models.Model):
+    """A part of model requests stored once and named by its content: the canonical JSON text of
+    a request's `tools` (the same ~7 KB at every step of every session with the same tools). A
+    call's record names it `{"$part": sha256}`. Parts are shared by every record that names them
+    and are never deleted: a process remembers which it has stored and does not store them
+    again (a database emptied or restored under a running server would leave later records
+    naming parts it lacks; their rebuilt requests then do not verify)."""
+
+    sha256 = models.CharField(max_length=64, primary_key=True)
+    text = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.sha256[:12]
+
+
 class ModelCall(models.Model):
     """One request to the model and its answer, for the prompt inspector and the benchmarks.
 
-    `request` is the exact request, except that a stored message sent unchanged is recorded as
-    `{"$message": position}`; `selectors.model_call_request` rebuilds the exact body, and
+    `request` is the exact request, except that a run of stored messages sent unchanged is
+    recorded as `{"$messages": [first, last]}` (positions) and the tools as `{"$part": sha256}`
+    (`RequestPart`); `selectors.model_call_request` rebuilds the exact body, and
     `request_sha256` (over the canonical JSON of the rebuilt body, keys sorted) proves it.
     """
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from typing import Any, NamedTuple
 
@@ -15,6 +16,7 @@ from sessions_app.models import (
     Archive,
     Message,
     ModelCall,
+    RequestPart,
     SessionEvent,
     ToolCall,
     ToolCallStatus,
@@ -166,9 +168,17 @@ def request_canonical_bytes(body: dict) -> bytes:
 
 
 def model_call_request(*, call: ModelCall) -> dict[str, Any]:
-    """The exact request body of a recorded model call (runs of stored messages put back)."""
+    """The exact request body of a recorded model call (runs of stored messages and the parts
+    stored once put back). A part that is missing stays a reference: the body then does not
+    match the record's hash (`model_call_request_verified`)."""
     record = call.request
     body = dict(record)
+    named = {k: v["$part"] for k, v in record.items() if isinstance(v, dict) and set(v) == {"$part"}}
+    if named:
+        texts = dict(RequestPart.objects.filter(pk__in=set(named.values())).values_list("sha256", "text"))
+        for key, digest in named.items():
+            if digest in texts:
+                body[key] = json.loads(texts[digest])
     messages: list[dict] = []
     for item in record.get("messages", []):
         if isinstance(item, dict) and "$messages" in item:

@@ -38,6 +38,16 @@ def _fresh_channel_layer() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _no_request_parts_remembered() -> Iterator[None]:
+    """Each test's database is emptied after it: a part stored in one test is not in the next."""
+    from sessions_app.services import steps
+
+    steps._parts_stored.clear()
+    yield
+    steps._parts_stored.clear()
+
+
+@pytest.fixture(autouse=True)
 def _no_connections_left() -> Iterator[None]:
     """A client a test left open must not be re-checked in the next test's event loop."""
     from sessions_app import connections

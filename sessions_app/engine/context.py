@@ -82,22 +82,9 @@ class BuiltRequest:
     # view of part of `breakdown["dynamic_system"] + breakdown["transient"]`, not added again.
     # A section's stable guidance is counted in `breakdown["system"]` (one joined text).
     sections: dict[str, int] = field(default_factory=dict)
-    # Where the messages are in `encoded`: the lengths of the head's JSON before and after them
-    # (`record_json`).
-    head_split: tuple[int, int] = (0, 0)
+    # The parts `record` names by hash (`{"$part": sha256}`), by hash: their canonical JSON.
+    parts: dict[str, str] = field(default_factory=dict)
     _sha256: str = field(default="", repr=False, compare=False)
-
-    @property
-    def record_json(self) -> str:
-        """`record`'s canonical JSON: `encoded`'s head around the record's messages (the runs of
-        stored messages), what the call's record stores. Made when asked (once a call is done),
-        so that a request in flight holds no second copy of its head."""
-        before, after = self.head_split
-        if not before:
-            return ""
-        encoded = self.encoded
-        messages = sorted_json(self.record["messages"]).encode()
-        return (encoded[:before] + messages + encoded[len(encoded) - after :]).decode()
 
     @property
     def sha256(self) -> str:
@@ -248,7 +235,6 @@ def build_request(
     if tools:
         head["tools"] = tools
     body = {**head, "messages": merged}
-    record = {**head, "messages": prepared.record(merged, changed)}
     # Every message's bytes at C speed (a list copy), then the few changed ones replaced: a
     # Python pass over ten thousand messages cost milliseconds per step.
     parts = prepared.encoded_all()
@@ -259,6 +245,15 @@ def build_request(
     marker = uuid.uuid4().hex
     known = {"tools": "[" + ",".join(canonical for _, canonical in tool_texts) + "]"} if tools else {}
     before, after = canonical_json({**head, "messages": marker}, encoded=known).split(f'"{marker}"'.encode())
+    # The record: runs of stored messages by position, the tools by their part's hash (stored
+    # once, `RequestPart`), the rest as sent.
+    request_parts: dict[str, str] = {}
+    record_head: dict[str, Any] = head
+    if tools:
+        digest = hashlib.sha256(known["tools"].encode()).hexdigest()
+        request_parts[digest] = known["tools"]
+        record_head = {**head, "tools": {"$part": digest}}
+    record = {**record_head, "messages": prepared.record(merged, changed)}
     # One copy of the megabytes, not one per concatenation.
     if parts:
         parts[0] = before + b"[" + parts[0]
@@ -282,5 +277,5 @@ def build_request(
         breakdown=breakdown,
         encoded=encoded,
         sections=by_section,
-        head_split=(len(before), len(after)),
+        parts=request_parts,
     )

@@ -39,7 +39,7 @@ class TurnCall:
             "step": self.step,
             "purpose": "turn",
             "request_record": self.built.record,
-            "request_record_json": self._record_json,
+            "request_parts": self.built.parts,
             # `encoded` is the canonical JSON of the body: this is `selectors.request_sha256(body)`.
             "request_sha256": self.built.sha256,
             "request_bytes": len(encoded),
@@ -49,9 +49,6 @@ class TurnCall:
             "started_at": self.started_at,
             "duration_ms": int((time.monotonic() - self.t0) * 1000),
         }
-
-    def _record_json(self) -> str:
-        return self.built.record_json
 
     def answered(self, response: ModelResponse) -> ModelCallData:
         return ModelCallData(

@@ -3,8 +3,7 @@ the features that transform it (through `features.Feature` hooks)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -49,7 +48,6 @@ class ModelCallData:
     usage: dict[str, int]
     error: str = ""
     predicted_prompt_tokens: int = 0
-    # `request_record`'s JSON text, made when called from what the request's build encoded (the
-    # step path stores it as it is instead of encoding ~9 KB of tools and system again at every
-    # step). A callable: a call's record waiting in line to be stored holds no copy of it.
-    request_record_json: Callable[[], str] | None = None
+    # The parts `request_record` names (`{"$part": sha256}`), by hash: their canonical JSON,
+    # stored with the record (`RequestPart`) unless the process stored them already.
+    request_parts: dict[str, str] = field(default_factory=dict)

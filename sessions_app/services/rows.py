@@ -117,15 +117,6 @@ def _column(field: Field) -> str:
 # Values as the database takes them
 # ---------------------------------------------------------------------------
 Preparer = Callable[[Any, Any], Any]
-
-
-class EncodedJSON(str):
-    """A JSON value already encoded, as its text, for a JSON field (`values_insert`): SQLite's
-    column holds the text, which is stored as it is, and PostgreSQL is sent it as jsonb's text;
-    another database gets the decoded value, as the field stores any. Only the preparers know
-    it: not for the ORM."""
-
-
 _SQLITE_SAME: dict[type[Field], type] = {
     # Field class: the Python type whose values SQLite takes as they are (what the field's own
     # `get_db_prep_save` returns for them: `int(v)`, `str(v)`, ...; the backend adapts none).
@@ -142,46 +133,16 @@ _SQLITE_SAME: dict[type[Field], type] = {
 }
 
 
-def _jsonb_prep(slow: Preparer) -> Preparer:
-    """A JSON field's values for PostgreSQL: an `EncodedJSON` sent as its text (psycopg's `Jsonb`,
-    as the field's own method wraps a value, with its text for the encoding), anything else
-    through the field's own method."""
-    from psycopg.types.json import Jsonb
-
-    def jsonb_prep(value: Any, connection: Any) -> Any:
-        if type(value) is EncodedJSON:
-            return Jsonb(str.__str__(value), dumps=_as_it_is)
-        return slow(value, connection)
-
-    return jsonb_prep
-
-
-def _as_it_is(text: str) -> str:
-    return text
-
-
-def _decoded_first(prep: Preparer) -> Preparer:
-    """`prep` (a JSON field's own method), given an `EncodedJSON`'s value decoded."""
-    return lambda value, connection: prep(
-        json.loads(value) if type(value) is EncodedJSON else value, connection
-    )
-
-
 @cache
 def preparer(field: Field, vendor: str) -> Preparer:
     """`field.get_db_prep_save`, as `(value, connection)`. On SQLite the commonest values of the
     commonest fields are converted here at once, exactly as the field would convert them (a turn
     prepares about a hundred values, each through three or four of Django's calls); any other
     value, field or database goes through the field's own method. `test_rows` compares both."""
-    slow: Preparer = field.get_db_prep_save
-    kind = type(field)
-    if kind is models.JSONField:
-        if vendor == "postgresql" and field.encoder is None:  # type: ignore[attr-defined]
-            return _jsonb_prep(slow)
-        # Anything but the fast paths: the field's own method, with the decoded value.
-        slow = _decoded_first(slow)
+    slow = field.get_db_prep_save
     if vendor != "sqlite":
         return slow
+    kind = type(field)
     if kind in _SQLITE_SAME:
         same = _SQLITE_SAME[kind]
         return lambda value, connection: value if type(value) is same else slow(value, connection)
@@ -197,15 +158,9 @@ def preparer(field: Field, vendor: str) -> Preparer:
 
         return datetime_prep
     if kind is models.JSONField and field.encoder is None:  # type: ignore[attr-defined]
-
-        def json_prep(value: Any, connection: Any) -> Any:
-            if type(value) in (dict, list):
-                return json.dumps(value)
-            if type(value) is EncodedJSON:
-                return str.__str__(value)
-            return slow(value, connection)
-
-        return json_prep
+        return lambda value, connection: (
+            json.dumps(value) if type(value) in (dict, list) else slow(value, connection)
+        )
     if kind is models.ForeignKey:
         target = preparer(field.target_field, vendor)  # type: ignore[attr-defined]
         # None and "" are the key's own cases (NULL); anything else is the target's value.

@@ -3,6 +3,7 @@ their results (the server's, or a client's answer)."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any
 
@@ -10,6 +11,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from sessions_app.bounded import LRUCache
 from sessions_app.engine.tokens import estimate_json_tokens
 from sessions_app.engine.types import ModelCallData, PlannedToolCall, ToolOutcome
 from sessions_app.models import (
@@ -17,6 +19,7 @@ from sessions_app.models import (
     Message,
     MessageRole,
     ModelCall,
+    RequestPart,
     SessionStatus,
     ToolCall,
     ToolCallStatus,
@@ -26,7 +29,7 @@ from sessions_app.models import (
 from sessions_app.services.counters import session_update, session_update_if
 from sessions_app.services.events import events_emit, events_insert
 from sessions_app.services.messages import message_insert, message_write
-from sessions_app.services.rows import EncodedJSON, object_update, objects_insert, values_insert
+from sessions_app.services.rows import object_update, objects_insert, values_insert
 from sessions_app.services.turns import (
     LEASE_RELEASED,
     ToolResultAlreadyGiven,
@@ -66,7 +69,39 @@ def _usage_added(data: ModelCallData) -> dict[str, int]:
     }
 
 
+# How many request parts a process remembers having stored (a part per distinct set of tools).
+REQUEST_PARTS_REMEMBERED = 1024
+_parts_stored: LRUCache[str, bool] = LRUCache(maxsize=REQUEST_PARTS_REMEMBERED)
+_parts_lock = threading.Lock()
+
+
+def request_parts_store(parts: dict[str, str]) -> None:
+    """Store the request parts a call's record names (`RequestPart`) that this process has not
+    stored yet, inside the caller's transaction: one insert, which skips a part already there
+    (another process's). They count as stored here once that transaction commits; the usual
+    step stores none."""
+    if not parts:
+        return
+    with _parts_lock:
+        new = {digest: text for digest, text in parts.items() if _parts_stored.get(digest) is None}
+    if not new:
+        return
+    now = timezone.now()
+    RequestPart.objects.bulk_create(
+        [RequestPart(sha256=digest, text=text, created_at=now) for digest, text in new.items()],
+        ignore_conflicts=True,
+    )
+
+    def stored() -> None:
+        with _parts_lock:
+            for digest in new:
+                _parts_stored.set(digest, True)
+
+    transaction.on_commit(stored)
+
+
 def _model_call_create(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData) -> ModelCall:
+    request_parts_store(data.request_parts)
     call = _model_call(session_id=session_id, turn_id=turn_id, data=data)
     call.save(force_insert=True)
     return call
@@ -78,15 +113,10 @@ def _model_call(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: Model
 
 
 def _model_call_values(
-    *, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData, encoded: bool = False
+    *, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData
 ) -> dict[str, Any]:
     """`data`'s record as its fields' values, by attname (every field the database does not
-    number: what `rows.values_insert` takes). `encoded`: the request's record as its JSON text
-    where the build made it (`rows.EncodedJSON`, which only `rows.values_insert` takes)."""
-    request: Any = data.request_record
-    text = data.request_record_json() if encoded and data.request_record_json is not None else ""
-    if text:
-        request = EncodedJSON(text)
+    number: what `rows.values_insert` takes)."""
     return {
         "session_id": session_id,
         "turn_id": turn_id,
@@ -94,7 +124,7 @@ def _model_call_values(
         "purpose": data.purpose,
         "provider": data.provider,
         "model": data.model,
-        "request": request,
+        "request": data.request_record,
         "request_sha256": data.request_sha256,
         "request_bytes": data.request_bytes,
         "stable_prefix_bytes": data.stable_prefix_bytes,
@@ -308,7 +338,8 @@ def _assistant_step_write(
         if found is None:
             return None
         counters = found
-    record = _model_call_values(session_id=session_id, turn_id=turn_id, data=call, encoded=True)
+    request_parts_store(call.request_parts)
+    record = _model_call_values(session_id=session_id, turn_id=turn_id, data=call)
     values_insert(ModelCall, tuple(record), [tuple(record.values())])
     if steps is not None:
         object_update(Turn, turn_id, ended_at=now, stop_reason=stop_reason, steps=steps, error="")

@@ -261,19 +261,30 @@ def test_encoded_request_is_exactly_its_json():
     assert built.encoded.endswith(f'"messages":{inner}}}'.encode())
 
 
-def test_the_records_json_is_the_record_around_the_same_head():
-    """What the call's record stores (`record_json`, made from `encoded`'s head when asked) is
-    the record, canonical as the request's bytes, with or without tools, system and history."""
+def test_the_record_names_the_tools_by_the_hash_of_their_json_as_sent():
+    """The record keeps the tools as `{"$part": sha256}`; the part is their canonical JSON, as the
+    request's bytes carry it; without tools there is no part."""
+    import hashlib
+
     tool = {"name": "x", "description": 'é \\ "q"', "input_schema": {"type": "object"}}
-    cases = [
-        {"session": snapshot(system_prompt="sys ✓", client_tools=[tool]), "history": _history_mixed()},
-        {"session": snapshot(), "history": _history_mixed()},
-        {"session": snapshot(client_tools=[tool]), "history": []},
-    ]
-    for case in cases:
-        built = build_request(**case, server_tools=[], max_tokens=9, sections=[Section(prefix=["[memo]"])])
-        assert json.loads(built.record_json) == built.record
-        assert built.record_json == canonical_json(built.record).decode()
+    built = build_request(
+        session=snapshot(system_prompt="sys ✓", client_tools=[tool]),
+        history=_history_mixed(),
+        server_tools=[],
+        max_tokens=9,
+        sections=[Section(prefix=["[memo]"])],
+    )
+    ((digest, text),) = built.parts.items()
+    assert built.record["tools"] == {"$part": digest} == {"$part": hashlib.sha256(text.encode()).hexdigest()}
+    assert json.loads(text) == built.body["tools"]
+    assert f'"tools":{text}'.encode() in built.encoded
+    assert {k: v for k, v in built.record.items() if k not in ("tools", "messages")} == {
+        k: v for k, v in built.body.items() if k not in ("tools", "messages")
+    }
+    bare = build_request(
+        session=snapshot(), history=_history_mixed(), server_tools=[], max_tokens=9, sections=[]
+    )
+    assert bare.parts == {} and "tools" not in bare.record
 
 
 def test_server_tools_encoded_once_encode_as_the_request_carries_them():

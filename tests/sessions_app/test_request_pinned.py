@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
+from sessions_app import selectors
 from sessions_app.models import ModelCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,7 +51,7 @@ async def _first_request(client: Any, content: str) -> dict[str, Any]:
     await client.until("turn.completed")
     call = await sync_to_async(lambda: ModelCall.objects.order_by("started_at").first())()
     assert call is not None
-    return call.request
+    return await sync_to_async(selectors.model_call_request)(call=call)
 
 
 async def test_default_session_request_is_pinned(connect):

@@ -4,9 +4,7 @@ through it (keys, UUIDs, JSON, datetimes, a partial row)."""
 
 from __future__ import annotations
 
-import json
 import uuid
-from unittest import mock
 
 import pytest
 from django.utils import timezone
@@ -301,60 +299,3 @@ def test_preparers_convert_values_as_the_fields_do():
                 assert (type(got), got) == (type(expected), expected), (model.__name__, field.name, value)
                 checked += 1
     assert checked > 500
-
-
-def test_an_encoded_json_value_is_stored_as_its_value_would_be():
-    """`EncodedJSON` (a JSON value's text, built already) in a JSON field reads back as the value
-    it encodes, on any database; on SQLite the text is stored as it is, without encoding again."""
-    from django.db import connection
-
-    from sessions_app.models import ModelCall
-    from sessions_app.services.rows import EncodedJSON, preparer
-
-    session = services.session_create(owner=None, model="scripted")
-    value = {"model": "m", "tools": [{"name": "ü", "input_schema": {}}], "messages": [{"$messages": [0, 4]}]}
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-    field = ModelCall._meta.get_field("request")
-    prepared = preparer(field, connection.vendor)(EncodedJSON(text), connection)
-    if connection.vendor == "sqlite":
-        assert (type(prepared), prepared) == (str, text)
-    record = {f.attname: f.get_default() for f in ModelCall._meta.concrete_fields if f.attname != "id"} | {
-        "session_id": session.id,
-        "started_at": timezone.now(),
-        "request": EncodedJSON(text),
-    }
-    values_insert(ModelCall, tuple(record), [tuple(record.values())])
-    assert ModelCall.objects.get(session_id=session.id).request == value
-    # Only `EncodedJSON`: a JSON field given the text as a plain str stores a JSON string.
-    plain = preparer(field, connection.vendor)(text, connection)
-    if connection.vendor == "sqlite":  # elsewhere both are adapters, equal only in what they send
-        assert plain == field.get_db_prep_save(text, connection) == json.dumps(text)
-
-
-@pytest.mark.services
-def test_an_encoded_json_value_is_sent_to_postgresql_as_its_text():
-    """On PostgreSQL the text goes out as jsonb's text without being decoded and encoded again,
-    and the row reads back as the value (keys in jsonb's own order)."""
-    from django.db import connection
-
-    from sessions_app.models import ModelCall
-    from sessions_app.services.rows import EncodedJSON, preparer
-
-    assert connection.vendor == "postgresql"
-    session = services.session_create(owner=None, model="scripted")
-    value = {
-        "model": "m",
-        "system": [{"type": "text", "text": 'é \\ "'}],
-        "messages": [{"$messages": [0, 9]}],
-    }
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-    field = ModelCall._meta.get_field("request")
-    with mock.patch("json.loads", side_effect=AssertionError("decoded")):
-        preparer(field, connection.vendor)(EncodedJSON(text), connection)
-    record = {f.attname: f.get_default() for f in ModelCall._meta.concrete_fields if f.attname != "id"} | {
-        "session_id": session.id,
-        "started_at": timezone.now(),
-        "request": EncodedJSON(text),
-    }
-    values_insert(ModelCall, tuple(record), [tuple(record.values())])
-    assert ModelCall.objects.get(session_id=session.id).request == value

@@ -98,6 +98,7 @@ async def test_a_one_step_turn_opens_no_savepoint_and_reads_no_counter_back(sett
     ]
     assert read_back == []
     assert len([q for q in sql if q.startswith("BEGIN")]) == 2
+    assert [q for q in sql if '"sessions_app_requestpart"' in q] == []  # stored by the first turn
     assert len(sql) <= 17, len(sql)
     assert not [q for q in sql if q.startswith("SELECT") and '"sessions_app_agentsession"' in q], sql
 
