@@ -3,6 +3,7 @@ their results (the server's, or a client's answer)."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import uuid
 from typing import Any
@@ -205,6 +206,18 @@ def assistant_step_store_last(
     The update of the session row then comes first and checks the row itself (this turn's lease,
     no cancel, that ratio): the row is not read before it. A row that is not so (a cancel was
     accepted, the lease was lost) is left as it was, then read and locked as without it."""
+    write = functools.partial(
+        _assistant_step_write,
+        session_id,
+        turn_id,
+        epoch,
+        content,
+        call,
+        [],
+        token_estimate,
+        delta_text,
+        steps=steps,
+    )
     with transaction.atomic(savepoint=False):
         if token_ratio is not None:
             where: dict[str, Any] = {
@@ -215,36 +228,11 @@ def assistant_step_store_last(
             holder = lease_holder_expected(session_id)
             if holder is not None:
                 where["lease_holder"] = holder
-            written = _assistant_step_write(
-                session_id,
-                turn_id,
-                epoch,
-                content,
-                call,
-                [],
-                token_estimate,
-                delta_text,
-                steps=steps,
-                ratio=token_ratio,
-                cancel_requested=False,
-                where=where,
-            )
+            written = write(ratio=token_ratio, cancel_requested=False, where=where)
             if written is not None:
                 return written[0], "end_turn"
         session = turn_lock(session_id, turn_id)
-        written = _assistant_step_write(
-            session_id,
-            turn_id,
-            epoch,
-            content,
-            call,
-            [],
-            token_estimate,
-            delta_text,
-            steps=steps,
-            ratio=session.token_ratio,
-            cancel_requested=session.cancel_requested,
-        )
+        written = write(ratio=session.token_ratio, cancel_requested=session.cancel_requested)
     assert written is not None and written[1] is not None
     return written[0], written[1]
 
