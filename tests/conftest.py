@@ -37,6 +37,23 @@ def _fresh_channel_layer() -> Iterator[None]:
     channel_layers.backends = {}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _db_threads_closed(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
+    """The engine's database threads, and Django's one shared thread (`sync_to_async`'s), close
+    their connections before the test database is dropped (set up after it, so torn down before
+    it): PostgreSQL does not drop a database with sessions open."""
+    yield
+    import asyncio
+
+    from django.db import connections
+
+    from sessions_app.engine.db import db_threads_close
+
+    with django_db_blocker.unblock():
+        db_threads_close()
+        asyncio.run(sync_to_async(connections.close_all)())
+
+
 @pytest.fixture(autouse=True)
 def _no_request_parts_remembered() -> Iterator[None]:
     """Each test's database is emptied after it: a part stored in one test is not in the next."""

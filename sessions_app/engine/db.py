@@ -127,3 +127,25 @@ def db_heavy(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
             connections.close_all()
 
     return sync_to_async(inner, thread_sensitive=False)
+
+
+def db_threads_close(timeout: float = 10.0) -> None:
+    """Close the connections of the engine's database threads and of its lease thread, and stop
+    them (the end of a test session, whose database is dropped next: a connection left open
+    keeps PostgreSQL from dropping it). Each thread closes its own connections: one task per
+    thread, held at a barrier until every thread has one."""
+    global _pool, _lease_pool
+    with _pool_lock:
+        pools = [p for p in (_pool, _lease_pool) if p is not None]
+        _pool = _lease_pool = None
+    for pool in pools:
+        workers = pool._max_workers  # type: ignore[attr-defined]
+        barrier = threading.Barrier(workers, timeout=timeout)
+        for future in [pool.submit(_connections_close, barrier) for _ in range(workers)]:
+            future.result(timeout=timeout)
+        pool.shutdown(wait=True)
+
+
+def _connections_close(barrier: threading.Barrier) -> None:
+    connections.close_all()
+    barrier.wait()  # busy here, this thread takes no other of these tasks

@@ -101,3 +101,27 @@ async def test_a_connection_the_server_dropped_while_idle_is_replaced(monkeypatc
     await asyncio.sleep(0.1)
     second = await engine_db.db_lease(backend)()
     assert second != first
+
+
+async def test_the_database_threads_close_their_connections_when_asked(settings):
+    """At a test session's end each database thread closes its own connection (the database can
+    then be dropped); the next call starts the threads again."""
+    import time
+
+    from django.db import connections
+
+    from sessions_app.engine import db as engine_db
+
+    def connection_in_use() -> tuple[int, object]:
+        wrapper = connections["default"]
+        wrapper.ensure_connection()
+        time.sleep(0.05)  # both threads busy at once: each opens its own
+        return threading.get_ident(), wrapper
+
+    seen = dict(await asyncio.gather(*(db(connection_in_use)() for _ in range(4))))
+    assert len(seen) == settings.PALIMPSEST_DB_THREADS
+    assert all(wrapper.connection is not None for wrapper in seen.values())
+    await asyncio.to_thread(engine_db.db_threads_close)
+    assert all(wrapper.connection is None for wrapper in seen.values())
+    assert engine_db._pool is None
+    assert await db(lambda: AgentSession.objects.count())() == 0
