@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 
@@ -112,7 +113,7 @@ async def test_the_database_threads_close_their_connections_when_asked(settings)
 
     from sessions_app.engine import db as engine_db
 
-    def connection_in_use() -> tuple[int, object]:
+    def connection_in_use() -> tuple[int, Any]:
         wrapper = connections["default"]
         wrapper.ensure_connection()
         time.sleep(0.05)  # both threads busy at once: each opens its own
