@@ -296,6 +296,8 @@ def test_preparers_convert_values_as_the_fields_do():
                         prepare(value, connection)
                     continue
                 got = prepare(value, connection)
+                if hasattr(expected, "obj"):  # psycopg's adapters (jsonb) compare by what they wrap
+                    got, expected = (type(got), got.obj), (type(expected), expected.obj)
                 assert (type(got), got) == (type(expected), expected), (model.__name__, field.name, value)
                 checked += 1
     assert checked > 500
