@@ -268,21 +268,17 @@ def object_get(model: type[M], pk: Any, *, lock: bool = False, only: tuple[str, 
     own write lock, as the ORM does; `.only(*only)` with `only`, which must name the key);
     `model.DoesNotExist` when there is no such row."""
     if only is not None:
-        only = _in_field_order(model, only)
+        only = object_fields(model, only)
     fields, values = _row_get(model, pk, lock, only)
     return model.from_db(DEFAULT_DB_ALIAS, [f.attname for f in fields], values)
 
 
 @cache
-def _in_field_order(model: type[Model], names: tuple[str, ...]) -> tuple[str, ...]:
-    """`names` in the model's field order: `from_db` takes a partial row in that order."""
+def object_fields(model: type[Model], names: tuple[str, ...]) -> tuple[str, ...]:
+    """`names` in the model's field order, as `from_db` takes a partial row (`object_get`,
+    `object_from_row`)."""
     order = {f.attname: i for i, f in enumerate(model._meta.concrete_fields)}
     return tuple(sorted(names, key=lambda name: order[model._meta.get_field(name).attname]))  # type: ignore[union-attr]
-
-
-def object_fields(model: type[Model], names: tuple[str, ...]) -> tuple[str, ...]:
-    """`names` as `object_from_row` takes them (the model's field order)."""
-    return _in_field_order(model, names)
 
 
 def object_from_row(model: type[M], names: tuple[str, ...], row: Sequence[Any], connection: Any) -> M:

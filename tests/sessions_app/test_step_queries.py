@@ -68,6 +68,7 @@ async def _turn_queries(history: int) -> list[str]:
 async def test_a_one_step_turn_runs_as_many_queries_at_400_messages_as_at_10(settings):
     settings.DEBUG = True  # every connection, in every database thread, logs its queries
     settings.PALIMPSEST_TURN_LEASE_SECONDS = 600  # no heartbeat query during the turn
+    settings.PALIMPSEST_POLL_SECONDS = 600  # no poll of the waiting turns during it
     small = await _turn_queries(10)
     large = await _turn_queries(400)
     assert small, "no query was seen: the count below would prove nothing"
@@ -82,6 +83,7 @@ async def test_a_one_step_turn_opens_no_savepoint_and_reads_no_counter_back(sett
     where there were 62, then 45, then 30, then 23, then 21)."""
     settings.DEBUG = True
     settings.PALIMPSEST_TURN_LEASE_SECONDS = 600
+    settings.PALIMPSEST_POLL_SECONDS = 600  # no poll of the waiting turns during it
     sql = await _turn_queries(10)
     assert sql, "no query was seen: the checks below would prove nothing"
     assert [q for q in sql if "SAVEPOINT" in q.upper()] == []
@@ -108,6 +110,7 @@ async def test_a_one_step_turn_opens_no_connection_outside_the_database_threads(
     opens and closes one per call, on PostgreSQL a new server backend: a usual message's fit
     check and a step without tool calls use none."""
     settings.PALIMPSEST_TURN_LEASE_SECONDS = 600  # no heartbeat (its own thread) during the turn
+    settings.PALIMPSEST_POLL_SECONDS = 600  # no poll of the waiting turns during it
     settings.PALIMPSEST_DB_THREADS = 4
     session = await sync_to_async(services.session_create)(owner=None, model="scripted")
     await sync_to_async(_fill)(session.id, 10)
@@ -194,6 +197,7 @@ async def test_a_turn_whose_cached_history_is_current_reads_no_message_and_count
 
     settings.DEBUG = True
     settings.PALIMPSEST_TURN_LEASE_SECONDS = 600
+    settings.PALIMPSEST_POLL_SECONDS = 600  # no poll of the waiting turns during it
     sql = await _turn_queries(10)
     assert sql, "no query was seen: the checks below would prove nothing"
     assert [q for q in sql if q.startswith("SELECT") and '"sessions_app_message"' in q] == []
