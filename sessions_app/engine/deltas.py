@@ -22,6 +22,10 @@ from sessions_app import services
 from sessions_app.engine.db import db
 
 DELTA_FLUSH_SECONDS = 0.05
+# A piece that comes after a pause (the call's first text, most often) waits this long for the
+# rest of what the model sent with it: an answer that arrives whole (a short one, streamed in
+# one burst) is then written once, with the step that stores it, not first as a delta of its own.
+DELTA_GATHER_SECONDS = 0.005
 # At most this many deltas in one transaction.
 DELTA_BATCH_MAX = 256
 
@@ -106,7 +110,10 @@ async def delta_write(session_id: uuid.UUID, turn_id: uuid.UUID, holder: uuid.UU
 class DeltaBuffer:
     """Coalesces streamed text into `assistant.delta` events at most every DELTA_FLUSH_SECONDS
     (from the end of the last write), and at the latest DELTA_FLUSH_SECONDS after a piece
-    arrived, even when the model then stalls (a timer flushes what is waiting)."""
+    arrived, even when the model then stalls (a timer flushes what is waiting). A piece that
+    comes when the pace would allow a write at once waits DELTA_GATHER_SECONDS for what came
+    with it: the rest of an answer that arrives whole goes with the answer (`close`), in the
+    write that stores the step, rather than in a write of its own just before it."""
 
     def __init__(self, session_id: uuid.UUID, turn_id: uuid.UUID, holder: uuid.UUID) -> None:
         self.session_id = session_id
@@ -119,23 +126,25 @@ class DeltaBuffer:
 
     async def add(self, text: str) -> None:
         self.parts.append(text)
-        waited = time.monotonic() - self.last_flush
-        if waited >= DELTA_FLUSH_SECONDS:
+        if self.timer is not None:
+            return
+        delay = max(DELTA_FLUSH_SECONDS - (time.monotonic() - self.last_flush), DELTA_GATHER_SECONDS)
+        if delay > 0:
+            self.timer = asyncio.create_task(self._flush_later(delay))
+        else:
             await self.flush()
-        elif self.timer is None:
-            self.timer = asyncio.create_task(self._flush_later(DELTA_FLUSH_SECONDS - waited))
 
     async def _flush_later(self, delay: float) -> None:
         await asyncio.sleep(delay)
         self.timer = None
-        await self._emit()
+        await self._emit(paced=True)
 
     async def flush(self) -> None:
         """Send what is waiting now; the end of a call (no timer outlives it)."""
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        await self._emit()
+        await self._emit(paced=False)
 
     async def close(self) -> str:
         """The end of the call: the text not announced yet, for the caller to announce with the
@@ -147,15 +156,22 @@ class DeltaBuffer:
             text, self.parts = "".join(self.parts), []
             return text
 
-    async def _emit(self) -> None:
+    async def _emit(self, *, paced: bool) -> None:
         # One at a time, so that deltas keep their order. The pace counts from the end of the
-        # last write: text that came while a write waited on a busy database goes with the next
-        # (or with the answer, `close`) rather than in a write of its own at once.
+        # last write: text that came while a write waited on a busy database waits for the pace
+        # from the end of that write (or goes with the answer, `close`), not in a write of its
+        # own at once.
         async with self.lock:
-            if self.parts:
-                text, self.parts = "".join(self.parts), []
-                # A turn ended or taken over elsewhere shows no more text; its runner finds out
-                # at its next check and stops.
-                with contextlib.suppress(services.TurnLeaseLost):
-                    await delta_write(self.session_id, self.turn_id, self.holder, text)
+            if not self.parts:
+                return
+            rest = DELTA_FLUSH_SECONDS - (time.monotonic() - self.last_flush)
+            if paced and rest > 0:
+                if self.timer is None:
+                    self.timer = asyncio.create_task(self._flush_later(rest))
+                return
+            text, self.parts = "".join(self.parts), []
+            # A turn ended or taken over elsewhere shows no more text; its runner finds out at
+            # its next check and stops.
+            with contextlib.suppress(services.TurnLeaseLost):
+                await delta_write(self.session_id, self.turn_id, self.holder, text)
             self.last_flush = time.monotonic()

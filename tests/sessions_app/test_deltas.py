@@ -140,6 +140,7 @@ async def test_a_turn_streaming_keeps_its_deltas_in_order(transactional_db, monk
     """One turn's deltas, flushed one after the other through the shared writer, keep their
     order and their consecutive seqs."""
     monkeypatch.setattr(engine_deltas, "DELTA_FLUSH_SECONDS", 0.0)
+    monkeypatch.setattr(engine_deltas, "DELTA_GATHER_SECONDS", 0.0)  # every piece written at once
     ((session_id, turn_id, holder),) = await sync_to_async(_running)(1)
     buffer = engine_deltas.DeltaBuffer(session_id, turn_id, holder)
     for i in range(5):
@@ -157,15 +158,57 @@ async def test_text_that_came_during_a_slow_write_waits_for_the_pace_not_a_write
     took longer than DELTA_FLUSH_SECONDS), the next piece is not written at once on its own; the
     end of the call takes it, to announce with the answer."""
     monkeypatch.setattr(engine_deltas, "DELTA_FLUSH_SECONDS", 0.1)
+    monkeypatch.setattr(engine_deltas, "DELTA_GATHER_SECONDS", 0.01)
     ((session_id, turn_id, holder),) = await sync_to_async(_running)(1)
     writes = _SlowWrites(monkeypatch, pause=0.3)
     buffer = engine_deltas.DeltaBuffer(session_id, turn_id, holder)
     buffer.last_flush -= 1  # the model took its time before the first text: written at once
     await buffer.add("ok, ")
-    await buffer.add("done.")
+    for _ in range(100):  # the gathering is over and the write under way
+        if writes.batches:
+            break
+        await asyncio.sleep(0.01)
+    await buffer.add("done.")  # while the first write waits on the database
+    await asyncio.sleep(0.05)  # its gathering is over too: it waits for the write, then the pace
     assert await buffer.close() == "done."
     assert [[d[3] for d in batch] for batch in writes.batches] == [["ok, "]]
     assert [text for _, text in await sync_to_async(_deltas)(session_id)] == ["ok, "]
+
+
+async def test_an_answer_that_arrives_whole_goes_with_the_step_not_in_a_delta_of_its_own(
+    transactional_db, monkeypatch, announced
+):
+    """The first text after a pause waits DELTA_GATHER_SECONDS for what came with it: the rest
+    of a short answer, streamed in one burst, is all there when the call ends, and the caller
+    writes it with the step (one write, not a delta's and then the step's)."""
+    ((session_id, turn_id, holder),) = await sync_to_async(_running)(1)
+    writes = _SlowWrites(monkeypatch, pause=0)
+    buffer = engine_deltas.DeltaBuffer(session_id, turn_id, holder)
+    buffer.last_flush -= 1  # the model took its time before its answer
+    for piece in ("ok", ", ", "done."):
+        await buffer.add(piece)
+    assert await buffer.close() == "ok, done."
+    assert writes.batches == []
+
+
+async def test_the_first_text_after_a_pause_is_written_once_its_gathering_is_over(
+    transactional_db, monkeypatch, announced
+):
+    """A model that goes on streaming: its first text is written DELTA_GATHER_SECONDS after it
+    came (not held for the pace), then the rest at the pace."""
+    monkeypatch.setattr(engine_deltas, "DELTA_GATHER_SECONDS", 0.02)
+    monkeypatch.setattr(engine_deltas, "DELTA_FLUSH_SECONDS", 30.0)  # no second write in this test
+    ((session_id, turn_id, holder),) = await sync_to_async(_running)(1)
+    buffer = engine_deltas.DeltaBuffer(session_id, turn_id, holder)
+    buffer.last_flush -= 60  # the pace allows a write at once
+    await buffer.add("first")
+    for _ in range(200):
+        if await sync_to_async(_deltas)(session_id):
+            break
+        await asyncio.sleep(0.02)
+    assert [text for _, text in await sync_to_async(_deltas)(session_id)] == ["first"]
+    await buffer.add(" then more")  # within the pace of that write: waits for the end of the call
+    assert await buffer.close() == " then more"
 
 
 async def test_a_piece_waiting_for_the_pace_is_written_by_the_timer(transactional_db, monkeypatch, announced):
