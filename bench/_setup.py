@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -11,9 +13,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def bench_folder(prefix: str = "palimpsest-bench-") -> Path:
+    """A temporary folder for one run (its database, the servers' logs), removed when the run
+    ends, however it ends; kept, and named, with BENCH_KEEP=1 (to read a server's log)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    if os.environ.get("BENCH_KEEP"):
+        atexit.register(print, f"kept: {folder}")
+    else:
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def django_setup(**env: str) -> Path:
     """Configure Django for a benchmark run; returns the temporary folder it uses."""
-    folder = Path(tempfile.mkdtemp(prefix="palimpsest-bench-"))
+    folder = bench_folder()
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("PALIMPSEST_DEV", "1")  # the local development defaults, explicitly

@@ -21,7 +21,6 @@ import asyncio
 import json
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -31,6 +30,8 @@ from websockets.asyncio.client import connect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from _setup import bench_folder  # noqa: E402
 
 from tests.servers import Daphne, manage, server_env  # noqa: E402
 
@@ -104,7 +105,7 @@ async def main() -> None:
     parser.add_argument("--quiet-seconds", type=float, default=5.0)
     args = parser.parse_args()
 
-    folder = Path(tempfile.mkdtemp(prefix="palimpsest-bench-"))
+    folder = bench_folder()
     env = server_env(PALIMPSEST_SQLITE_PATH=str(folder / "bench.sqlite3"), DEBUG="0")
     manage("migrate", "--noinput", env=env)
     token = manage("create_agent_token", "bench", env=env).strip().splitlines()[-1]

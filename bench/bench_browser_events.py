@@ -21,7 +21,6 @@ import json
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from datetime import datetime
@@ -32,6 +31,8 @@ from websockets.asyncio.client import connect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from _setup import bench_folder  # noqa: E402
 
 from tests.servers import Daphne, manage, server_env  # noqa: E402
 
@@ -100,7 +101,7 @@ async def main() -> None:
     parser.add_argument("--chunk-delay", type=float, default=0.01, help="scripted model's delay per piece")
     args = parser.parse_args()
 
-    folder = Path(tempfile.mkdtemp(prefix="palimpsest-bench-"))
+    folder = bench_folder()
     env = server_env(
         PALIMPSEST_SQLITE_PATH=str(folder / "bench.sqlite3"),
         DEBUG="0",

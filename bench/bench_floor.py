@@ -37,7 +37,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -45,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from _setup import bench_folder  # noqa: E402
 from bench_server import (  # noqa: E402
     MODEL,
     Client,
@@ -251,7 +251,7 @@ async def run(env: dict[str, str], folder: Path) -> None:
 
 
 def main() -> None:
-    folder = Path(tempfile.mkdtemp(prefix="palimpsest-floor-"))
+    folder = bench_folder("palimpsest-floor-")
     env = django_configure(folder, "", "")
     print(f"load average before: {os.getloadavg()[0]:.2f} (2 CPUs shared)", flush=True)
     asyncio.run(run(env, folder))

@@ -25,11 +25,11 @@ import argparse
 import asyncio
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _setup import bench_folder  # noqa: E402
 from bench_server import (  # noqa: E402
     Client,
     FakeProcess,
@@ -178,7 +178,7 @@ def main() -> None:
         "--bound-kib", type=int, default=8192, help="the most a second round of sessions may grow RSS"
     )
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="palimpsest-bench-"))
+    folder = bench_folder()
     env = django_configure(folder, "", "")
     print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)", flush=True)
     asyncio.run(bench(args, env, folder))

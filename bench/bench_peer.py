@@ -23,11 +23,11 @@ import asyncio
 import os
 import sqlite3
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from _setup import bench_folder
 from bench_server import MODEL, FakeProcess, django_configure, percentile, step_works
 
 TEXT = "lorem ipsum dolor sit amet " * 8  # as bench_server.history_fill
@@ -95,7 +95,7 @@ def main() -> None:
         import deepagents  # noqa: F401
     except ImportError:
         parser.exit(1, "deepagents is not installed: .venv/bin/pip install -e '.[bench]'\n")
-    folder = Path(tempfile.mkdtemp(prefix="palimpsest-bench-"))
+    folder = bench_folder()
     env = django_configure(folder, "", "")
     print(f"load average before: {os.getloadavg()[0]:.2f} (2 CPUs shared)", flush=True)
     fake = FakeProcess(0.0)

@@ -28,7 +28,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from tests.servers import Daphne, server_env  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
-from _setup import history_fill  # noqa: E402
+from _setup import bench_folder, history_fill  # noqa: E402
 
 MODEL = "claude-sonnet-4-5"
 
@@ -367,7 +366,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.processes > 1 and not (args.database_url and args.redis_url):
         parser.error("several processes need --database-url and --redis-url")
-    folder = Path(tempfile.mkdtemp(prefix="palimpsest-bench-"))
+    folder = bench_folder()
     env = django_configure(folder, args.database_url, args.redis_url)
     print(f"load average before: {os.getloadavg()[0]:.2f} (2 CPUs shared)", flush=True)
     bench = step_bench if args.mode == "step" else concurrency_bench

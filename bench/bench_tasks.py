@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from _setup import django_setup
+from _setup import bench_folder, django_setup
 
 
 def log_text(lines: int, tag: str) -> str:
@@ -83,7 +81,7 @@ def main() -> None:
     parser.add_argument("--parts", type=int, default=4)
     parser.add_argument("--reads", type=int, default=3, help="logs read inside each piece of work")
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="palimpsest-bench-logs-"))
+    root = bench_folder("palimpsest-bench-logs-")
     for part in range(args.parts):
         for n in range(args.reads):
             (root / f"p{part}_{n}.log").write_text(log_text(40, f"P{part}.{n}"))
