@@ -114,9 +114,10 @@ def _session_create(session: str) -> None:
         cursor.execute("INSERT INTO stack_floor_session VALUES (%s, 0, 0)", [session])
 
 
-def _client() -> anthropic.AsyncAnthropic:
-    """The SDK's client as the service takes it (`anthropic_client`: a few per process, in turn,
-    so that hundreds of calls at once do not walk one pool's bookkeeping)."""
+def _client() -> Any:
+    """The SDK's client as the service takes it (`anthropic_client`: a few per process, the one
+    with the fewest calls in flight, so that hundreds of calls at once do not walk one pool's
+    bookkeeping), for one call (`with _client() as client:`)."""
     from sessions_app.engine.providers.anthropic import anthropic_client
 
     return anthropic_client(api_key="bench-key", base_url=os.environ["ANTHROPIC_BASE_URL"])
@@ -162,24 +163,25 @@ class FloorConsumer(AsyncWebsocketConsumer):
                 b"]}",
             ]
         )
-        stream = await _client().post(
-            "/v1/messages",
-            content=body,
-            options={"headers": {"Content-Type": "application/json"}},
-            cast_to=object,
-            stream=True,
-            stream_cls=anthropic.AsyncStream[Any],
-        )
         parts: list[str] = []
         usage: dict[str, Any] = {}
-        async for event in stream:
-            kind = event.get("type")
-            if kind == "content_block_delta" and event["delta"].get("type") == "text_delta":
-                parts.append(event["delta"]["text"])
-            elif kind == "message_start":
-                usage.update(event["message"].get("usage") or {})
-            elif kind == "message_delta":
-                usage.update(event.get("usage") or {})
+        with _client() as client:
+            stream = await client.post(
+                "/v1/messages",
+                content=body,
+                options={"headers": {"Content-Type": "application/json"}},
+                cast_to=object,
+                stream=True,
+                stream_cls=anthropic.AsyncStream[Any],
+            )
+            async for event in stream:
+                kind = event.get("type")
+                if kind == "content_block_delta" and event["delta"].get("type") == "text_delta":
+                    parts.append(event["delta"]["text"])
+                elif kind == "message_start":
+                    usage.update(event["message"].get("usage") or {})
+                elif kind == "message_delta":
+                    usage.update(event.get("usage") or {})
         answer = [{"type": "text", "text": "".join(parts)}]
         frames = await db(_write)(
             self.session,

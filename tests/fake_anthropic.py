@@ -129,6 +129,8 @@ class RecordedRequest:
     raw: bytes = b""  # the body's bytes as they arrived
     # time.monotonic() when the request's headers had arrived (its body was then on its way).
     headers_at: float = 0.0
+    # The client's port: requests from one port came on one connection (kept alive).
+    client_port: int = 0
 
 
 @lru_cache(maxsize=1)
@@ -463,6 +465,7 @@ class FakeAnthropicServer:
             body = None
         record = RecordedRequest(handler.path, headers, body if isinstance(body, dict) else {})
         record.started, record.raw, record.headers_at = arrived, raw, headers_at
+        record.client_port = handler.client_address[1]
         with self._lock:
             if method == "POST" and path == "/v1/messages":
                 self.requests.append(record)

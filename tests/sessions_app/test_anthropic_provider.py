@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from typing import Any
 
@@ -189,24 +190,46 @@ async def test_unreachable_api_is_a_connection_error():
     assert caught.value.kind == "connection"
 
 
-async def test_a_few_sdk_clients_serve_every_turn(connect, fake_anthropic):
-    """Clients are built once per process (tens of milliseconds each) and taken in turn: a
-    fixed few, whatever the number of turns, each with its own connection pool."""
+async def test_one_call_at_a_time_keeps_to_one_client_and_its_connection(connect, fake_anthropic):
+    """A process whose model calls come one at a time takes the same client each time, and its
+    connection stays open between them: taken in turn, each call went to another client, which
+    had closed its idle connection (a new TCP connection, and TLS handshake, per call)."""
     from sessions_app.engine.providers.anthropic import CLIENT_POOLS
 
     client = await connect()
     await client.create(model=MODEL)
-    before = {
-        id(anthropic_client(api_key="test-key", base_url=fake_anthropic.url)) for _ in range(CLIENT_POOLS)
-    }
-    for content in ["a", "b", "c"]:
+    for content in ["a", "b", "c", "d"]:
         await client.send({"type": "user.message", "content": content})
         await client.until("turn.completed")
-    after = {
-        id(anthropic_client(api_key="test-key", base_url=fake_anthropic.url)) for _ in range(3 * CLIENT_POOLS)
-    }
-    assert after == before and len(before) == CLIENT_POOLS
+    ports = {request.client_port for request in fake_anthropic.requests}
+    assert len(fake_anthropic.requests) == 4 and len(ports) == 1, ports
+    with anthropic_client(api_key="test-key", base_url=fake_anthropic.url) as first:
+        pass
+    with anthropic_client(api_key="test-key", base_url=fake_anthropic.url) as again:
+        assert again is first
+    assert CLIENT_POOLS > 1
     await client.close()
+
+
+async def test_calls_at_once_spread_over_a_few_clients():
+    """Calls in flight at once each take the client with the fewest in flight: a fixed few
+    clients, whatever the number of calls, none with more than its share (a pool's bookkeeping
+    walks all of its requests at every start and end)."""
+    from sessions_app.engine.providers.anthropic import CLIENT_POOLS
+
+    with contextlib.ExitStack() as stack:
+        taken = [
+            stack.enter_context(anthropic_client(api_key="spread-key", base_url="http://model.invalid"))
+            for _ in range(2 * CLIENT_POOLS + 3)
+        ]
+        counts: dict[int, int] = {}
+        for sdk_client in taken:
+            counts[id(sdk_client)] = counts.get(id(sdk_client), 0) + 1
+        assert len(counts) == CLIENT_POOLS
+        assert sorted(set(counts.values())) == [2, 3]
+    # All given back: the next call takes the first client again.
+    with anthropic_client(api_key="spread-key", base_url="http://model.invalid") as sdk_client:
+        assert sdk_client is taken[0]
 
 
 async def test_the_sdk_clients_share_one_tls_context(monkeypatch):
@@ -228,9 +251,11 @@ async def test_the_sdk_clients_share_one_tls_context(monkeypatch):
 
     monkeypatch.setattr(provider_module._http, "create_ssl_context", counted)
     provider_module._tls_context.cache_clear()
-    clients = {
-        id(anthropic_client(api_key="tls-key", base_url="https://model.invalid")) for _ in range(CLIENT_POOLS)
-    }
+    with contextlib.ExitStack() as stack:  # all in flight at once: every client is made
+        clients = {
+            id(stack.enter_context(anthropic_client(api_key="tls-key", base_url="https://model.invalid")))
+            for _ in range(CLIENT_POOLS)
+        }
     assert len(clients) == CLIENT_POOLS
     assert len(made) == 1
     provider_module._tls_context.cache_clear()

@@ -13,13 +13,14 @@ and a cut-off `tool_use` is never run. A tool call streams no text, so its break
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib
-import itertools
 import json
 import ssl
 import time
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -37,31 +38,70 @@ _http: Any = importlib.import_module(
     ).partition(".")[0]
 )
 
-# A few clients per event loop (in the server: per process), taken in turn. A client pools
-# connections, so turns share them; an httpx pool cannot cross loops. More than one: a pool's
-# bookkeeping walks all of its requests and connections each time one starts or ends, so
-# hundreds of calls at once in one pool cost time quadratic in their number (a tenth of the CPU
-# of 500 concurrent turns with one pool, still 6% with eight).
+# A few clients per event loop (in the server: per process). A client pools connections, so
+# turns share them; an httpx pool cannot cross loops. More than one: a pool's bookkeeping walks
+# all of its requests and connections each time one starts or ends, so hundreds of calls at once
+# in one pool cost time quadratic in their number (a tenth of the CPU of 500 concurrent turns
+# with one pool, still 6% with eight).
 CLIENT_POOLS = 16
-_clients: weakref.WeakKeyDictionary[Any, dict[tuple, anthropic.AsyncAnthropic]] = weakref.WeakKeyDictionary()
-_next_pool = itertools.count()
 
 
-def anthropic_client(*, api_key: str, base_url: str | None, max_retries: int = 2) -> anthropic.AsyncAnthropic:
-    loop = asyncio.get_running_loop()
-    per_loop = _clients.setdefault(loop, {})
-    key = (api_key, base_url, max_retries, next(_next_pool) % CLIENT_POOLS)
-    client = per_loop.get(key)
-    if client is None:
-        # With the SDK's own HTTP client and its defaults, but one TLS context for all of them:
-        # each client built its own (the CA bundle loaded again, ~35 ms), which the first
-        # CLIENT_POOLS model calls of a process paid.
-        http_client = anthropic.DefaultAsyncHttpxClient(verify=_tls_context())
-        client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=max_retries, http_client=http_client
-        )
-        per_loop[key] = client
-    return client
+class _Clients:
+    """One loop's clients for one (key, base URL, retries): a call takes the client with the
+    fewest calls in flight, the first on a tie. Taken in turn instead, one session's calls
+    each went to another pool, where a connection idle for the pool's keep-alive (5 s) had been
+    closed: a new TCP connection and TLS handshake for most calls of a quiet process. Now a
+    process with one call at a time keeps using one connection, and a burst still spreads
+    over every pool."""
+
+    def __init__(self, api_key: str, base_url: str | None, max_retries: int) -> None:
+        self.args = (api_key, base_url, max_retries)
+        self.clients: list[anthropic.AsyncAnthropic | None] = [None] * CLIENT_POOLS
+        self.in_flight = [0] * CLIENT_POOLS
+
+    def take(self) -> tuple[int, anthropic.AsyncAnthropic]:
+        index = self.in_flight.index(min(self.in_flight))
+        client = self.clients[index]
+        if client is None:
+            api_key, base_url, max_retries = self.args
+            # With the SDK's own HTTP client and its defaults, but one TLS context for all of
+            # them: each client built its own (the CA bundle loaded again, ~35 ms), which the
+            # first CLIENT_POOLS model calls of a process paid.
+            http_client = anthropic.DefaultAsyncHttpxClient(verify=_tls_context())
+            client = self.clients[index] = anthropic.AsyncAnthropic(
+                api_key=api_key, base_url=base_url, max_retries=max_retries, http_client=http_client
+            )
+        self.in_flight[index] += 1
+        return index, client
+
+    def give_back(self, index: int) -> None:
+        self.in_flight[index] -= 1
+
+
+_clients: weakref.WeakKeyDictionary[Any, dict[tuple, _Clients]] = weakref.WeakKeyDictionary()
+
+
+def _clients_for(api_key: str, base_url: str | None, max_retries: int) -> _Clients:
+    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
+    key = (api_key, base_url, max_retries)
+    clients = per_loop.get(key)
+    if clients is None:
+        clients = per_loop[key] = _Clients(api_key, base_url, max_retries)
+    return clients
+
+
+@contextlib.contextmanager
+def anthropic_client(
+    *, api_key: str, base_url: str | None, max_retries: int = 2
+) -> Iterator[anthropic.AsyncAnthropic]:
+    """The client for one call (`with anthropic_client(...) as client:`), counted in flight
+    until the block ends: the stream read to its end and closed."""
+    clients = _clients_for(api_key, base_url, max_retries)
+    index, client = clients.take()
+    try:
+        yield client
+    finally:
+        clients.give_back(index)
 
 
 @functools.cache
@@ -237,7 +277,19 @@ class AnthropicProvider:
     async def _attempt(
         self, body: dict[str, Any], on_text: TextCallback | None, attempt: _Attempt, encoded: bytes | None
     ) -> ModelResponse:
-        client = anthropic_client(api_key=self.api_key, base_url=self.base_url, max_retries=self.max_retries)
+        with anthropic_client(
+            api_key=self.api_key, base_url=self.base_url, max_retries=self.max_retries
+        ) as client:
+            return await self._attempt_with(client, body, on_text, attempt, encoded)
+
+    async def _attempt_with(
+        self,
+        client: anthropic.AsyncAnthropic,
+        body: dict[str, Any],
+        on_text: TextCallback | None,
+        attempt: _Attempt,
+        encoded: bytes | None,
+    ) -> ModelResponse:
         # The read timeout bounds every wait for bytes, before the headers and between events.
         timeout = anthropic.Timeout(
             self.idle_seconds, connect=min(CONNECT_TIMEOUT_SECONDS, self.idle_seconds)
@@ -324,9 +376,9 @@ class AnthropicProvider:
 async def anthropic_max_input_tokens(*, api_key: str, base_url: str | None, model: str) -> int | None:
     """The model's context window from the Models API, or None when it cannot say."""
     # No retries: a session waits for this answer, and the table's default is a fine fallback.
-    client = anthropic_client(api_key=api_key, base_url=base_url, max_retries=0)
     try:
-        info = await client.models.retrieve(model, timeout=MODELS_API_TIMEOUT_SECONDS)
+        with anthropic_client(api_key=api_key, base_url=base_url, max_retries=0) as client:
+            info = await client.models.retrieve(model, timeout=MODELS_API_TIMEOUT_SECONDS)
     except anthropic.APIError:
         return None
     value = getattr(info, "max_input_tokens", None)
