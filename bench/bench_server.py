@@ -351,8 +351,9 @@ def main() -> None:
         "--latency",
         type=float,
         default=None,
-        help="the model's latency in seconds (default: 0 for step, 1 for concurrency); with any "
-        "latency above 50 ms a turn's first text is its own write (an assistant.delta event)",
+        help="the model's latency in seconds (default: 0 for step, 1 for concurrency); the fake "
+        "then sends its short answer whole, which a turn stores with its step, its text included "
+        "(no assistant.delta write of its own)",
     )
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument(

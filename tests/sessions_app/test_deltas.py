@@ -162,7 +162,7 @@ async def test_text_that_came_during_a_slow_write_waits_for_the_pace_not_a_write
     ((session_id, turn_id, holder),) = await sync_to_async(_running)(1)
     writes = _SlowWrites(monkeypatch, pause=0.3)
     buffer = engine_deltas.DeltaBuffer(session_id, turn_id, holder)
-    buffer.last_flush -= 1  # the model took its time before the first text: written at once
+    buffer.last_flush -= 1  # the model took its time before the first text: written once gathered
     await buffer.add("ok, ")
     for _ in range(100):  # the gathering is over and the write under way
         if writes.batches:
