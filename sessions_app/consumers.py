@@ -23,6 +23,8 @@ from sessions_app.models import AgentSession, AgentToken
 from sessions_app.validation import SpecError, session_create_clean
 
 logger = logging.getLogger("palimpsest.ws")
+# A frame's text (`json.dumps(frame, ensure_ascii=False)`), by one encoder for every frame.
+_frame_json = json.JSONEncoder(ensure_ascii=False).encode
 CLOSE_UNAUTHORIZED = 4401
 
 
@@ -302,7 +304,7 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
     async def deliver_events(self, events: list[dict]) -> None:
         for event in events:
             # Each send waits while the client is not reading (ws_flow).
-            await self.send(text_data=json.dumps(event, ensure_ascii=False))
+            await self.send(text_data=_frame_json(event))
 
     # -- helpers -----------------------------------------------------------
     def _attached(self, request_id: Any) -> uuid.UUID:
@@ -322,7 +324,7 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
     async def _send(self, frame: dict, request_id: Any) -> None:
         if request_id is not None:
             frame["request_id"] = request_id
-        await self.send(text_data=json.dumps(frame, ensure_ascii=False))
+        await self.send(text_data=_frame_json(frame))
 
     async def _send_error(self, code: str, message: str, request_id: Any) -> None:
         await self._send({"type": "error", "code": code, "message": message}, request_id)

@@ -23,8 +23,14 @@ class StoredMessage:
 PROMPT_ORDER = ("tools", "system", "messages")
 
 
+# One encoder for every call: `json.dumps` with options builds a new `JSONEncoder` each time, and a
+# request's build encodes a dozen values.
+_SORTED_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode
+
+
 def sorted_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    """`json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)`."""
+    return _SORTED_JSON(value)
 
 
 def canonical_json(value: Any, *, encoded: dict[str, str] | None = None) -> bytes:

@@ -28,9 +28,13 @@ def estimate_text_tokens(text: str) -> int:
     return len(encoding.encode(text, disallowed_special=()))
 
 
+# `json.dumps` with options builds a new `JSONEncoder` on every call: one serves them all.
+_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def json_text(value: Any) -> str:
     """A JSON value as `estimate_json_tokens` counts it (compact, not ASCII-escaped)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _COMPACT_JSON(value)
 
 
 def estimate_json_tokens(value: Any) -> int:
