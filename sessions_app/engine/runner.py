@@ -325,13 +325,13 @@ class TurnRunner:
             holder=self.holder,
             turn_id=self.turn_id,
             admit=admit,
-            stored=lambda m: written.append(
-                StoredMessage(m.position, str(m.role), m.content, m.token_estimate)
-            ),
+            stored=written.append,
         )
         # The row as the start left it, without reading it again: the start changed only the
         # lease, the status and the counters, and reset the compaction breaker.
-        snapshot = replace(locked[0], compaction_failures=0)
+        snapshot = locked[0]
+        if snapshot.compaction_failures:  # read before the update (a row that was not idle)
+            snapshot = replace(snapshot, compaction_failures=0)
         self.epoch = snapshot.epoch
         # The user's message is the epoch's newest: only this turn writes after it.
         self.history = history_for(self.session_id, snapshot.epoch, newest=written[0])

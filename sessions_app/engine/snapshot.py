@@ -57,9 +57,8 @@ class SessionSnapshot:
             depth=session.depth,
             parent_id=session.parent_session_id,
             root_id=session.root_session_id or session.id,
-            notepad=(session.notepad or "")
-            if with_notepad and "notepad" not in session.get_deferred_fields()
-            else None,
+            # Read with the row, not deferred (`get_deferred_fields` walks every field).
+            notepad=(session.notepad or "") if with_notepad and "notepad" in vars(session) else None,
         )
 
     def setting(self, *path: str) -> Any:

@@ -6,10 +6,11 @@ import uuid
 
 from django.utils import timezone
 
+from sessions_app.engine.prepared import StoredMessage
 from sessions_app.engine.tokens import estimate_json_tokens
 from sessions_app.models import AgentSession, Message, MessageRole
 from sessions_app.services.counters import session_counter_add
-from sessions_app.services.rows import objects_insert
+from sessions_app.services.rows import values_insert
 
 
 def message_write(
@@ -52,6 +53,20 @@ def _message(
     )
 
 
+# What `message_insert` writes, by attname: every field of `Message` the database does not number.
+_INSERTED = (
+    "session_id",
+    "position",
+    "epoch",
+    "role",
+    "content",
+    "token_estimate",
+    "turn_id",
+    "metadata",
+    "created_at",
+)
+
+
 def message_insert(
     *,
     session_id: uuid.UUID,
@@ -61,13 +76,21 @@ def message_insert(
     content: list[dict],
     turn_id: uuid.UUID | None,
     token_estimate: int | None = None,
-) -> Message:
+) -> StoredMessage:
     """Insert a message at the `position` the caller allocated in its own update of the session
-    row (`counters.session_update`, adding 1 to `next_position`, and setting `last_activity_at`).
-    The returned message has no `pk`: the step path refers to messages by position."""
-    message = _message(session_id, position, epoch, role, content, turn_id, token_estimate, None)
-    objects_insert([message])
-    return message
+    row (`counters.session_update`, adding 1 to `next_position`, and setting `last_activity_at`),
+    without building a `Message` (the step path writes two a turn, and a model's constructor walks
+    all its fields). Returns it as the engine's history holds it: the step path refers to
+    messages by position."""
+    if token_estimate is None:
+        token_estimate = estimate_json_tokens(content)
+    role = str(role)
+    values_insert(
+        Message,
+        _INSERTED,
+        [(session_id, position, epoch, role, content, token_estimate, turn_id, {}, timezone.now())],
+    )
+    return StoredMessage(position, role, content, token_estimate)
 
 
 def dangling_tool_uses(session: AgentSession) -> list[str]:

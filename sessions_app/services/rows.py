@@ -25,6 +25,8 @@ from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.models import AutoField, BigAutoField, Field, Model, SmallAutoField
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 from django.utils.asyncio import async_unsafe
 
 M = TypeVar("M", bound=Model)
@@ -59,7 +61,8 @@ class _SQLiteStatement:
 
     def __init__(self, connection: Any) -> None:
         connection.close_if_health_check_failed()
-        connection.ensure_connection()
+        if connection.connection is None:
+            connection.ensure_connection()
         self._connection = connection
         self._cursor = connection.connection.cursor()
 
@@ -165,9 +168,18 @@ def preparer(field: Field, vendor: str) -> Preparer:
         target = preparer(field.target_field, vendor)  # type: ignore[attr-defined]
         # None and "" are the key's own cases (NULL); anything else is the target's value.
         return lambda value, connection: (
-            slow(value, connection) if value is None or value == "" else target(value, connection)
+            slow(value, connection)
+            if value is None or (isinstance(value, str) and value == "")
+            else target(value, connection)
         )
     return slow
+
+
+@cache
+def _preparers(model: type[Model], vendor: str) -> list[Preparer]:
+    """`preparer` of each field `_insert_sql` inserts, in its order (looked up once per model:
+    a field's hash is a Python call, and a turn prepares a hundred values)."""
+    return [preparer(f, vendor) for f in _insertable(model)]
 
 
 @cache
@@ -186,7 +198,7 @@ def objects_insert(objects: Sequence[Model]) -> None:
         return
     connection = db_connection()
     sql, fields = _insert_sql(type(objects[0]), len(objects), connection.vendor)
-    prepare = [preparer(f, connection.vendor) for f in fields]
+    prepare = _preparers(type(objects[0]), connection.vendor)
     params = [
         p(f.pre_save(obj, True), connection) for obj in objects for f, p in zip(fields, prepare, strict=True)
     ]
@@ -213,9 +225,9 @@ def values_insert(model: type[Model], names: tuple[str, ...], rows: Sequence[Seq
     if not rows:
         return
     connection = db_connection()
-    sql, fields = _insert_sql(model, len(rows), connection.vendor)
+    sql, _fields = _insert_sql(model, len(rows), connection.vendor)
     order = _insert_order(model, names)
-    prepare = [preparer(f, connection.vendor) for f in fields]
+    prepare = _preparers(model, connection.vendor)
     params = [p(row[i], connection) for row in rows for p, i in zip(prepare, order, strict=True)]
     with statement_cursor(connection) as cursor:
         cursor.execute(sql, params)
@@ -287,7 +299,19 @@ def object_from_row(model: type[M], names: tuple[str, ...], row: Sequence[Any], 
     converted as the ORM converts what it reads."""
     fields, converters = _read_converters(model, names, connection.vendor)
     values = _converted(row, converters, connection)
-    return model.from_db(DEFAULT_DB_ALIAS, [f.attname for f in fields], values)
+    attnames = [f.attname for f in fields]
+    if pre_init.has_listeners(model) or post_init.has_listeners(model):
+        return model.from_db(DEFAULT_DB_ALIAS, attnames, values)
+    # What `from_db` builds, without `Model.__init__`'s walk over every field (most of them
+    # deferred here): the values read, by attname, and the state of an instance loaded from
+    # the database. Only with no receiver of the init signals, which `__init__` would send.
+    instance = model.__new__(model)
+    instance.__dict__.update(zip(attnames, values, strict=True))
+    state = ModelState()
+    state.adding = False
+    state.db = DEFAULT_DB_ALIAS
+    instance._state = state
+    return instance
 
 
 @cache

@@ -13,6 +13,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from sessions_app.bounded import LRUCache
+from sessions_app.engine.prepared import StoredMessage
 from sessions_app.engine.tokens import estimate_json_tokens
 from sessions_app.engine.types import ModelCallData, PlannedToolCall, ToolOutcome
 from sessions_app.models import (
@@ -154,13 +155,14 @@ def assistant_step_store(
     tool_calls: list[PlannedToolCall],
     token_estimate: int | None = None,
     delta_text: str = "",
-) -> Message | None:
+) -> StoredMessage | None:
     """Store the model's answer, its usage and the tool calls it asks for, and announce them.
 
     `delta_text` is the call's streamed text not yet announced (its last `assistant.delta`,
-    announced first, in the same write). Returns the stored assistant message (without a `pk`:
-    `message_insert`), or None when the answer had no content (the call and its usage are still
-    recorded): an empty assistant message would make every later request invalid. Raises
+    announced first, in the same write). Returns the stored assistant message (as the engine's
+    history holds it: `message_insert`), or None when the answer had no content (the call and its
+    usage are still recorded): an empty assistant message would make every later request invalid.
+    Raises
     `TurnLeaseLost` (writing nothing) if the turn lost its lease.
     """
     with transaction.atomic():
@@ -193,7 +195,7 @@ def assistant_step_store_last(
     token_estimate: int | None = None,
     delta_text: str = "",
     token_ratio: float | None = None,
-) -> tuple[Message | None, str]:
+) -> tuple[StoredMessage | None, str]:
     """Store a step that asks for no tool call and end its turn, in one transaction: what
     `assistant_step_store` then `turn_finish` do, with one lock of the session row, one update
     of it and one write of the events. The turn ends `cancelled` if a cancel was accepted before
@@ -251,7 +253,7 @@ def _assistant_step_write(
     ratio: float,
     cancel_requested: bool,
     where: dict[str, Any] | None = None,
-) -> tuple[Message | None, str | None] | None:
+) -> tuple[StoredMessage | None, str | None] | None:
     """A step's writes inside the caller's transaction: one update of the session row (its usage,
     token ratio and counters, and with `steps`, the turn's last step, the lease released), then
     the call's record, the message, the tool calls, with `steps` the turn's end, and the events.

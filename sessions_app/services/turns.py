@@ -22,6 +22,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from sessions_app.announce import announce_on_commit
+from sessions_app.engine.prepared import StoredMessage
 from sessions_app.engine.types import PlannedToolCall
 from sessions_app.models import (
     AgentSession,
@@ -362,7 +363,7 @@ def turn_begin(
     holder: uuid.UUID | None = None,
     turn_id: uuid.UUID | None = None,
     admit: Callable[[AgentSession], None] | None = None,
-    stored: Callable[[Message], None] | None = None,
+    stored: Callable[[StoredMessage], None] | None = None,
 ) -> Turn:
     """Take the session's turn lease, store the user's message and announce the turn.
 
@@ -373,8 +374,7 @@ def turn_begin(
     writes (in the usual start, just after the row's update, which a refusal rolls back with
     the rest): it raises to refuse the message (the engine's check that it fits the window), so
     the check and the start are one transaction and one read of the row. `stored` is called with
-    the user's message as inserted (its position, content and estimate; no `pk`), inside the
-    transaction.
+    the user's message as inserted (as the engine's history holds it), inside the transaction.
 
     Raises `TurnInProgress` while another turn holds an unexpired lease (`TurnNeedsRepair` when
     that turn's process died while it waited for a client). A history left with unanswered tool

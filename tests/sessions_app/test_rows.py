@@ -61,6 +61,60 @@ def test_a_row_read_by_key_equals_the_orms_and_a_partial_row_defers_the_rest():
         object_get(AgentSession, uuid.uuid4())
 
 
+def test_a_partial_row_from_an_update_is_what_from_db_builds(monkeypatch):
+    """`object_from_row` builds its partial instance without `Model.__init__` unless something
+    listens to the init signals: the same values, deferred fields, state and behaviour as
+    `from_db`'s, and `from_db` itself when a receiver is connected."""
+    from django.db import connection
+    from django.db.models.signals import post_init
+
+    from sessions_app.services.rows import object_fields, object_from_row
+
+    session = services.session_create(owner=None, settings={"notepad": {"enabled": True}})
+    AgentSession.objects.filter(pk=session.id).update(notepad="note")
+    names = object_fields(AgentSession, ("id", "epoch", "settings", "notepad", "parent_session_id"))
+    fields = {key: f for f in AgentSession._meta.concrete_fields for key in (f.name, f.attname)}
+    columns = ", ".join(connection.ops.quote_name(str(fields[n].column)) for n in names)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {columns} FROM sessions_app_agentsession WHERE id = %s", [session.id.hex])
+        row = cursor.fetchone()
+
+    def built() -> AgentSession:
+        return object_from_row(AgentSession, names, row, connection)
+
+    def by_from_db() -> AgentSession:
+        orm = AgentSession.objects.only(*names).get(pk=session.id)
+        assert orm.get_deferred_fields(), "the ORM's instance should be partial too"
+        return orm
+
+    fast, orm = built(), by_from_db()
+    assert type(fast) is AgentSession
+
+    def loaded(instance: AgentSession) -> dict:
+        return {k: v for k, v in vars(instance).items() if k != "_state"}
+
+    # Compared before any attribute is read: reading a deferred one loads it.
+    assert loaded(fast) == loaded(orm) and set(loaded(fast)) == {fields[n].attname for n in names}
+    assert {n: getattr(fast, n) for n in names} == {n: getattr(orm, n) for n in names}
+    assert fast.pk == session.id and fast.settings["notepad"]["enabled"] is True
+    assert fast.get_deferred_fields() == orm.get_deferred_fields()
+    assert (fast._state.adding, fast._state.db) == (False, "default")
+    assert fast.title == orm.title  # a deferred field loads on access, as the ORM's does
+    assert fast.parent_session is None
+    seen: list[object] = []
+
+    def receiver(sender: type, instance: object, **kwargs: object) -> None:
+        seen.append(instance)
+
+    post_init.connect(receiver, sender=AgentSession)
+    try:
+        signalled = built()
+    finally:
+        post_init.disconnect(receiver, sender=AgentSession)
+    assert seen == [signalled]
+    assert {n: getattr(signalled, n) for n in names} == {n: getattr(orm, n) for n in names}
+
+
 def test_a_row_updated_by_key_reads_back_through_the_orm():
     session = services.session_create(owner=None, model="scripted")
     turn = Turn.objects.create(session=session)
