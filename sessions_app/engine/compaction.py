@@ -16,6 +16,7 @@ summaries are then combined.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -79,23 +80,35 @@ def threshold_tokens(session: SessionSnapshot) -> int:
 def window_headroom(session: SessionSnapshot, estimate: int = 0) -> int:
     """Room for the estimate's error: once the provider has counted a prompt of this session, only
     what was added since is estimated (`estimate_prompt_tokens`), so only that part may be off."""
-    if session.last_prompt_tokens is None:
-        known = session.token_ratio != 1.0  # a ratio was observed: only its drift is uncertain
+    # A ratio was observed (not 1.0): only its drift is uncertain.
+    return _headroom(session.context_window, session.last_prompt_tokens, session.token_ratio != 1.0, estimate)
+
+
+def _headroom(context_window: int, last_prompt_tokens: int | None, ratio_known: bool, estimate: int) -> int:
+    if last_prompt_tokens is None:
         uncertain = estimate * (
-            ESTIMATE_ERROR_SHARE_RATIO_KNOWN if known else ESTIMATE_ERROR_SHARE_UNCALIBRATED
+            ESTIMATE_ERROR_SHARE_RATIO_KNOWN if ratio_known else ESTIMATE_ERROR_SHARE_UNCALIBRATED
         )
     else:
-        uncertain = max(0, estimate - session.last_prompt_tokens) * ESTIMATE_ERROR_SHARE
-    return int(session.context_window * WINDOW_HEADROOM_SHARE + uncertain)
+        uncertain = max(0, estimate - last_prompt_tokens) * ESTIMATE_ERROR_SHARE
+    return int(context_window * WINDOW_HEADROOM_SHARE + uncertain)
 
 
 def fit_limit(session: SessionSnapshot) -> int:
     """The largest prompt estimate a call may have and still leave MIN_OUTPUT_TOKENS of answer
     inside the window (the headroom grows with the estimate, so this is searched for)."""
-    low, high = 0, session.context_window
+    return _fit_limit(session.context_window, session.last_prompt_tokens, session.token_ratio != 1.0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _fit_limit(context_window: int, last_prompt_tokens: int | None, ratio_known: bool) -> int:
+    """`fit_limit` for what the headroom depends on, searched once for each: every request's
+    build asks it, and the search is two dozen rounds."""
+    low, high = 0, context_window
     while low < high:
         middle = (low + high + 1) // 2
-        if output_room(session, middle) >= MIN_OUTPUT_TOKENS:
+        headroom = _headroom(context_window, last_prompt_tokens, ratio_known, middle)
+        if context_window - middle - headroom >= MIN_OUTPUT_TOKENS:
             low = middle
         else:
             high = middle - 1

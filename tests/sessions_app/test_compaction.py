@@ -476,3 +476,33 @@ def test_the_summary_bound_is_the_setting_a_fifth_of_the_window_and_the_room_lef
     assert summary_limit(snapshot(4000)) == 800  # a fifth of a small window
     assert summary_limit(snapshot(4000), room=300) == 300  # what the next request leaves
     assert summary_limit(snapshot(4000), room=-50) == SUMMARY_FLOOR_TOKENS
+
+
+@pytest.mark.parametrize("context_window", [2_000, 9_000, 200_000])
+@pytest.mark.parametrize("last_prompt_tokens", [None, 500, 7_000])
+@pytest.mark.parametrize("token_ratio", [1.0, 1.3])
+def test_fit_limit_is_the_largest_estimate_that_leaves_room_for_an_answer(
+    context_window: int, last_prompt_tokens: int | None, token_ratio: float
+) -> None:
+    """`fit_limit` (its search kept per window, last count and calibration) is the boundary of
+    `output_room`: the largest estimate that leaves MIN_OUTPUT_TOKENS, the next one does not."""
+    import uuid
+
+    from sessions_app.engine import compaction
+    from sessions_app.engine.snapshot import SessionSnapshot
+
+    session = SessionSnapshot(
+        id=uuid.uuid4(),
+        model="m",
+        system_prompt="",
+        context_window=context_window,
+        compact_threshold=0.8,
+        settings={},
+        last_prompt_tokens=last_prompt_tokens,
+        token_ratio=token_ratio,
+    )
+    limit = compaction.fit_limit(session)
+    assert 0 < limit < context_window
+    assert compaction.output_room(session, limit) >= compaction.MIN_OUTPUT_TOKENS
+    assert compaction.output_room(session, limit + 1) < compaction.MIN_OUTPUT_TOKENS
+    assert compaction.fit_limit(session) == limit
