@@ -16,7 +16,6 @@ summaries are then combined.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -96,23 +95,33 @@ def _headroom(context_window: int, last_prompt_tokens: int | None, ratio_known: 
 
 def fit_limit(session: SessionSnapshot) -> int:
     """The largest prompt estimate a call may have and still leave MIN_OUTPUT_TOKENS of answer
-    inside the window (the headroom grows with the estimate, so this is searched for)."""
-    return _fit_limit(session.context_window, session.last_prompt_tokens, session.token_ratio != 1.0)
+    inside the window (0 when none does)."""
+    window, counted = session.context_window, session.last_prompt_tokens
+    ratio_known = session.token_ratio != 1.0
 
+    def fits(estimate: int) -> bool:
+        headroom = _headroom(window, counted, ratio_known, estimate)
+        return window - estimate - headroom >= MIN_OUTPUT_TOKENS
 
-@functools.lru_cache(maxsize=1024)
-def _fit_limit(context_window: int, last_prompt_tokens: int | None, ratio_known: bool) -> int:
-    """`fit_limit` for what the headroom depends on, searched once for each: every request's
-    build asks it, and the search is two dozen rounds."""
-    low, high = 0, context_window
-    while low < high:
-        middle = (low + high + 1) // 2
-        headroom = _headroom(context_window, last_prompt_tokens, ratio_known, middle)
-        if context_window - middle - headroom >= MIN_OUTPUT_TOKENS:
-            low = middle
-        else:
-            high = middle - 1
-    return low
+    # The room shrinks as the estimate grows (by a token at least for each token), so the
+    # boundary is near where the headroom's rule, without its rounding down, leaves
+    # MIN_OUTPUT_TOKENS; from there the exact one is a step or two away. Every request's build
+    # asks this: a binary search was two dozen rounds.
+    room = window - MIN_OUTPUT_TOKENS - window * WINDOW_HEADROOM_SHARE
+    if counted is None:
+        guess = room / (
+            1 + (ESTIMATE_ERROR_SHARE_RATIO_KNOWN if ratio_known else ESTIMATE_ERROR_SHARE_UNCALIBRATED)
+        )
+    elif room <= counted:
+        guess = room
+    else:
+        guess = (room + counted * ESTIMATE_ERROR_SHARE) / (1 + ESTIMATE_ERROR_SHARE)
+    estimate = min(max(int(guess), 0), window)
+    while estimate < window and fits(estimate + 1):
+        estimate += 1
+    while estimate > 0 and not fits(estimate):
+        estimate -= 1
+    return estimate
 
 
 def output_room(session: SessionSnapshot, estimate: int) -> int:

@@ -478,14 +478,14 @@ def test_the_summary_bound_is_the_setting_a_fifth_of_the_window_and_the_room_lef
     assert summary_limit(snapshot(4000), room=-50) == SUMMARY_FLOOR_TOKENS
 
 
-@pytest.mark.parametrize("context_window", [2_000, 9_000, 200_000])
-@pytest.mark.parametrize("last_prompt_tokens", [None, 500, 7_000])
+@pytest.mark.parametrize("context_window", [300, 2_000, 9_000, 200_000, 1_000_003])
+@pytest.mark.parametrize("last_prompt_tokens", [None, 0, 500, 7_000, 190_000])
 @pytest.mark.parametrize("token_ratio", [1.0, 1.3])
 def test_fit_limit_is_the_largest_estimate_that_leaves_room_for_an_answer(
     context_window: int, last_prompt_tokens: int | None, token_ratio: float
 ) -> None:
-    """`fit_limit` (its search kept per window, last count and calibration) is the boundary of
-    `output_room`: the largest estimate that leaves MIN_OUTPUT_TOKENS, the next one does not."""
+    """`fit_limit` is the boundary of `output_room`: the largest estimate that leaves
+    MIN_OUTPUT_TOKENS, the next one does not (0 when even an empty prompt does not)."""
     import uuid
 
     from sessions_app.engine import compaction
@@ -502,7 +502,9 @@ def test_fit_limit_is_the_largest_estimate_that_leaves_room_for_an_answer(
         token_ratio=token_ratio,
     )
     limit = compaction.fit_limit(session)
+    if compaction.output_room(session, 0) < compaction.MIN_OUTPUT_TOKENS:
+        assert limit == 0
+        return
     assert 0 < limit < context_window
     assert compaction.output_room(session, limit) >= compaction.MIN_OUTPUT_TOKENS
     assert compaction.output_room(session, limit + 1) < compaction.MIN_OUTPUT_TOKENS
-    assert compaction.fit_limit(session) == limit
