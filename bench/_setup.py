@@ -45,7 +45,7 @@ def django_setup(**env: str) -> Path:
 def history_fill(session_id: Any, messages: int, *, context_window: int | None = None) -> None:
     """Store `messages` short alternating user/assistant messages in the session's epoch 0 (one
     bulk insert), as a benchmark's long history; optionally set its context window."""
-    from sessions_app.engine.tokens import estimate_json_tokens
+    from sessions_app.common.estimate import estimate_json_tokens
     from sessions_app.models import AgentSession, Message
 
     rows = []

@@ -38,7 +38,7 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
-from sessions_app.engine.db import db  # noqa: E402
+from sessions_app.common.db import db  # noqa: E402
 
 MODEL = "claude-sonnet-4-5"
 ROLES = ("user", "assistant")

@@ -71,10 +71,10 @@ async def run_session(
 ) -> None:
     from asgiref.sync import sync_to_async
 
-    from sessions_app import services
     from sessions_app.engine import runner
+    from sessions_app.engine import sessions as engine_sessions
 
-    session = await sync_to_async(services.session_create)(
+    session = await sync_to_async(engine_sessions.session_create)(
         owner=None, model="claude-sonnet-4-6", context_window=args.window, compact_threshold=args.threshold
     )
     for turn in range(args.turns):

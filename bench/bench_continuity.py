@@ -182,11 +182,11 @@ def run_arm(args: argparse.Namespace, script: Any, arm: str, warning: str) -> Ar
 async def run_session(args: argparse.Namespace, script: Any, arm_settings: dict) -> tuple[Any, int]:
     from asgiref.sync import sync_to_async
 
-    from sessions_app import services
     from sessions_app.engine import runner
+    from sessions_app.engine import sessions as engine_sessions
     from sessions_app.models import AgentSession, Turn
 
-    session = await sync_to_async(services.session_create)(
+    session = await sync_to_async(engine_sessions.session_create)(
         owner=None,
         model="claude-sonnet-4-6",
         context_window=args.window,

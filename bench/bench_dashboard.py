@@ -45,8 +45,9 @@ def main() -> None:
     from django.test import Client
 
     from sessions_app import services
+    from sessions_app.common.estimate import estimate_json_tokens
     from sessions_app.dashboard.fragments import session_fragments
-    from sessions_app.engine.tokens import estimate_json_tokens
+    from sessions_app.engine import sessions as engine_sessions
     from sessions_app.models import AgentSession, Message
 
     get_user_model().objects.create_user("bench", password="bench", is_staff=True)
@@ -56,7 +57,7 @@ def main() -> None:
     print("| messages | session page | older page | fragments for one message event |")
     print("|---:|---:|---:|---:|")
     for size in SIZES:
-        session = services.session_create(owner=None, title=f"{size} messages")
+        session = engine_sessions.session_create(owner=None, title=f"{size} messages")
         content = [{"type": "text", "text": "lorem ipsum dolor sit amet " * 10}]
         estimate = estimate_json_tokens(content)
         batch = 5000

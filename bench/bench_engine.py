@@ -64,10 +64,10 @@ class SlowModel:
 async def overhead(history: int, turns: int, steps: int) -> dict[str, float]:
     from asgiref.sync import sync_to_async
 
-    from sessions_app import services
     from sessions_app.engine import runner
+    from sessions_app.engine import sessions as engine_sessions
 
-    session = await sync_to_async(services.session_create)(
+    session = await sync_to_async(engine_sessions.session_create)(
         owner=None, model="bench", context_window=10_000_000
     )
     await sync_to_async(history_fill)(session.id, history)
@@ -86,12 +86,13 @@ async def overhead(history: int, turns: int, steps: int) -> dict[str, float]:
 async def concurrency(sessions: int, latency: float) -> float:
     from asgiref.sync import sync_to_async
 
-    from sessions_app import services
     from sessions_app.engine import runner
+    from sessions_app.engine import sessions as engine_sessions
 
     model = SlowModel(latency)
     ids = [
-        (await sync_to_async(services.session_create)(owner=None, model="bench")).id for _ in range(sessions)
+        (await sync_to_async(engine_sessions.session_create)(owner=None, model="bench")).id
+        for _ in range(sessions)
     ]
     started = time.perf_counter()
     for session_id in ids:
@@ -103,11 +104,11 @@ async def concurrency(sessions: int, latency: float) -> float:
 async def stable_prefix(turns: int) -> tuple[float, float]:
     from asgiref.sync import sync_to_async
 
-    from sessions_app import services
     from sessions_app.engine import runner
+    from sessions_app.engine import sessions as engine_sessions
     from sessions_app.models import ModelCall
 
-    session = await sync_to_async(services.session_create)(owner=None, model="scripted")
+    session = await sync_to_async(engine_sessions.session_create)(owner=None, model="scripted")
     for index in range(turns):
         content = [
             f"remember: finding {index}",

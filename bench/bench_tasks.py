@@ -40,10 +40,10 @@ async def run(fake: Any, turns: list[list[Any]], scoped: bool) -> list[tuple[int
     """(turn, steps, prompt tokens of its first request, cache reads of it) per turn."""
     from asgiref.sync import sync_to_async
 
-    from sessions_app import services
     from sessions_app.engine import runner
+    from sessions_app.engine import sessions as engine_sessions
 
-    session = await sync_to_async(services.session_create)(
+    session = await sync_to_async(engine_sessions.session_create)(
         owner=None,
         model="claude-sonnet-4-6",
         context_window=200_000,

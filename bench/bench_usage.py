@@ -49,8 +49,9 @@ def main() -> None:
     from django.utils import timezone
 
     from sessions_app import services
+    from sessions_app.common.types import ModelCallData
     from sessions_app.dashboard import selectors
-    from sessions_app.engine.types import ModelCallData
+    from sessions_app.engine import sessions as engine_sessions
     from sessions_app.models import AgentSession, ModelCall
     from sessions_app.services import steps
 
@@ -114,7 +115,7 @@ def main() -> None:
     for calls in CALLS_PER_SESSION:
         AgentSession.objects.all().delete()
         sessions = [
-            services.session_create(owner=None, title=f"{calls} calls #{i}", model="claude-sonnet-4-6")
+            engine_sessions.session_create(owner=None, title=f"{calls} calls #{i}", model="claude-sonnet-4-6")
             for i in range(SESSIONS)
         ]
         rows = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions_app.engine.features import Feature, ToolContext, ToolSpec
+from sessions_app.engine.contract import Feature, ToolContext, ToolSpec
 
 
 async def _noop(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:

@@ -105,7 +105,7 @@ class AgentSessionForm(SessionNotepadForm, SessionScratchpadFields):
 
     def clean_settings(self) -> dict:
         try:
-            return settings_clean(self.cleaned_data.get("settings") or {})
+            return settings_clean(self.cleaned_data.get("settings") or {}, schema=features().settings_schema)
         except SpecError as exc:
             raise forms.ValidationError(exc.message) from exc
 

@@ -15,6 +15,7 @@ from django.conf import settings
 from sessions_app import connections, quotas, selectors, services
 from sessions_app.dispatch import LoopDispatch
 from sessions_app.engine import repair, runner
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.compactor import ContextWindowTooSmall
 from sessions_app.engine.features import features
 from sessions_app.event_stream import SessionEventStream
@@ -153,7 +154,8 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
             await self._send_error("internal_error", "the server could not handle this frame", request_id)
 
     async def on_session_create(self, frame: dict, request_id: Any) -> None:
-        reserved = features().tool_names()
+        feature_set = features()
+        reserved = feature_set.tool_names()
         # Every field is checked before anything is looked up or stored: a rejected frame costs
         # nothing but its parsing (a huge unique `model` used to be looked up and cached first).
         clean = session_create_clean(
@@ -164,6 +166,7 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
             compact_threshold=frame.get("compact_threshold"),
             tools=frame.get("tools"),
             settings=frame.get("settings"),
+            settings_schema=feature_set.settings_schema,
             reserved_tool_names=reserved,
         )
         assert self.token is not None
@@ -174,10 +177,10 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
                 f"too many sessions: at most {limit} a minute per token (per server process)",
                 request_id,
             )
-        context_window = await services.session_context_window_resolve(
+        context_window = await engine_sessions.session_context_window_resolve(
             model=clean.get("model"), context_window=clean.get("context_window")
         )
-        session = await database_sync_to_async(services.session_create)(
+        session = await database_sync_to_async(engine_sessions.session_create)(
             owner=self.token,
             title=clean.get("title"),
             model=clean.get("model"),
@@ -189,7 +192,9 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
             reserved_tool_names=reserved,
         )
         await self.stream_join(session.id, since_seq=0)
-        state = selectors.session_public_state(session=session)
+        state = selectors.session_public_state(
+            session=session, server_tools=features().offered_names(session)
+        )
         await self._send({"type": "session.created", "session": state}, request_id)
 
     async def on_session_attach(self, frame: dict, request_id: Any) -> None:
@@ -297,7 +302,13 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
     async def on_session_get(self, frame: dict, request_id: Any) -> None:
         session = await self._session_for_token(str(self._attached(request_id)), request_id)
         await self._send(
-            {"type": "session.state", "session": selectors.session_public_state(session=session)}, request_id
+            {
+                "type": "session.state",
+                "session": selectors.session_public_state(
+                    session=session, server_tools=features().offered_names(session)
+                ),
+            },
+            request_id,
         )
 
     # -- events ------------------------------------------------------------

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from sessions_app.bounded import ExpiringMap
+from sessions_app.common.caches import ExpiringMap
 
 QUOTA_TRACKED_TOKENS = 10_000
 FRAMES_PERIOD_SECONDS = 1.0

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from django.utils import timezone
 
-from sessions_app.engine.context import canonical_json
+from sessions_app.common.canonical import canonical_json
 from sessions_app.models import (
     AgentSession,
     AgentToken,
@@ -49,14 +49,11 @@ def session_get(*, session_id: uuid.UUID) -> AgentSession:
     return AgentSession.objects.get(pk=session_id)
 
 
-def session_public_state(*, session: AgentSession) -> dict[str, Any]:
+def session_public_state(*, session: AgentSession, server_tools: list[str]) -> dict[str, Any]:
     """The session as clients see it (`session` in session.created / session.state). Additions:
     `server_tools`, the server tools its model is offered now (each feature's switches and the
     server's own, e.g. PALIMPSEST_SANDBOX), and `sandbox`, whether `run_sandbox_code` is among them."""
-    from sessions_app.engine.features import features
-    from sessions_app.engine.snapshot import SessionSnapshot
-
-    offered = [spec.name for spec in features().tools_for_session(SessionSnapshot.from_session(session))]
+    offered = server_tools
     return {
         "id": str(session.id),
         "title": session.title,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -21,12 +22,14 @@ MIN_CONTEXT_WINDOW = 1_000
 MAX_CONTEXT_WINDOW = 10_000_000
 
 
-def default_settings() -> dict[str, Any]:
-    """The full default settings: the merge of every feature's defaults (the engine's own
-    included), in feature order. One source: no read site repeats a default."""
-    from sessions_app.engine.features import features
+@dataclass(frozen=True)
+class SettingsSchema:
+    """What a session's settings may hold: a validation rule per leaf (`rules`) and the full
+    defaults (`defaults`), the merge of every feature's (`engine.features.FeatureSet.settings_schema`:
+    one source, no read site repeats a default)."""
 
-    return features().default_settings
+    rules: Mapping[str, Any]
+    defaults: Mapping[str, Any]
 
 
 class SpecError(ValueError):
@@ -74,15 +77,13 @@ def _merge(path: str, rules: dict, defaults: dict, given: Any) -> dict:
     return merged
 
 
-def settings_clean(given: Any, *, base: dict | None = None) -> dict:
+def settings_clean(given: Any, *, schema: SettingsSchema, base: dict | None = None) -> dict:
     """Validate a (partial) settings object and return the full one, defaults filled in.
 
     With `base`, the given keys change an existing full settings object (an operator's edit).
     """
-    from sessions_app.engine.features import features
-
-    rules = features().settings_rules
-    return _merge("", rules, base if base is not None else default_settings(), {} if given is None else given)
+    defaults = base if base is not None else schema.defaults
+    return _merge("", dict(schema.rules), dict(defaults), {} if given is None else given)
 
 
 def client_tools_clean(tools: Any, *, reserved_names: Iterable[str]) -> list[dict]:
@@ -177,6 +178,7 @@ def session_create_clean(
     compact_threshold: Any = None,
     tools: Any = None,
     settings: Any = None,
+    settings_schema: SettingsSchema,
     reserved_tool_names: Iterable[str] = (),
 ) -> dict[str, Any]:
     """Every field of `session.create`, checked before anything is looked up or stored
@@ -192,7 +194,7 @@ def session_create_clean(
         context_window=context_window,
         compact_threshold=compact_threshold,
     )
-    clean["settings"] = settings_clean(settings)
+    clean["settings"] = settings_clean(settings, schema=settings_schema)
     clean["tools"] = client_tools_clean(
         tools if tools is not None else [], reserved_names=reserved_tool_names
     )

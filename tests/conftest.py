@@ -47,7 +47,7 @@ def _db_threads_closed(django_db_setup: Any, django_db_blocker: Any) -> Iterator
 
     from django.db import connections
 
-    from sessions_app.engine.db import db_threads_close
+    from sessions_app.common.db import db_threads_close
 
     with django_db_blocker.unblock():
         db_threads_close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions_app.engine.features import Feature, ToolContext, ToolError, ToolSpec
+from sessions_app.engine.contract import Feature, ToolContext, ToolError, ToolSpec
 
 # Contexts handed to `probe_sandbox` (tests read them, then clear the list).
 PROBED: list[ToolContext] = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from memory_app.notepad import selectors
 from memory_app.notepad.prompts import NOTEPAD_EMPTY_HINT, NOTEPAD_GUIDANCE, NOTEPAD_HEADING
-from sessions_app.engine.features import SessionSnapshot
+from sessions_app.engine.contract import SessionSnapshot
 
 NOTEPAD_POSITION_SYSTEM = "system"
 NOTEPAD_POSITION_MESSAGE = "message"

@@ -6,7 +6,7 @@ from memory_app.notepad.context import NOTEPAD_POSITION_MESSAGE, NOTEPAD_POSITIO
 from memory_app.notepad.sandbox_api import SANDBOX_NAME, sandbox_notepad
 from memory_app.notepad.scripted import rule_forget, rule_notepad, rule_remember
 from memory_app.notepad.tools import READ_NOTEPAD, UPDATE_NOTEPAD, WRITE_NOTEPAD
-from sessions_app.engine.features import Feature
+from sessions_app.engine.contract import Feature
 
 FEATURE = Feature(
     name="notepad",

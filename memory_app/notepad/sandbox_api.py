@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from memory_app.notepad import selectors, services
 from memory_app.notepad.context import notepad_enabled
 from sessions_app.authors import AGENT_AUTHOR
-from sessions_app.engine.db import db
-from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tools import ToolContext, ToolError
+from sessions_app.common.db import db
+from sessions_app.engine.contract import SessionSnapshot, ToolContext, ToolError
 
 SANDBOX_NAME = "notepad"
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 
 from memory_app.notepad.prompts import NOTEPAD_HEADING
-from sessions_app.engine.content import content_text
-from sessions_app.engine.features import ScriptedInput, ScriptedReply, scripted_rule
+from sessions_app.common.content import content_text
+from sessions_app.engine.contract import ScriptedInput, ScriptedReply, scripted_rule
 
 _REMEMBER_RE = re.compile(r"^remember:\s*(.+)$", re.DOTALL | re.IGNORECASE)
 _FORGET_RE = re.compile(r"^forget:\s*(.+)$", re.DOTALL | re.IGNORECASE)

@@ -16,8 +16,8 @@ from memory_app.notepad.prompts import (
     WRITE_NOTEPAD_DESCRIPTION,
 )
 from sessions_app.authors import AGENT_AUTHOR
-from sessions_app.engine.db import db
-from sessions_app.engine.features import ToolContext, ToolError, ToolSpec
+from sessions_app.common.db import db
+from sessions_app.engine.contract import ToolContext, ToolError, ToolSpec
 
 READ_NOTEPAD_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -29,7 +29,7 @@ from typing import Any
 
 from memory_app.observations.models import ObservationKind
 from memory_app.observations.prompts import OFFLOAD_NOTE, SUMMARY_BINARY
-from sessions_app.engine.content import content_text, text_clip_middle
+from sessions_app.common.content import content_text, text_clip_middle
 
 # Seed 004: the summary is the first 500 characters, the omission placeholder, the last 500.
 SUMMARY_HEAD_CHARS = 500

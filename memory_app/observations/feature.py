@@ -7,7 +7,7 @@ from memory_app.observations.scripted import rule_read_grep
 from memory_app.observations.selectors import SCOPE_SESSION, SCOPE_TURN
 from memory_app.observations.services import MASKED_RESULT_STORE
 from memory_app.observations.tools import SCRATCHPAD_READ_TOOL
-from sessions_app.engine.features import Feature
+from sessions_app.engine.contract import Feature
 
 # Seed 004: results over 4,096 bytes of JSON are stored; observations live an hour; a turn reads
 # only its own (`scope: turn`) unless the session widens that.

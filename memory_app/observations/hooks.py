@@ -18,7 +18,7 @@ from django.conf import settings
 
 from memory_app.observations.references import ReferenceUnresolved, tool_input_resolve
 from memory_app.observations.services import observations_gc, tool_outcomes_offload
-from sessions_app.engine.features import SessionSnapshot, ToolInput, ToolOutcome
+from sessions_app.engine.contract import SessionSnapshot, ToolInput, ToolOutcome
 
 
 class ObservationHook:

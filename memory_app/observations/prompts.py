@@ -2,7 +2,7 @@
 
 The seed's own words are kept verbatim (`OFFLOAD_NOTE`, the binary summary, the schema's
 property descriptions); the rest completes what the seed elides. The omission placeholder is the
-engine's, shared with compaction (`sessions_app.engine.prompts.OMITTED_MARKER`).
+engine's, shared with compaction (`sessions_app.common.content.OMITTED_MARKER`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ OFFLOAD_NOTE = (
 )
 
 # Seed 004's omission placeholder ("[... 88500 characters omitted ...]") is the engine's
-# (`sessions_app.engine.prompts.OMITTED_MARKER`): compaction's transcript cuts long texts with it too.
+# (`sessions_app.common.content.OMITTED_MARKER`): compaction's transcript cuts long texts with it too.
 
 # Seed 004: "[BINARY: 45123 bytes, sha256=abc123def456...]" (the full hex digest here).
 SUMMARY_BINARY = "[BINARY: {size} bytes, sha256={sha256}]"

@@ -17,8 +17,8 @@ from typing import Any
 from memory_app.observations.content import is_synthetic_observation
 from memory_app.observations.tools import SCRATCHPAD_READ
 from sessions_app.builtin_tools.files import FS_READ
-from sessions_app.engine.content import content_text
-from sessions_app.engine.features import ScriptedInput, ScriptedReply, scripted_rule
+from sessions_app.common.content import content_text
+from sessions_app.engine.contract import ScriptedInput, ScriptedReply, scripted_rule
 
 _READ_RE = re.compile(r"^read\s+(\S+)$", re.IGNORECASE)
 _GREP_RE = re.compile(r"^grep\s+(.+)$", re.IGNORECASE | re.DOTALL)

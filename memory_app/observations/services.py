@@ -35,8 +35,8 @@ from memory_app.observations.content import (
     text_chunks,
 )
 from memory_app.observations.models import Observation, ObservationChunk, ObservationKind
-from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.types import ToolOutcome
+from sessions_app.common.types import ToolOutcome
+from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.models import ToolCall
 
 CHUNK_CHARS = 65_536  # characters per chunk of a text observation

@@ -19,8 +19,8 @@ from memory_app.observations.selectors import (
     observation_read_lines,
     observations_in_scope_exist,
 )
-from sessions_app.engine.db import db_heavy
-from sessions_app.engine.features import SessionSnapshot, ToolContext, ToolError, ToolSpec
+from sessions_app.common.db import db_heavy
+from sessions_app.engine.contract import SessionSnapshot, ToolContext, ToolError, ToolSpec
 
 MODES = ("full", "head", "tail", "range", "lines", "grep")
 

@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sessions_app.engine.tools import ToolError
+from sessions_app.engine.contract import ToolError
 
 # The notepad holds at most 100,000 characters (memory_app's NOTEPAD_MAX_CHARS), at most 6 bytes each
 # once JSON-escaped: a line that could carry a whole notepad, plus slack. The notepad refuses more anyway.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from memory_app.sandbox import limits
 from memory_app.sandbox.scripted import rule_run
 from memory_app.sandbox.tools import RUN_SANDBOX_CODE_TOOL
-from sessions_app.engine.features import Feature
+from sessions_app.engine.contract import Feature
 
 SETTINGS = {
     "sandbox": {

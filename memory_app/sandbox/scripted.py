@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from memory_app.sandbox.tools import RUN_SANDBOX_CODE
-from sessions_app.engine.features import ScriptedInput, ScriptedReply, scripted_rule
+from sessions_app.engine.contract import ScriptedInput, ScriptedReply, scripted_rule
 
 _RUN_RE = re.compile(r"^run:\s*(.+)$", re.DOTALL | re.IGNORECASE)
 SANDBOX_OFF_REPLY = "I cannot run code here: the sandbox is off in this session or on this server."

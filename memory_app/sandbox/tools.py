@@ -10,7 +10,7 @@ from memory_app.sandbox import limits
 from memory_app.sandbox.errors import SandboxError, SandboxUnavailable
 from memory_app.sandbox.jail import sandbox_available, sandbox_run
 from memory_app.sandbox.prompts import OUTPUT_TRUNCATED_NOTE, RUN_SANDBOX_CODE_DESCRIPTION
-from sessions_app.engine.features import SessionSnapshot, ToolContext, ToolError, ToolSpec
+from sessions_app.engine.contract import SessionSnapshot, ToolContext, ToolError, ToolSpec
 
 RUN_SANDBOX_CODE = "run_sandbox_code"
 SCHEMA: dict[str, Any] = {

@@ -26,7 +26,7 @@ from __future__ import annotations
 from memory_app.scratchpad import prompts
 from memory_app.scratchpad.selectors import ScratchpadView, scratchpad_get, scratchpad_hints
 from memory_app.scratchpad.services import ScratchpadLimits
-from sessions_app.engine.features import SessionSnapshot
+from sessions_app.engine.contract import SessionSnapshot
 
 NUDGE_SETTINGS = (
     "nudge_after_turns",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from memory_app.scratchpad import prompts
-from sessions_app.engine.features import ScriptedInput, ScriptedReply, scripted_rule
+from sessions_app.engine.contract import ScriptedInput, ScriptedReply, scripted_rule
 
 SCRATCHPAD_OFF = "My scratchpad is switched off in this session."
 

@@ -20,9 +20,9 @@ from django.db import transaction
 
 from memory_app.scratchpad import prompts
 from memory_app.scratchpad.models import Scratchpad, ScratchpadRevision, ScratchpadSpace
+from memory_app.scratchpad.settings import SETTINGS
 from sessions_app.models import AgentSession, Turn
 from sessions_app.services import event_emit
-from sessions_app.validation import default_settings
 
 ACTIONS = ("set_notes", "append_notes", "set_plan", "refs.add", "refs.remove", "refs.set")
 # `append_notes` joins with one newline when the notes are not empty (DESIGN.md).
@@ -44,7 +44,7 @@ class ScratchpadLimits:
     def from_settings(cls, settings: dict[str, Any]) -> ScratchpadLimits:
         """The limits of a session's settings (PROTOCOL.md `scratchpad.*`), defaults filled in."""
         given = settings.get("scratchpad") if isinstance(settings, dict) else None
-        merged = {**default_settings()["scratchpad"], **(given or {})}
+        merged = {**SETTINGS["scratchpad"], **(given or {})}
         return cls(
             notes_max_chars=merged["notes_max_chars"],
             plan_max_chars=merged["plan_max_chars"],

@@ -14,8 +14,8 @@ from memory_app.scratchpad.services import (
     scratchpad_apply,
 )
 from sessions_app.authors import AGENT_AUTHOR
-from sessions_app.engine.db import db
-from sessions_app.engine.features import ToolContext, ToolError, ToolSpec
+from sessions_app.common.db import db
+from sessions_app.engine.contract import ToolContext, ToolError, ToolSpec
 
 # Seed 003 gives the parameters as a table and seed 001 the description; this is their schema.
 # `action` is the only required field: which of the others an action needs is checked by the

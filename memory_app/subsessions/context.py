@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from memory_app.subsessions import prompts
 from memory_app.subsessions.services import SubsessionRefused, subsession_limits_check
-from sessions_app.engine.features import SessionSnapshot
+from sessions_app.engine.contract import SessionSnapshot
 
 
 def is_child(session: SessionSnapshot) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from memory_app.subsessions.context import CHILD_SECTION
 from memory_app.subsessions.scripted import rule_child_reports, rule_fork, rule_spawn
 from memory_app.subsessions.tools import FORK_SESSION_TOOL, REPORT_RESULT_TOOL, SPAWN_SESSION_TOOL
-from sessions_app.engine.features import Feature
+from sessions_app.engine.contract import Feature
 
 # Bounds of what a session may ask for: deep trees and wide fan-outs multiply model calls.
 MAX_DEPTH_LIMIT = 8

@@ -1,7 +1,7 @@
 """A child's turn, run for its parent's spawn or fork call, which waits for it.
 
-- The child's turn is an ordinary turn (`runner.turn_start` with the task as its user message),
-  awaited with `runner.turn_wait`: compaction, client tools, crash repair work as in any session.
+- The child's turn is an ordinary turn (`ctx.turns.start` with the task as its user message),
+  awaited with `ctx.turns.wait`: compaction, client tools, crash repair work as in any session.
 - At most `subsessions.max_concurrent` children of one parent turn run at once: the others wait
   for a place (a semaphore per parent turn), they are not refused.
 - When the parent's call is abandoned (the parent's turn is cancelled or loses its lease, and
@@ -20,8 +20,8 @@ from typing import Any
 
 from memory_app.subsessions import selectors
 from sessions_app import services
-from sessions_app.engine import runner
-from sessions_app.engine.db import db
+from sessions_app.common.db import db
+from sessions_app.engine.contract import Turns
 
 logger = logging.getLogger("palimpsest.subsessions")
 
@@ -46,31 +46,24 @@ async def child_place(*, parent_turn_id: uuid.UUID, limit: int) -> AsyncIterator
             _places.pop(parent_turn_id, None)
 
 
-async def child_cancel(*, child_id: uuid.UUID, turn_id: uuid.UUID) -> None:
-    """Cancel the child's running turn and wait (a little) for it to end."""
-    with contextlib.suppress(services.NoTurnInProgress):
-        await db(services.turn_cancel_request)(session_id=child_id)
-    runner.turn_notify(child_id)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(runner.turn_wait(turn_id), CHILD_CANCEL_WAIT_SECONDS)
-
-
 async def child_run(
-    *, child_id: uuid.UUID, task: str, parent_turn_id: uuid.UUID, max_concurrent: int
+    *, turns: Turns, child_id: uuid.UUID, task: str, parent_turn_id: uuid.UUID, max_concurrent: int
 ) -> dict[str, Any]:
     """Run the child's turn on `task` once a place is free, wait for it, and return its outcome
     (`selectors.subsession_outcome`). A child that cannot begin its turn has `failed`."""
     async with child_place(parent_turn_id=parent_turn_id, limit=max_concurrent):
         # Shielded: a cancel while the turn is being begun must still learn its id, to cancel it.
-        start = asyncio.ensure_future(runner.turn_start(session_id=child_id, content=task))
+        start = asyncio.ensure_future(turns.start(session_id=child_id, content=task))
         try:
             turn_id = await asyncio.shield(start)
-            await runner.turn_wait(turn_id)
+            await turns.wait(turn_id)
         except services.TurnInProgress:
             logger.warning("sub-session %s already runs a turn", child_id)
             return await db(selectors.subsession_outcome)(child_id=child_id, turn_id=None)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
-                await child_cancel(child_id=child_id, turn_id=await start)
+                await turns.cancel(
+                    session_id=child_id, turn_id=await start, wait_seconds=CHILD_CANCEL_WAIT_SECONDS
+                )
             raise
     return await db(selectors.subsession_outcome)(child_id=child_id, turn_id=turn_id)

@@ -13,8 +13,7 @@ import re
 
 from memory_app.subsessions import prompts
 from memory_app.subsessions.selectors import FORK_SESSION, REPORT_RESULT, SPAWN_SESSION
-from sessions_app.engine.features import ScriptedInput, ScriptedReply, features, scripted_rule
-from sessions_app.engine.providers.scripted import scripted_answer
+from sessions_app.engine.contract import ScriptedInput, ScriptedReply, scripted_rule
 
 _SPAWN_RE = re.compile(r"^spawn\s+(.+)$", re.DOTALL | re.IGNORECASE)
 _FORK_RE = re.compile(r"^fork\s+(.+)$", re.DOTALL | re.IGNORECASE)
@@ -47,8 +46,8 @@ def rule_child_reports(inp: ScriptedInput) -> ScriptedReply | None:
         return None
     # The answer the other rules give (they were tried before this one and did not match, so in
     # effect the built-in rules, with every rule's help line).
-    others = [rule for rule in features().scripted_rules if rule is not rule_child_reports]
-    answer = scripted_answer(inp.body, others)
+    assert inp.answer_without is not None  # set by the scripted model for every rule it tries
+    answer = inp.answer_without(rule_child_reports)
     if answer.tool_uses or not answer.text:
         return answer
     return ScriptedReply(text=answer.text, tool_uses=[(REPORT_RESULT, {"result": answer.text})])

@@ -14,7 +14,7 @@ After creation parent and child memory are independent. The child, its copies an
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import transaction
@@ -23,8 +23,8 @@ from memory_app.notepad import services as notepad_services
 from memory_app.scratchpad import services as scratchpad_services
 from memory_app.subsessions import prompts
 from sessions_app.authors import AGENT_AUTHOR
-from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tokens import estimate_json_tokens
+from sessions_app.common.estimate import estimate_json_tokens
+from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.models import AgentSession, Message, MessageRole
 from sessions_app.services import event_emit
 
@@ -69,6 +69,7 @@ def subsession_create(
     task: str,
     title: str | None = None,
     copy_notepad: bool = False,
+    settings_defaults: Mapping[str, Any],
 ) -> AgentSession:
     """Create the child of `parent_id` that its call `tool_use_id` asks for, and announce it.
 
@@ -81,7 +82,7 @@ def subsession_create(
         raise ValueError(f"unknown sub-session mode {mode!r}")
     with transaction.atomic():
         parent = AgentSession.objects.select_for_update().get(pk=parent_id)
-        subsession_limits_check(SessionSnapshot.from_session(parent))
+        subsession_limits_check(SessionSnapshot.from_session(parent, defaults=settings_defaults))
         child = AgentSession.objects.create(
             owner_id=parent.owner_id,
             title=_title(title, task),

@@ -14,8 +14,8 @@ from typing import Any
 from memory_app.subsessions import prompts, runs, services
 from memory_app.subsessions.context import delegation_offered, delegation_refusal, is_child
 from memory_app.subsessions.selectors import FORK_SESSION, REPORT_RESULT, SPAWN_SESSION
-from sessions_app.engine.db import db
-from sessions_app.engine.features import EndTurn, ToolContext, ToolError, ToolSpec
+from sessions_app.common.db import db
+from sessions_app.engine.contract import EndTurn, ToolContext, ToolError, ToolSpec
 
 SPAWN_SESSION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -70,10 +70,14 @@ async def _delegate(ctx: ToolContext, *, mode: str, task: str, title: str | None
             task=task,
             title=title,
             copy_notepad=copy_notepad,
+            settings_defaults=ctx.session.defaults,
         )
     except services.SubsessionRefused as exc:
         raise ToolError(str(exc)) from exc
+    if ctx.turns is None:
+        raise ToolError("Sub-sessions cannot be started here: no turn loop runs this call.")
     return await runs.child_run(
+        turns=ctx.turns,
         child_id=child.pk,
         task=task,
         parent_turn_id=ctx.turn_id,

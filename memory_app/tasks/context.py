@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from memory_app.tasks import selectors
 from memory_app.tasks.prompts import TASK_OPEN_WARNING_NOTE, TASKS_GUIDANCE
-from sessions_app.engine.features import SessionSnapshot
+from sessions_app.engine.contract import SessionSnapshot
 
 
 def tasks_enabled(session: SessionSnapshot) -> bool:

@@ -6,7 +6,7 @@ from memory_app.tasks.context import TASKS_SECTION, tasks_warning_notes
 from memory_app.tasks.scripted import rule_task, rule_task_steps
 from memory_app.tasks.selectors import tasks_history_view
 from memory_app.tasks.tools import BEGIN_TASK, END_TASK
-from sessions_app.engine.features import Feature
+from sessions_app.engine.contract import Feature
 
 FEATURE = Feature(
     name="tasks",

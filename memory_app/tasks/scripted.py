@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from sessions_app.engine.features import ScriptedInput, ScriptedReply, scripted_rule
+from sessions_app.engine.contract import ScriptedInput, ScriptedReply, scripted_rule
 
 _TASK_RE = re.compile(r"^task\s+([^:]{1,200}):\s*(.+)$", re.DOTALL | re.IGNORECASE)
 TASKS_OFF_REPLY = "I cannot scope tasks in this session (task scoping is switched off)."

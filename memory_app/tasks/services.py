@@ -19,7 +19,7 @@ from memory_app.tasks.prompts import (
     TASK_NONE_OPEN,
     TASK_SUMMARY_MISSING,
 )
-from sessions_app.engine.tokens import estimate_json_tokens
+from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.models import AgentSession, Message
 from sessions_app.services import event_emit
 

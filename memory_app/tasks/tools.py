@@ -14,8 +14,8 @@ from memory_app.tasks.prompts import (
     TASK_NAME_MISSING,
     TASK_SUMMARY_MISSING,
 )
-from sessions_app.engine.db import db
-from sessions_app.engine.features import ToolContext, ToolError, ToolSpec
+from sessions_app.common.db import db
+from sessions_app.engine.contract import ToolContext, ToolError, ToolSpec
 
 BEGIN_TASK_SCHEMA: dict[str, Any] = {
     "type": "object",

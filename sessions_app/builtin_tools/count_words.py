@@ -17,7 +17,7 @@ from typing import Any
 from memory_app.notepad.context import notepad_enabled
 from memory_app.notepad.sandbox_api import notepad_of
 from sessions_app.builtin_tools.prompts import COUNT_WORDS_DESCRIPTION, COUNT_WORDS_SCHEMA
-from sessions_app.engine.features import ToolContext, ToolError, ToolSpec
+from sessions_app.engine.contract import ToolContext, ToolError, ToolSpec
 
 COUNT_WORDS_MAX_PROGRESS_NOTES = 10
 COUNT_WORDS_MIN_CHUNK_LINES = 500

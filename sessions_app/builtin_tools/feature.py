@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sessions_app.builtin_tools.count_words import COUNT_WORDS
 from sessions_app.builtin_tools.files import FS_READ_TOOL
-from sessions_app.engine.features import Feature
+from sessions_app.engine.contract import Feature
 
 COUNT_WORDS_FEATURE = Feature(name="count_words", tools=[COUNT_WORDS])
 FILES_FEATURE = Feature(name="files", tools=[FS_READ_TOOL])

@@ -23,7 +23,7 @@ from django.conf import settings
 
 from memory_app.observations.content import BINARY_ENCODING
 from sessions_app.builtin_tools.prompts import FS_READ_DESCRIPTION, FS_READ_SCHEMA
-from sessions_app.engine.features import SessionSnapshot, ToolContext, ToolError, ToolSpec
+from sessions_app.engine.contract import SessionSnapshot, ToolContext, ToolError, ToolSpec
 
 FS_READ = "fs_read"
 FS_READ_MAX_BYTES = 64 * 1024 * 1024  # a larger file is refused (it is read whole into memory)

@@ -151,7 +151,7 @@ class SessionCreateForm(forms.Form):
         if not isinstance(value, dict):
             raise forms.ValidationError("Settings are a JSON object.")
         try:
-            settings_clean(value)
+            settings_clean(value, schema=features().settings_schema)
         except SpecError as exc:
             raise forms.ValidationError(exc.message) from exc
         return value
@@ -177,13 +177,13 @@ class SessionCreateForm(forms.Form):
         if cleaned.get("settings"):
             given = _deep_merge(given, cleaned["settings"])
         try:
-            cleaned["settings"] = settings_clean(given) if given else None
+            cleaned["settings"] = settings_clean(given, schema=features().settings_schema) if given else None
         except SpecError as exc:
             self.add_error("settings", exc.message)
         return cleaned
 
     def session_fields(self) -> dict[str, Any]:
-        """The cleaned values as `services.session_create` takes them (None: its default)."""
+        """The cleaned values as `engine.sessions.session_create` takes them (None: its default)."""
         data = self.cleaned_data
         return {
             "title": data.get("title") or None,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_app.subsessions.selectors import DELEGATING_TOOLS
-from sessions_app.engine.content import content_text
+from sessions_app.common.content import content_text
 from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
 from sessions_app.models import Archive, Message
 

@@ -10,10 +10,10 @@ import uuid
 from typing import Any
 
 from sessions_app import selectors
+from sessions_app.common.db import db
 from sessions_app.engine.compaction import transcript_lines
 from sessions_app.engine.context import StoredMessage
-from sessions_app.engine.db import db
-from sessions_app.engine.tools import ToolContext, ToolError, ToolSpec
+from sessions_app.engine.contract import ToolContext, ToolError, ToolSpec
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100

@@ -23,8 +23,10 @@ from typing import Any
 
 from django.conf import settings
 
-from sessions_app.engine.content import content_text, text_clip_middle
+from sessions_app.common.content import content_text, text_clip_middle
+from sessions_app.common.estimate import estimate_text_tokens
 from sessions_app.engine.context import StoredMessage
+from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.engine.prompts import (
     COMPACTION_COMBINE_INSTRUCTION,
     COMPACTION_LENGTH_LIMIT,
@@ -34,8 +36,6 @@ from sessions_app.engine.prompts import (
     COMPACTION_SUMMARY_SYSTEM_PROMPT,
 )
 from sessions_app.engine.providers.base import ModelResponse, Provider, ProviderError
-from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tokens import estimate_text_tokens
 
 # A summary call is tried this many times (waiting PALIMPSEST_COMPACTION_RETRY_SECONDS, doubling)
 # beyond the SDK's own retries, then the compaction has failed.

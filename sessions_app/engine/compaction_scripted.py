@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import re
 
+from sessions_app.common.estimate import estimate_text_tokens
+from sessions_app.engine.contract import ScriptedInput, ScriptedReply, scripted_rule
 from sessions_app.engine.prompts import (
     COMPACTION_COMBINE_INSTRUCTION,
     COMPACTION_PREVIOUS_SUMMARY_HEADING,
     COMPACTION_SUMMARY_SYSTEM_PROMPT,
     PRE_COMPACTION_WARNING,
 )
-from sessions_app.engine.providers.scripted import ScriptedInput, ScriptedReply, scripted_rule
-from sessions_app.engine.tokens import estimate_text_tokens
 
 PREVIEW_CHARS = 200
 

@@ -18,23 +18,52 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from sessions_app import selectors, services
+from sessions_app.common.db import db, db_heavy
+from sessions_app.common.estimate import FALLBACK_CHARS_PER_TOKEN, estimate_json_tokens, estimate_text_tokens
 from sessions_app.engine import compaction
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
-from sessions_app.engine.db import db, db_heavy
+from sessions_app.engine.contract import SessionSnapshot
+from sessions_app.engine.features import FeatureSet, features
 from sessions_app.engine.history import history_remember, history_view
 from sessions_app.engine.masking import Masked, mask_candidates, results_mask
-from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
+from sessions_app.engine.prompts import COMPACTION_SUMMARY_MESSAGE, PRE_COMPACTION_WARNING
 from sessions_app.engine.providers import Provider
-from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tokens import FALLBACK_CHARS_PER_TOKEN, estimate_json_tokens, estimate_text_tokens
+from sessions_app.engine.providers.base import ModelResponse
 from sessions_app.models import Message, SessionStatus
 
-if TYPE_CHECKING:
-    from sessions_app.engine.runner import TurnRunner
+T = TypeVar("T")
+
+
+class CompactingTurn(Protocol):
+    """What the compactor needs of the running turn (the runner is one): its ids, its epoch and
+    prepared history (which a compaction replaces), how it builds a request, how it awaits
+    what a cancel must abandon, and how it records a summary call."""
+
+    session_id: uuid.UUID
+    turn_id: uuid.UUID
+    epoch: int
+    history: PreparedHistory
+    features: FeatureSet
+
+    def prebuilt_take(self) -> tuple[SessionSnapshot, BuiltRequest] | None: ...
+
+    def build(self) -> tuple[SessionSnapshot, BuiltRequest]: ...
+
+    def build_with(
+        self, snapshot: SessionSnapshot, history: PreparedHistory, *, max_tokens: int | None = None
+    ) -> BuiltRequest: ...
+
+    async def cancellable(self, awaitable: Awaitable[T]) -> T: ...
+
+    async def record_summary(
+        self, body: dict, response: ModelResponse, purpose: str, duration_ms: int
+    ) -> None: ...
+
 
 TRIGGER_THRESHOLD = "threshold"
 TRIGGER_PROMPT_TOO_LONG = "prompt_too_long"
@@ -68,7 +97,7 @@ def _limit(snapshot: SessionSnapshot) -> int:
 
 
 class Compactor:
-    def __init__(self, runner: TurnRunner) -> None:
+    def __init__(self, runner: CompactingTurn) -> None:
         self.runner = runner
         # The running turn's first message in the current epoch (its user message, or its
         # carried copy after a compaction), and the warning of this epoch, if given.
@@ -198,7 +227,7 @@ class Compactor:
             epoch=runner.epoch,
             estimated_tokens=estimate,
             threshold_tokens=compaction.threshold_tokens(snapshot),
-            notes=await db(runner.features.warning_notes)(snapshot),
+            texts=[PRE_COMPACTION_WARNING, *await db(runner.features.warning_notes)(snapshot)],
         )
         self.history.append(StoredMessage(warning.position, "user", warning.content, warning.token_estimate))
         self.warned = True
@@ -282,6 +311,7 @@ class Compactor:
             turn_id=runner.turn_id,
             epoch=runner.epoch,
             summary=summary,
+            summary_message=COMPACTION_SUMMARY_MESSAGE.format(summary=summary),
             tokens_before=tokens_before,
             tokens_after=tokens_after,
             carry_positions=carry,
@@ -304,8 +334,6 @@ class Compactor:
     def _estimate_after(self, snapshot: SessionSnapshot, summary: str, carry: list[int]) -> int:
         """The calibrated size of the next request once the history is the summary and the
         running turn (runs in a DB thread)."""
-        from sessions_app.engine.prompts import COMPACTION_SUMMARY_MESSAGE
-
         text = COMPACTION_SUMMARY_MESSAGE.format(summary=summary)
         kept = [m for m in self.history.stored if m.position in set(carry)]
         history = PreparedHistory(
@@ -329,25 +357,12 @@ def message_estimate(content: str) -> int:
     return estimate_json_tokens([{"type": "text", "text": content}])
 
 
-def message_fits_check(*, session_id: uuid.UUID, content: str) -> int:
-    """Refuse a user message that cannot fit the session's window even with an empty history
-    (`message_admit`); returns the message's estimate (to be stored with it). Runs in a database
-    thread."""
-    from sessions_app.models import AgentSession
-
-    estimate = message_estimate(content)
-    message_admit(SessionSnapshot.from_session(AgentSession.objects.get(pk=session_id)), estimate)
-    return estimate
-
-
 def message_admit(snapshot: SessionSnapshot, estimate: int) -> None:
     """Refuse (`ContextWindowTooSmall`) a user message of `estimate` tokens that cannot fit the
     session's window even with an empty history: the system prompt, the tools and the memory
     plus the message itself leave no room for an answer. Cheap for a usual message; a large one
     (a third of the window) is checked against the request's fixed parts, which reads the
     features' sections (runs in a database thread)."""
-    from sessions_app.engine.features import features
-
     room = snapshot.context_window - compaction.MIN_OUTPUT_TOKENS
     ratio = snapshot.token_ratio or 1.0
     tokens = round(ratio * estimate)

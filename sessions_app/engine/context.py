@@ -17,26 +17,18 @@ import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from sessions_app.bounded import LRUCache
-from sessions_app.engine.prepared import (  # re-exported: they lived here first
-    PROMPT_ORDER,
-    HistoryView,
-    PreparedHistory,
-    StoredMessage,
-    canonical_json,
-    sorted_json,
-)
-from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tokens import estimate_text_tokens, json_text
-from sessions_app.engine.tools import ToolSpec
+from sessions_app.common.caches import LRUCache
+from sessions_app.common.canonical import PROMPT_ORDER, canonical_json, sorted_json
+from sessions_app.common.estimate import estimate_text_tokens, json_text
+from sessions_app.common.types import StoredMessage
+from sessions_app.engine.contract import ContextSection, SessionSnapshot, ToolSpec
+from sessions_app.engine.prepared import PreparedHistory
 
 __all__ = [
     "PROMPT_ORDER",
     "BuiltRequest",
-    "ContextSection",
-    "HistoryView",
     "PreparedHistory",
     "StoredMessage",
     "build_request",
@@ -44,28 +36,6 @@ __all__ = [
 ]
 
 CACHE_CONTROL = {"type": "ephemeral"}
-
-
-class ContextSection(Protocol):
-    """A contributor to the prompt (the notepad, the scratchpad, ...). Called in a DB thread.
-
-    A section may have a `name` ("notepad"): `BuiltRequest.sections` reports the tokens of its
-    per-call parts (dynamic and transient: the memory it shows) under it, for the dashboard's
-    context gauge; without one, its class name is used. Its stable guidance is part of the
-    system prompt's count (`breakdown["system"]`).
-    """
-
-    def static_system(self, session: SessionSnapshot) -> list[str]:
-        """Text for the stable system prompt (guidance): must not change during a session."""
-        ...
-
-    def dynamic_system(self, session: SessionSnapshot) -> list[str]:
-        """System-prompt sections that may change every call (after the cache breakpoint)."""
-        ...
-
-    def message_prefix(self, session: SessionSnapshot) -> list[str]:
-        """Blocks put before the latest user message for this call only (never stored)."""
-        ...
 
 
 @dataclass
@@ -160,12 +130,8 @@ def build_request(
     history: PreparedHistory | Sequence[StoredMessage],
     server_tools: Sequence[ToolSpec],
     max_tokens: int,
-    sections: Sequence[ContextSection] | None = None,
+    sections: Sequence[ContextSection],
 ) -> BuiltRequest:
-    if sections is None:
-        from sessions_app.engine.features import features
-
-        sections = features().sections
     prepared = history if isinstance(history, PreparedHistory) else PreparedHistory(history)
     static_parts = [session.system_prompt] if session.system_prompt else []
     dynamic_parts: list[str] = []

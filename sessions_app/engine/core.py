@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sessions_app.engine.archive import SESSION_ARCHIVE_READ
 from sessions_app.engine.compaction_scripted import answer_the_compaction_warning, summarize
-from sessions_app.engine.features import Feature
+from sessions_app.engine.contract import Feature
 
 MAX_STEPS_PER_TURN_LIMIT = 1_000
 

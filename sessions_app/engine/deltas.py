@@ -19,7 +19,7 @@ import weakref
 from collections import deque
 
 from sessions_app import services
-from sessions_app.engine.db import db
+from sessions_app.common.db import db
 
 DELTA_FLUSH_SECONDS = 0.05
 # A piece that comes after a pause (the call's first text, most often) waits this long for the

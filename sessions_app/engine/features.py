@@ -1,16 +1,10 @@
-"""The feature contract: how a feature (the notepad, the scratchpad, observations, ...) plugs into
-the engine, and the one ordered list of features the engine reads.
+"""The one ordered list of features the engine reads, and what it reads off them.
 
-A feature is a package that exports one `Feature` (its `feature.py`): its name, the settings it
-owns with their defaults and validation rules, its server tools, its context sections, its hooks
-on tool inputs and outcomes, the sandbox APIs it hands to server tools, and its scripted-model
-rules. Nothing registers itself by being imported. The list is `settings.PALIMPSEST_FEATURES`
-(dotted paths, loaded on first use like Django's MIDDLEWARE), preceded by the engine's own core
-feature; its order is the order of the sections in the system prompt and of the tools in each
-request (and so what prompt caching sees), and the order in which scripted rules are tried.
-
-Features import this module (and the engine types it re-exports); the engine never imports a
-feature module: it only loads what the setting names.
+The list is the engine's own core feature, then `settings.PALIMPSEST_FEATURES` (dotted paths,
+loaded on first use like Django's MIDDLEWARE, and again when a test overrides the setting). Its
+order is the order of the sections in the system prompt and of the tools in each request (and so
+what prompt caching sees), and the order in which scripted rules are tried. The contract a
+feature implements is `engine.contract`; nothing registers itself by being imported.
 
 `docs/architecture.md` walks through adding a feature.
 """
@@ -19,104 +13,31 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Sequence
 from functools import cache
-from typing import Any, Protocol
+from typing import Any
 
 from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-from sessions_app.engine.context import ContextSection, HistoryView
-from sessions_app.engine.providers.scripted import ScriptedInput, ScriptedReply, ScriptedRule, scripted_rule
-from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tool_hooks import ToolCallHook, ToolInput
-from sessions_app.engine.tools import EndTurn, Handler, ToolContext, ToolError, ToolSpec
-from sessions_app.engine.types import ModelCallData, PlannedToolCall, ToolOutcome
+from sessions_app.engine.contract import (
+    ContextSection,
+    DashboardPanel,
+    Feature,
+    FeatureLifecycle,
+    HistoryView,
+    ResultStore,
+    SandboxFactory,
+    ScriptedRule,
+    SessionSnapshot,
+    ToolCallHook,
+    ToolSpec,
+)
+from sessions_app.engine.core import CORE_FEATURE
+from sessions_app.validation import SettingsSchema
 
-__all__ = [
-    "ContextSection",
-    "EndTurn",
-    "Feature",
-    "FeatureSet",
-    "HistoryView",
-    "HistoryViewSource",
-    "Handler",
-    "ModelCallData",
-    "ResultStore",
-    "PlannedToolCall",
-    "SandboxFactory",
-    "ScriptedInput",
-    "ScriptedReply",
-    "ScriptedRule",
-    "SessionSnapshot",
-    "ToolCallHook",
-    "ToolContext",
-    "ToolError",
-    "ToolInput",
-    "ToolOutcome",
-    "ToolSpec",
-    "features",
-    "scripted_rule",
-]
-
-# Builds a feature's sandbox API for one session (e.g. the notepad's read/write/append), or None
-# where the session has the feature switched off.
-SandboxFactory = Callable[[SessionSnapshot], Any]
-
-
-class ResultStore(Protocol):
-    """Where compaction's cheap tier keeps a masked tool result whole (seed 004's observation
-    store): returns the id the model reads it back with. Runs in a DB thread."""
-
-    def store(
-        self,
-        *,
-        session: SessionSnapshot,
-        turn_id: uuid.UUID,
-        tool_use_id: str,
-        tool_name: str,
-        content: str | list[dict],
-    ) -> str: ...
-
-
-# How a feature changes the way an epoch's stored messages are shown (e.g. finished tasks are
-# collapsed): (session id, epoch, the tool_use ids whose results the epoch holds) → the view.
-# Runs in a DB thread, when a turn loads its history and after a step that ran a tool whose
-# spec has `refreshes_history`.
-HistoryViewSource = Callable[[uuid.UUID, int, Collection[str]], HistoryView]
-
-
-# A validation rule per settings leaf: ("bool",) | ("int", min, max) | ("choice", {...}); a nested
-# dict of rules for a group.
-SettingsRules = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Feature:
-    name: str
-    # The session settings this feature owns (top-level keys of `settings`), with their defaults
-    # and a validation rule for each leaf. A key belongs to one feature only.
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    settings_rules: SettingsRules = field(default_factory=dict)
-    tools: Sequence[ToolSpec] = ()
-    # Context sections, in prompt order within the feature. A section has a `name` (the context
-    # gauge reports its tokens under it) and says what goes in the system prompt's stable part,
-    # its per-call part, and before the latest user message (see `context.ContextSection`).
-    sections: Sequence[ContextSection] = ()
-    hooks: Sequence[ToolCallHook] = ()
-    # `ctx.sandbox[name]` of every server tool call: name → factory.
-    sandbox: Mapping[str, SandboxFactory] = field(default_factory=dict)
-    # Tried in order, before the scripted model's built-in rules; a rule's `help_line` (set by
-    # `scripted_rule`) is listed by the scripted model's `help`.
-    scripted_rules: Sequence[ScriptedRule] = ()
-    # Keeps tool results that compaction masks (at most one feature offers it).
-    result_store: ResultStore | None = None
-    history_view: HistoryViewSource | None = None
-    # Texts added after seed 000's pre-compaction warning (each its own text block), for this
-    # session; runs in a DB thread.
-    warning_notes: Callable[[SessionSnapshot], list[str]] | None = None
+__all__ = ["FeatureSet", "features", "session_snapshot"]
 
 
 class FeatureSet:
@@ -156,6 +77,14 @@ class FeatureSet:
                     raise ValueError(f"feature {feature.name!r} has no validation rule for setting {key!r}")
                 self.default_settings[key] = copy.deepcopy(value)
                 self.settings_rules[key] = feature.settings_rules[key]
+        self.settings_schema = SettingsSchema(rules=self.settings_rules, defaults=self.default_settings)
+        self.lifecycles: tuple[tuple[str, FeatureLifecycle], ...] = tuple(
+            (f.name, f.lifecycle) for f in self.features
+        )
+        self.panels: tuple[DashboardPanel, ...] = tuple(p for f in self.features for p in f.dashboard.panels)
+        self.admin_inlines: tuple[str, ...] = tuple(
+            i for f in self.features for i in f.dashboard.admin_inlines
+        )
 
     def tool(self, name: str) -> ToolSpec | None:
         return self._tools_by_name.get(name)
@@ -177,6 +106,10 @@ class FeatureSet:
             )
         ]
 
+    def offered_names(self, session: Any) -> list[str]:
+        """The names of the server tools a session row's model is offered now, in order."""
+        return [spec.name for spec in self.tools_for_session(self.snapshot(session))]
+
     def sandbox_for(self, session: SessionSnapshot) -> dict[str, Any]:
         """The sandbox APIs of `session`, for one tool call's `ToolContext.sandbox`."""
         built = {name: make(session) for name, make in self.sandbox_factories.items()}
@@ -196,6 +129,12 @@ class FeatureSet:
         """What features add to the pre-compaction warning (runs in a DB thread)."""
         return [note for source in self.note_sources for note in source(session)]
 
+    def snapshot(self, session: Any, *, with_notepad: bool = False) -> SessionSnapshot:
+        """The snapshot of a session row, with these features' default settings."""
+        return SessionSnapshot.from_session(
+            session, defaults=self.default_settings, with_notepad=with_notepad
+        )
+
     def help_lines(self) -> list[str]:
         return [line for rule in self.scripted_rules if (line := getattr(rule, "help_line", None))]
 
@@ -204,8 +143,6 @@ class FeatureSet:
 def features() -> FeatureSet:
     """The engine's core feature, then `settings.PALIMPSEST_FEATURES`, loaded once per process
     (and again when a test overrides the setting)."""
-    from sessions_app.engine.core import CORE_FEATURE
-
     loaded = [CORE_FEATURE]
     for path in django_settings.PALIMPSEST_FEATURES:
         feature = import_string(path)
@@ -221,3 +158,9 @@ def _reload(*, setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_reload)
+
+
+def session_snapshot(session: Any, *, with_notepad: bool = False) -> SessionSnapshot:
+    """The snapshot of a session row (`SessionSnapshot.from_session`) with this process's
+    features' default settings."""
+    return features().snapshot(session, with_notepad=with_notepad)

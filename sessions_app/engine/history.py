@@ -20,8 +20,10 @@ from collections.abc import Sequence
 from django.conf import settings
 
 from sessions_app import selectors
-from sessions_app.bounded import SizedLRUCache
-from sessions_app.engine.context import HistoryView, PreparedHistory, StoredMessage
+from sessions_app.common.caches import SizedLRUCache
+from sessions_app.engine.context import PreparedHistory, StoredMessage
+from sessions_app.engine.contract import HistoryView
+from sessions_app.engine.features import features
 from sessions_app.models import MaskedResult
 from sessions_app.services.rows import count_where, values_where
 
@@ -121,8 +123,6 @@ def _masks_catch_up(session_id: uuid.UUID, history: PreparedHistory) -> None:
 
 def history_view(session_id: uuid.UUID, epoch: int, stored: Sequence[StoredMessage]) -> HistoryView:
     """The features' view of an epoch's stored messages (runs in the DB thread)."""
-    from sessions_app.engine.features import features
-
     if not features().view_sources:
         return HistoryView()
     results = {b.get("tool_use_id", "") for m in stored for b in m.content if b.get("type") == "tool_result"}
@@ -132,8 +132,6 @@ def history_view(session_id: uuid.UUID, epoch: int, stored: Sequence[StoredMessa
 def history_view_refresh(session_id: uuid.UUID, history: PreparedHistory) -> bool:
     """Ask the features' views again and apply what changed (e.g. a task just ended): one pass
     over the prepared history, nothing unchanged encoded again. Runs in the DB thread."""
-    from sessions_app.engine.features import features
-
     if not features().view_sources:
         return False
     return history.view_set(features().history_view(session_id, history.epoch, history.result_at.keys()))

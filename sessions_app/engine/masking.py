@@ -17,9 +17,9 @@ from typing import Any
 
 from sessions_app import services
 from sessions_app.engine.context import PreparedHistory
+from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.engine.features import FeatureSet
 from sessions_app.engine.prompts import MASKED_RESULT, MASKED_RESULT_UNSTORED
-from sessions_app.engine.snapshot import SessionSnapshot
 
 # A result whose placeholder would save fewer tokens than this is left alone.
 MASK_MIN_SAVING_TOKENS = 40

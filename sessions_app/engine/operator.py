@@ -10,8 +10,9 @@ import logging
 import uuid
 
 from sessions_app import services
+from sessions_app.common.db import db
 from sessions_app.engine import compactor
-from sessions_app.engine.db import db
+from sessions_app.engine.features import features
 from sessions_app.engine.providers import Provider, provider_for_model
 from sessions_app.engine.runner import (
     LeaseLost,
@@ -36,7 +37,9 @@ class OperatorCompaction(TurnRunner):
                 error = "There is nothing to compact yet: the session has no history since its last summary."
             else:
                 _, built, estimate = await self.compactor.estimate()
-                provider = self.provider or provider_for_model(snapshot.model)
+                provider = self.provider or provider_for_model(
+                    snapshot.model, scripted_rules=features().scripted_rules
+                )
                 ok = await self.compactor.compact(
                     provider, snapshot, tokens_before=estimate, trigger=compactor.TRIGGER_OPERATOR
                 )

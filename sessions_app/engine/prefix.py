@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 
-from sessions_app.bounded import SizedLRUCache
+from sessions_app.common.caches import SizedLRUCache
 
 # As the histories' (`history.HISTORY_CACHE_SESSIONS`): a session pushed out pays for its next
 # request's whole hash and measures no stable prefix; the byte budget bounds the memory.

@@ -3,52 +3,13 @@ requests are hashed and compared in. Split out of `context.py`, which re-exports
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from sessions_app.engine.tokens import estimate_json_tokens, estimate_text_tokens
-
-
-@dataclass(frozen=True)
-class StoredMessage:
-    position: int
-    role: str
-    content: list[dict]
-    token_estimate: int
-
-
-# A request's top-level keys in the order the prompt is read (and cached): tools, system, messages.
-PROMPT_ORDER = ("tools", "system", "messages")
-
-
-# One encoder for every call: `json.dumps` with options builds a new `JSONEncoder` each time, and a
-# request's build encodes a dozen values.
-_SORTED_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode
-
-
-def sorted_json(value: Any) -> str:
-    """`json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)`."""
-    return _SORTED_JSON(value)
-
-
-def canonical_json(value: Any, *, encoded: dict[str, str] | None = None) -> bytes:
-    """The canonical JSON of a request or a part of it (what is hashed and compared): compact,
-    objects' keys sorted (PostgreSQL's jsonb does not keep key order, so a recorded request is
-    checked against this form), but a request's own keys in prompt order, so that comparing two
-    requests byte by byte follows what prompt caching compares. `encoded`: a request's values
-    already in this form (`sorted_json`), by key, used instead of encoding them again."""
-    if not (isinstance(value, dict) and "messages" in value):
-        return sorted_json(value).encode()
-    known = encoded or {}
-    keys = [k for k in sorted(value) if k not in PROMPT_ORDER] + [k for k in PROMPT_ORDER if k in value]
-    return (
-        "{"
-        + ",".join(f"{sorted_json(k)}:{known[k] if k in known else sorted_json(value[k])}" for k in keys)
-        + "}"
-    ).encode()
-
+from sessions_app.common.canonical import canonical_json
+from sessions_app.common.estimate import estimate_json_tokens, estimate_text_tokens
+from sessions_app.common.types import StoredMessage
+from sessions_app.engine.contract import HistoryView
 
 # What a prepared history keeps per stored message besides its content, in bytes (the
 # StoredMessage, the merged message's dict and lists, index entries): measured with tracemalloc
@@ -79,19 +40,6 @@ def content_nbytes(value: Any) -> int:
         else:
             total += 32
     return total
-
-
-@dataclass(frozen=True)
-class HistoryView:
-    """How requests show an epoch's stored messages beyond masks (e.g. a finished task's
-    collapse): the tool calls whose `tool_use` and `tool_result` blocks are left out, and tool
-    results whose content is replaced by a text. The stored messages are untouched."""
-
-    hidden: frozenset[str] = frozenset()
-    replacements: Mapping[str, str] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return bool(self.hidden or self.replacements)
 
 
 class PreparedHistory:

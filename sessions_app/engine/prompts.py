@@ -72,7 +72,6 @@ COMPACTION_LENGTH_LIMIT = "Keep the summary under {words} words."
 # A text cut in the middle (seed 004)
 # ---------------------------------------------------------------------------
 
-# Seed 004: "the first 500 characters + a placeholder with the exact number of characters
-# omitted + the last 500", shown in its example as "...\n[... 88500 characters omitted ...]\n...".
-# `content.omitted_marker(n)` fills it in.
-OMITTED_MARKER = "\n[... {omitted} characters omitted ...]\n"
+# Seed 004's marker lives with the rule that fills it in (`common.content`), which the data
+# layer and the dashboard share: the engine uses it from there.
+from sessions_app.common.content import OMITTED_MARKER  # noqa: E402,F401

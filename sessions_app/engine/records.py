@@ -11,11 +11,11 @@ from typing import Any
 from django.utils import timezone
 
 from sessions_app import selectors
+from sessions_app.common.estimate import estimate_text_tokens
+from sessions_app.common.types import ModelCallData
 from sessions_app.engine.context import BuiltRequest
+from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.engine.providers.base import ModelResponse
-from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tokens import estimate_text_tokens
-from sessions_app.engine.types import ModelCallData
 
 
 @dataclass

@@ -20,7 +20,7 @@ import logging
 from django.conf import settings
 
 from sessions_app import selectors
-from sessions_app.engine.db import db
+from sessions_app.common.db import db
 from sessions_app.engine.runner import turn_repair_if_dead
 from sessions_app.process_tasks import task_in_loop
 

@@ -21,18 +21,19 @@ from django.conf import settings
 from django.db import transaction
 
 from sessions_app import selectors, services
+from sessions_app.common.content import nul_free
+from sessions_app.common.db import db, db_heavy, db_lease
+from sessions_app.common.estimate import estimate_json_tokens
+from sessions_app.common.types import ModelCallData, PlannedToolCall
 from sessions_app.engine import compaction, compactor, records
-from sessions_app.engine.content import nul_free
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
-from sessions_app.engine.db import db, db_heavy, db_lease
+from sessions_app.engine.contract import SessionSnapshot, Turns
 from sessions_app.engine.deltas import DeltaBuffer
 from sessions_app.engine.features import features
 from sessions_app.engine.history import history_for, history_forget, history_remember, history_view_refresh
 from sessions_app.engine.prefix import RequestMark, digest_remember, request_mark
 from sessions_app.engine.providers import Provider, ProviderError, provider_for_model
 from sessions_app.engine.providers.base import ModelResponse
-from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tokens import estimate_json_tokens
 from sessions_app.engine.tool_dispatch import (
     CANCELLED_TOOL_RESULT,
     PendingCall,
@@ -41,7 +42,6 @@ from sessions_app.engine.tool_dispatch import (
     tool_calls_plan,
 )
 from sessions_app.engine.tool_hooks import turn_started as tool_hooks_turn_started
-from sessions_app.engine.types import ModelCallData, PlannedToolCall
 from sessions_app.models import ToolExecutor
 from sessions_app.process_tasks import task_in_loop
 
@@ -233,6 +233,27 @@ async def turn_wait(turn_id: uuid.UUID) -> str | None:
     return await asyncio.shield(task)
 
 
+class EngineTurns:
+    """`contract.Turns`: how a tool runs another session's turn (a sub-session's, for its
+    parent's call) without naming the engine."""
+
+    async def start(self, *, session_id: uuid.UUID, content: str) -> uuid.UUID:
+        return await turn_start(session_id=session_id, content=content)
+
+    async def wait(self, turn_id: uuid.UUID) -> None:
+        await turn_wait(turn_id)
+
+    async def cancel(self, *, session_id: uuid.UUID, turn_id: uuid.UUID, wait_seconds: float) -> None:
+        with contextlib.suppress(services.NoTurnInProgress):
+            await db(services.turn_cancel_request)(session_id=session_id)
+        turn_notify(session_id)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(turn_wait(turn_id), wait_seconds)
+
+
+TURNS = EngineTurns()
+
+
 # A request with more than this left to hash (for its record) is hashed in a thread, during
 # the model call.
 HASH_INLINE_MAX_BYTES = 256 * 1024
@@ -288,6 +309,7 @@ class TurnRunner:
         # turn could not begin gives them back.
         self.wake = asyncio.Event()
         self.features = features()
+        self.turns: Turns = TURNS
         self.tools = ToolDispatch(turn=self, features=self.features)
         self.compactor = compactor.Compactor(self)
         # What `open` read and built with the turn's start, for its first step (`prebuilt_take`).
@@ -313,7 +335,7 @@ class TurnRunner:
 
         def admit(session: Any) -> None:
             # The row is read and locked in this call, which builds the first request.
-            snapshot = SessionSnapshot.from_session(session, with_notepad=True)
+            snapshot = self.features.snapshot(session, with_notepad=True)
             compactor.message_admit(snapshot, counted)
             locked.append(snapshot)
 
@@ -437,7 +459,7 @@ class TurnRunner:
     # -- the loop ----------------------------------------------------------
     def _load(self) -> SessionSnapshot:
         session = selectors.session_get(session_id=self.session_id)
-        snapshot = SessionSnapshot.from_session(session)
+        snapshot = self.features.snapshot(session)
         self.epoch = session.epoch
         self.history = history_for(self.session_id, session.epoch)
         self.compactor.turn_start_find()
@@ -446,7 +468,7 @@ class TurnRunner:
     def build(self) -> tuple[SessionSnapshot, BuiltRequest]:
         """The next request (runs in a DB thread). The session row is read again every step: an
         operator may have changed its settings."""
-        snapshot = SessionSnapshot.from_session(
+        snapshot = self.features.snapshot(
             selectors.session_get(session_id=self.session_id), with_notepad=True
         )
         return snapshot, self.build_with(snapshot, self.history)
@@ -477,7 +499,9 @@ class TurnRunner:
                 await db(tool_hooks_turn_started)(
                     hooks=self.features.hooks, session=snapshot, turn_id=self.turn_id
                 )
-        provider = self.provider or provider_for_model(snapshot.model)
+        provider = self.provider or provider_for_model(
+            snapshot.model, scripted_rules=self.features.scripted_rules
+        )
         if self.resume:
             cancelled, ends_turn = await self._calls_answer(snapshot, self.resume)
             if cancelled:
@@ -606,7 +630,9 @@ class TurnRunner:
     async def record_summary(
         self, body: dict, response: ModelResponse, purpose: str, duration_ms: int
     ) -> None:
-        provider = (self.provider or provider_for_model(body["model"])).name
+        provider = (
+            self.provider or provider_for_model(body["model"], scripted_rules=self.features.scripted_rules)
+        ).name
         data = records.summary_call_data(
             provider=provider,
             step=self.steps,

@@ -19,13 +19,12 @@ from typing import Any, Protocol, TypeVar
 from django.conf import settings
 
 from sessions_app import selectors
+from sessions_app.common.content import nul_free
+from sessions_app.common.db import db, db_heavy
+from sessions_app.common.types import ToolOutcome
 from sessions_app.engine import tool_hooks
-from sessions_app.engine.content import nul_free
-from sessions_app.engine.db import db, db_heavy
+from sessions_app.engine.contract import EndTurn, SessionSnapshot, ToolContext, ToolError, Turns
 from sessions_app.engine.features import FeatureSet
-from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tools import EndTurn, ToolContext, ToolError
-from sessions_app.engine.types import ToolOutcome
 from sessions_app.models import ToolExecutor
 
 logger = logging.getLogger("palimpsest.engine")
@@ -55,6 +54,7 @@ class TurnControl(Protocol):
     turn_id: uuid.UUID
     steps: int
     wake: asyncio.Event
+    turns: Turns
 
     async def cancellable(self, awaitable: Awaitable[T]) -> T: ...
 
@@ -175,6 +175,7 @@ class ToolDispatch:
             step=self.turn.steps,
             tool_use_id=call.tool_use_id,
             sandbox=self.features.sandbox_for(snapshot),
+            turns=self.turn.turns,
         )
         try:
             raw = nul_free(await spec.handler(context, call.input))

@@ -15,32 +15,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
-from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.types import ToolOutcome
-
-
-@dataclass(frozen=True)
-class ToolInput:
-    tool_use_id: str
-    name: str
-    input: dict
-    # Set when the call must not run: the message is its tool_result (is_error).
-    error: str | None = None
-
-
-class ToolCallHook(Protocol):
-    def turn_started(self, *, session: SessionSnapshot, turn_id: uuid.UUID) -> None: ...
-
-    def inputs_resolve(
-        self, *, session: SessionSnapshot, turn_id: uuid.UUID, inputs: list[ToolInput]
-    ) -> list[ToolInput]: ...
-
-    def outcomes_process(
-        self, *, session: SessionSnapshot, turn_id: uuid.UUID, outcomes: list[ToolOutcome]
-    ) -> list[ToolOutcome]: ...
+from sessions_app.common.types import ToolOutcome
+from sessions_app.engine.contract import SessionSnapshot, ToolCallHook, ToolInput
 
 
 def turn_started(*, hooks: Sequence[ToolCallHook], session: SessionSnapshot, turn_id: uuid.UUID) -> None:

@@ -13,7 +13,7 @@ are the package's public surface.
 
 from __future__ import annotations
 
-from sessions_app.engine.types import ModelCallData, PlannedToolCall, ToolOutcome
+from sessions_app.common.types import ModelCallData, PlannedToolCall, ToolOutcome
 from sessions_app.services.compaction import (
     COMPACTION_BREAKER_FAILURES,
     CompactionConflict,
@@ -27,9 +27,9 @@ from sessions_app.services.compaction import (
 )
 from sessions_app.services.events import event_emit, events_emit
 from sessions_app.services.sessions import (
+    DEFAULT_COMPACT_THRESHOLD,
     default_model,
-    session_context_window_resolve,
-    session_create,
+    session_insert,
     session_status_set,
 )
 from sessions_app.services.steps import (
@@ -105,8 +105,8 @@ __all__ = [
     "events_emit",
     "lease_hold",
     "model_call_record",
-    "session_context_window_resolve",
-    "session_create",
+    "session_insert",
+    "DEFAULT_COMPACT_THRESHOLD",
     "session_status_set",
     "tool_call_submit_result",
     "tool_result_blocks",

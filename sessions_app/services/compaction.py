@@ -10,7 +10,6 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from sessions_app.engine.prompts import COMPACTION_SUMMARY_MESSAGE, PRE_COMPACTION_WARNING
 from sessions_app.models import (
     AgentSession,
     Archive,
@@ -36,17 +35,18 @@ def compaction_warning_store(
     epoch: int,
     estimated_tokens: int,
     threshold_tokens: int,
-    notes: Sequence[str] = (),
+    texts: Sequence[str],
 ) -> Message:
-    """Store seed 000's pre-compaction warning as a user-role notice and announce it; the
-    features' `notes` (e.g. an open task) follow it, each its own text block."""
+    """Store seed 000's pre-compaction warning as a user-role notice and announce it: `texts`
+    are the warning (the engine's seed text), then the features' notes (e.g. an open task), each
+    its own text block."""
     with transaction.atomic():
         turn_lock(session_id, turn_id)
         message = message_write(
             session_id=session_id,
             epoch=epoch,
             role=MessageRole.USER,
-            content=[{"type": "text", "text": text} for text in (PRE_COMPACTION_WARNING, *notes)],
+            content=[{"type": "text", "text": text} for text in texts],
             turn_id=turn_id,
             metadata={"type": "compaction_warning"},
         )
@@ -67,6 +67,7 @@ def compaction_store(
     turn_id: uuid.UUID | None,
     epoch: int,
     summary: str,
+    summary_message: str,
     tokens_before: int,
     tokens_after: int,
     carry_positions: Sequence[int] = (),
@@ -76,7 +77,8 @@ def compaction_store(
 ) -> tuple[Archive, list[Message]]:
     """Close `epoch` into an archive and start the next epoch with the summary, in one transaction.
 
-    The archived messages are left in place. The new epoch's first message carries the seed's
+    The archived messages are left in place. The new epoch's first message (`summary_message`:
+    the summary as the engine's seed text shows it) carries the seed's
     metadata (`type: compact`, `previous_archive`); then come copies of the messages at
     `carry_positions` (the running turn's, kept verbatim: `type: carried`, `from_position`), with
     their masks. Returns the archive and the new epoch's messages. Raises `CompactionConflict`
@@ -117,7 +119,7 @@ def compaction_store(
                 session_id=session_id,
                 epoch=epoch + 1,
                 role=MessageRole.USER,
-                content=[{"type": "text", "text": COMPACTION_SUMMARY_MESSAGE.format(summary=summary)}],
+                content=[{"type": "text", "text": summary_message}],
                 turn_id=turn_id,
                 metadata={"type": "compact", "previous_archive": str(archive.id)},
             )

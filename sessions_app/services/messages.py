@@ -6,8 +6,8 @@ import uuid
 
 from django.utils import timezone
 
-from sessions_app.engine.prepared import StoredMessage
-from sessions_app.engine.tokens import estimate_json_tokens
+from sessions_app.common.estimate import estimate_json_tokens
+from sessions_app.common.types import StoredMessage
 from sessions_app.models import AgentSession, Message, MessageRole
 from sessions_app.services.counters import session_counter_add
 from sessions_app.services.rows import values_insert

@@ -12,10 +12,9 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from sessions_app.bounded import LRUCache
-from sessions_app.engine.prepared import StoredMessage
-from sessions_app.engine.tokens import estimate_json_tokens
-from sessions_app.engine.types import ModelCallData, PlannedToolCall, ToolOutcome
+from sessions_app.common.caches import LRUCache
+from sessions_app.common.estimate import estimate_json_tokens
+from sessions_app.common.types import ModelCallData, PlannedToolCall, StoredMessage, ToolOutcome
 from sessions_app.models import (
     AgentSession,
     Message,

@@ -22,8 +22,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from sessions_app.announce import announce_on_commit
-from sessions_app.engine.prepared import StoredMessage
-from sessions_app.engine.types import PlannedToolCall
+from sessions_app.common.types import PlannedToolCall, StoredMessage
 from sessions_app.models import (
     AgentSession,
     Message,

@@ -8,11 +8,11 @@ from typing import Any
 from django import template
 from django.utils.safestring import SafeString
 
+from sessions_app.common.content import content_text
 from sessions_app.dashboard.markdown import markdown_to_html
 from sessions_app.dashboard.selectors import history
 from sessions_app.dashboard.selectors.history import TimelineRow
 from sessions_app.dashboard.transcript import result_text
-from sessions_app.engine.content import content_text
 
 register = template.Library()
 

@@ -9,10 +9,10 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.db.models import F
 
-from sessions_app import services
+from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.engine import runner
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.features import features
-from sessions_app.engine.tokens import estimate_json_tokens
 from sessions_app.models import AgentSession, Message
 
 PASSWORD = "operator-password"
@@ -31,7 +31,7 @@ def operator_client(client: Any, operator: Any) -> Any:
 
 def session_new(**fields: Any) -> AgentSession:
     """A session as an operator creates it (no agent client owns it)."""
-    return services.session_create(owner=None, reserved_tool_names=features().tool_names(), **fields)
+    return engine_sessions.session_create(owner=None, reserved_tool_names=features().tool_names(), **fields)
 
 
 def message_store(

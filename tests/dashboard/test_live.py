@@ -14,6 +14,7 @@ from django.test import AsyncClient
 from memory_app.notepad import services as memory_services
 from sessions_app import services
 from sessions_app.engine import runner
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.models import AgentSession, Message, SessionStatus, Turn
 from tests.dashboard.conftest import PASSWORD, session_new
 from tests.fake_anthropic import FakeAnthropicServer
@@ -60,7 +61,9 @@ async def test_the_dashboard_and_the_websocket_give_a_model_the_same_default_win
         from_websocket = await client.create(model="claude-custom-both-1")
         assert from_dashboard.context_window == from_websocket["context_window"] == 54321
         # Sync code (a script, the benchmarks) creating a session gets the same rule.
-        session = await sync_to_async(services.session_create)(owner=None, model="claude-custom-sync-1")
+        session = await sync_to_async(engine_sessions.session_create)(
+            owner=None, model="claude-custom-sync-1"
+        )
         assert session.context_window == 65432
         lookups = [r.path for r in fake.other_requests]
         assert lookups == ["/v1/models/claude-custom-both-1", "/v1/models/claude-custom-sync-1"]

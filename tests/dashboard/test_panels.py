@@ -16,13 +16,12 @@ from memory_app.observations.content import result_parts
 from memory_app.observations.services import observation_create, observations_gc
 from memory_app.scratchpad import services as scratchpad_services
 from sessions_app import selectors as session_selectors
+from sessions_app.common.estimate import estimate_text_tokens
 from sessions_app.dashboard import selectors
 from sessions_app.dashboard.selectors.gauge import apportion
 from sessions_app.engine.context import build_request
 from sessions_app.engine.features import features
 from sessions_app.engine.history import history_for, history_forget
-from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tokens import estimate_text_tokens
 from sessions_app.models import AgentSession, Archive, ModelCall, Turn
 from tests.dashboard.conftest import chat, message_store, session_new
 
@@ -72,7 +71,7 @@ def test_gauge_system_row_counts_every_features_guidance():
     AgentSession.objects.filter(pk=session.pk).update(token_ratio=1.0)
     gauge = selectors.context_gauge(session=AgentSession.objects.get(pk=session.pk))
     parts = {p.key: p.tokens for p in gauge.parts}
-    snapshot = SessionSnapshot.from_session(session)
+    snapshot = features().snapshot(session)
     guidance = "\n\n".join(
         text for section in features().sections for text in section.static_system(snapshot)
     )
@@ -91,12 +90,13 @@ def test_gauge_sections_sum_to_the_estimate_of_the_request_the_engine_builds():
         last_prompt_tokens=None, last_estimated_tokens=None, token_ratio=1.0
     )
     session = AgentSession.objects.get(pk=session.pk)
-    snapshot = SessionSnapshot.from_session(session)
+    snapshot = features().snapshot(session)
     history_forget(session.pk)
     built = build_request(
         session=snapshot,
         history=history_for(session.pk, session.epoch),
         server_tools=features().tools_for_session(snapshot),
+        sections=features().sections,
         max_tokens=1,
     )
     gauge = selectors.context_gauge(session=session)

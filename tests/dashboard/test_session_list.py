@@ -8,7 +8,6 @@ from django.test import Client
 from sessions_app import services
 from sessions_app.engine.features import features
 from sessions_app.models import AgentSession, Archive, SessionStatus
-from sessions_app.validation import default_settings
 from tests.dashboard.conftest import message_store, session_new
 
 pytestmark = pytest.mark.django_db
@@ -179,7 +178,7 @@ def test_the_form_has_a_field_for_every_features_setting(operator_client):
 def test_the_untouched_form_makes_a_session_with_the_default_settings(operator_client):
     response = operator_client.post("/sessions/new/", browser_form(operator_client))
     assert response.status_code == 302
-    assert AgentSession.objects.get().settings == default_settings()
+    assert AgentSession.objects.get().settings == features().default_settings
 
 
 def test_switches_and_knobs_set_the_sessions_settings(operator_client):
@@ -190,7 +189,7 @@ def test_switches_and_knobs_set_the_sessions_settings(operator_client):
     settings = AgentSession.objects.get().settings
     assert settings["scratchpad"]["enabled"] is False and settings["scratchpad"]["notes_max_chars"] == 1000
     assert settings["notepad"] == {"enabled": True, "position": "message"}
-    assert settings["subsessions"] == default_settings()["subsessions"]
+    assert settings["subsessions"] == features().default_settings["subsessions"]
 
 
 def test_an_emptied_number_keeps_its_default(operator_client):
@@ -198,7 +197,7 @@ def test_an_emptied_number_keeps_its_default(operator_client):
     operator_client.post("/sessions/new/", data)
     assert (
         AgentSession.objects.get().settings["offload"]["ttl_seconds"]
-        == default_settings()["offload"]["ttl_seconds"]
+        == features().default_settings["offload"]["ttl_seconds"]
     )
 
 

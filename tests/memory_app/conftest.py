@@ -6,17 +6,17 @@ from typing import Any
 
 import pytest
 
-from sessions_app.validation import default_settings
+from sessions_app.engine.features import features
 
 
 @pytest.fixture
 def without_scratchpad(monkeypatch: Any) -> None:
-    monkeypatch.setitem(default_settings()["scratchpad"], "enabled", False)
+    monkeypatch.setitem(features().default_settings["scratchpad"], "enabled", False)
 
 
 @pytest.fixture
 def without_notepad(monkeypatch: Any) -> None:
-    monkeypatch.setitem(default_settings()["notepad"], "enabled", False)
+    monkeypatch.setitem(features().default_settings["notepad"], "enabled", False)
 
 
 @pytest.fixture
@@ -34,4 +34,4 @@ def strict_anthropic(settings: Any) -> Any:
 
 @pytest.fixture
 def without_tasks(monkeypatch: Any) -> None:
-    monkeypatch.setitem(default_settings()["tasks"], "enabled", False)
+    monkeypatch.setitem(features().default_settings["tasks"], "enabled", False)

@@ -7,14 +7,14 @@ from typing import Any
 
 from memory_app.notepad import services as memory_services
 from memory_app.notepad.models import NotepadRevision
-from sessions_app import services
 from sessions_app.authors import AGENT_AUTHOR
-from sessions_app.engine.db import db
+from sessions_app.common.db import db
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.models import AgentSession, SessionEvent
 
 
 def session_make(**settings: Any) -> AgentSession:
-    return services.session_create(owner=None, settings=settings or None)
+    return engine_sessions.session_create(owner=None, settings=settings or None)
 
 
 def notepad_row(session: AgentSession) -> tuple[str | None, int]:

@@ -12,8 +12,8 @@ from django.urls import reverse
 from memory_app.notepad import services
 from memory_app.notepad.models import NotepadRevision
 from sessions_app.authors import AGENT_AUTHOR
+from sessions_app.engine.features import features
 from sessions_app.models import AgentSession
-from sessions_app.validation import default_settings
 from tests.memory_app.notepad_support import notepad_events, notepad_row, revisions, session_make
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("without_scratchpad")]
@@ -147,7 +147,7 @@ def test_session_added_with_a_notepad_starts_it_as_the_operators_first_revision(
         "system_prompt": "",
         "context_window": "128000",
         "compact_threshold": "0.8",
-        "settings": json.dumps(default_settings()),
+        "settings": json.dumps(features().default_settings),
         "client_tools": "[]",
         "notepad_content": "first notes",
     }

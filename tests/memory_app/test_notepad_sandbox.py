@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 from memory_app.notepad import services
 from memory_app.notepad.sandbox_api import SessionNotepad, notepad_of
 from sessions_app.builtin_tools import count_words
-from sessions_app.engine.tools import ToolContext, ToolError
+from sessions_app.engine.contract import ToolContext, ToolError
 from tests import features as test_features
 from tests.fake_anthropic import FakeAnthropicServer, text, tool_use
 from tests.memory_app.notepad_support import notepad_events, revisions, session_make, system_texts, turn

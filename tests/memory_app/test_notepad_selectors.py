@@ -9,6 +9,7 @@ import pytest
 from memory_app.notepad import selectors, services
 from memory_app.notepad.models import NotepadRevision
 from memory_app.notepad.selectors import NotepadState
+from sessions_app.engine.features import features
 from sessions_app.models import AgentSession
 from tests.memory_app.notepad_support import session_make
 
@@ -86,19 +87,16 @@ def test_the_section_shows_the_notepad_read_with_the_sessions_row_without_readin
     read, carries it, so the section reads nothing; any other snapshot (a row kept by a view, or
     read without the notepad) has the section read it."""
     from memory_app.notepad.context import NOTEPAD_SECTION
-    from sessions_app.engine.snapshot import SessionSnapshot
 
     session = session_make()
     write_at(session, "the plan", 0)
-    snapshot = SessionSnapshot.from_session(AgentSession.objects.get(pk=session.id), with_notepad=True)
+    snapshot = features().snapshot(AgentSession.objects.get(pk=session.id), with_notepad=True)
     assert snapshot.notepad == "the plan"
     with django_assert_num_queries(0):
         shown = NOTEPAD_SECTION.dynamic_system(snapshot)
     assert shown == ["## Session Notepad\nthe plan"]
-    partial = SessionSnapshot.from_session(
-        AgentSession.objects.defer("notepad").get(pk=session.id), with_notepad=True
-    )
-    kept = SessionSnapshot.from_session(session)  # the row as made, before the write
+    partial = features().snapshot(AgentSession.objects.defer("notepad").get(pk=session.id), with_notepad=True)
+    kept = features().snapshot(session)  # the row as made, before the write
     for other in (partial, kept):
         assert other.notepad is None
         with django_assert_num_queries(1):

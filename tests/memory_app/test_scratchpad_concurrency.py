@@ -21,8 +21,8 @@ from memory_app.scratchpad.services import (
     scratchpad_space_set,
 )
 from sessions_app.authors import AGENT_AUTHOR, operator_author
+from sessions_app.engine.sessions import session_create
 from sessions_app.models import SessionEvent
-from sessions_app.services import session_create
 
 pytestmark = [
     pytest.mark.services,

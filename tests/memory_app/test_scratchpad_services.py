@@ -19,8 +19,8 @@ from memory_app.scratchpad.services import (
 )
 from sessions_app import announce
 from sessions_app.authors import AGENT_AUTHOR, operator_author
+from sessions_app.engine.sessions import session_create
 from sessions_app.models import AgentSession, SessionEvent
-from sessions_app.services import session_create
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("without_notepad")]
 

@@ -13,7 +13,7 @@ from memory_app.notepad.prompts import NOTEPAD_HEADING
 from memory_app.scratchpad import services as scratchpad_services
 from memory_app.scratchpad.prompts import BLOCK_START
 from memory_app.subsessions.services import tool_pairs_complete
-from sessions_app.engine.db import db
+from sessions_app.common.db import db
 from sessions_app.engine.prompts import COMPACTION_SUMMARY_SYSTEM_PROMPT
 from sessions_app.models import AgentSession, Archive, Message
 from tests.conftest import alist

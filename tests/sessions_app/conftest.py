@@ -9,7 +9,7 @@ from urllib.parse import urlparse, urlunparse
 import psycopg
 import pytest
 
-from sessions_app.engine.tools import ToolSpec
+from sessions_app.engine.contract import ToolSpec
 from tests.features import ECHO_TOOL
 from tests.servers import manage, server_env
 

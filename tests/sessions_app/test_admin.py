@@ -17,6 +17,7 @@ from memory_app.scratchpad import services as scratchpad_services
 from memory_app.scratchpad.models import ScratchpadRevision
 from memory_app.scratchpad.selectors import scratchpad_get
 from sessions_app import services
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.models import AgentSession, AgentToken, SessionEvent
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +53,7 @@ def test_every_model_has_an_admin_page_that_opens(admin_client: Client, app_labe
 
 
 def test_operator_edits_scratchpad_spaces_through_the_service(admin_client: Client) -> None:
-    session = services.session_create(owner=None)
+    session = engine_sessions.session_create(owner=None)
     data = form_data(admin_client, session) | {
         "scratchpad_notes": "operator notes",
         "scratchpad_refs": "src/a.py\n\n  https://example.org/x  \n",
@@ -67,7 +68,7 @@ def test_operator_edits_scratchpad_spaces_through_the_service(admin_client: Clie
 
 
 def test_stale_scratchpad_edit_is_refused_and_the_agents_value_kept(admin_client: Client) -> None:
-    session = services.session_create(owner=None)
+    session = engine_sessions.session_create(owner=None)
     data = form_data(admin_client, session) | {"scratchpad_plan": "operator plan"}
     agent_sets(session, "set_plan", content="agent plan")  # meanwhile
     response = admin_client.post(change_url(session), data)
@@ -81,7 +82,7 @@ def test_stale_scratchpad_edit_is_refused_and_the_agents_value_kept(admin_client
 
 
 def test_unchanged_spaces_are_not_written_when_other_fields_are_saved(admin_client: Client) -> None:
-    session = services.session_create(owner=None)
+    session = engine_sessions.session_create(owner=None)
     agent_sets(session, "set_notes", content="agent notes")
     data = form_data(admin_client, session) | {"title": "renamed"}
     assert admin_client.post(change_url(session), data).status_code == 302
@@ -90,7 +91,7 @@ def test_unchanged_spaces_are_not_written_when_other_fields_are_saved(admin_clie
 
 
 def test_scratchpad_value_over_the_sessions_limit_is_a_form_error(admin_client: Client) -> None:
-    session = services.session_create(owner=None, settings={"scratchpad": {"plan_max_chars": 10}})
+    session = engine_sessions.session_create(owner=None, settings={"scratchpad": {"plan_max_chars": 10}})
     data = form_data(admin_client, session) | {"scratchpad_plan": "x" * 11}
     response = admin_client.post(change_url(session), data)
     assert response.status_code == 200
@@ -113,7 +114,7 @@ def test_scratchpad_value_over_the_sessions_limit_is_a_form_error(admin_client: 
 def test_invalid_settings_or_tools_are_refused(
     admin_client: Client, field: str, value: Any, message: str
 ) -> None:
-    session = services.session_create(owner=None)
+    session = engine_sessions.session_create(owner=None)
     before = (session.settings, session.client_tools)
     data = form_data(admin_client, session) | {field: json.dumps(value)}
     response = admin_client.post(change_url(session), data)
@@ -124,7 +125,7 @@ def test_invalid_settings_or_tools_are_refused(
 
 
 def test_partial_settings_are_completed_with_defaults(admin_client: Client) -> None:
-    session = services.session_create(owner=None)
+    session = engine_sessions.session_create(owner=None)
     data = form_data(admin_client, session) | {"settings": json.dumps({"max_steps_per_turn": 7})}
     assert admin_client.post(change_url(session), data).status_code == 302
     session.refresh_from_db()
@@ -138,7 +139,7 @@ def test_archives_events_and_messages_are_read_only(admin_client: Client) -> Non
 
 
 def test_saving_the_session_keeps_what_a_running_turn_wrote_meanwhile(admin_client: Client) -> None:
-    session = services.session_create(owner=None)
+    session = engine_sessions.session_create(owner=None)
     data = form_data(admin_client, session) | {"title": "renamed"}
     turn = services.turn_begin(session_id=session.id, content="hello")  # counters move on
     assert admin_client.post(change_url(session), data).status_code == 302

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sessions_app.bounded import ExpiringMap, LRUCache, SizedLRUCache
+from sessions_app.common.caches import ExpiringMap, LRUCache, SizedLRUCache
 
 
 def test_lru_cache_drops_the_least_recently_used_entry():

@@ -6,8 +6,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from sessions_app.engine.archive import archive_page
+from sessions_app.engine.contract import ToolError
 from sessions_app.engine.prompts import COMPACTION_SUMMARY_SYSTEM_PROMPT, PRE_COMPACTION_WARNING
-from sessions_app.engine.tools import ToolError
 from sessions_app.models import AgentSession, Archive, Message, ModelCall
 from tests.conftest import alist
 from tests.fake_anthropic import FakeAnthropicServer, error, text, tool_use
@@ -459,7 +459,8 @@ def test_the_summary_bound_is_the_setting_a_fifth_of_the_window_and_the_room_lef
     import uuid
 
     from sessions_app.engine.compaction import SUMMARY_FLOOR_TOKENS, summary_limit
-    from sessions_app.engine.snapshot import SessionSnapshot
+    from sessions_app.engine.contract import SessionSnapshot
+    from sessions_app.engine.features import features
 
     def snapshot(window: int, **compaction: int) -> SessionSnapshot:
         return SessionSnapshot(
@@ -469,6 +470,7 @@ def test_the_summary_bound_is_the_setting_a_fifth_of_the_window_and_the_room_lef
             context_window=window,
             compact_threshold=0.8,
             settings={"compaction": compaction} if compaction else {},
+            defaults=features().default_settings,
         )
 
     assert summary_limit(snapshot(200_000)) == 2000  # the default setting
@@ -489,7 +491,7 @@ def test_fit_limit_is_the_largest_estimate_that_leaves_room_for_an_answer(
     import uuid
 
     from sessions_app.engine import compaction
-    from sessions_app.engine.snapshot import SessionSnapshot
+    from sessions_app.engine.contract import SessionSnapshot
 
     session = SessionSnapshot(
         id=uuid.uuid4(),

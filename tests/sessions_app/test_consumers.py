@@ -10,6 +10,7 @@ from channels.testing import WebsocketCommunicator
 
 from config.asgi import application
 from sessions_app import services
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.models import AgentSession, AgentToken, Message, SessionEvent
 from tests.conftest import alist
 from tests.sessions_app.conftest import CLIENT_TOOL
@@ -632,7 +633,7 @@ async def test_an_unexpected_failure_answers_internal_error_and_keeps_the_connec
     def broken(**kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(services, "session_create", broken)
+    monkeypatch.setattr(engine_sessions, "session_create", broken)
     client = await connect()
     await client.send({"type": "session.create", "request_id": "x"})
     reply = await client.recv()

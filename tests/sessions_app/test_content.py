@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sessions_app.authors import AGENT_AUTHOR, operator_author
-from sessions_app.engine.content import content_text, omitted_marker, text_clip_middle
+from sessions_app.common.content import content_text, omitted_marker, text_clip_middle
 
 BLOCKS = [
     {"type": "text", "text": "one"},

@@ -13,8 +13,8 @@ from sessions_app.engine.context import (
     build_request,
     canonical_json,
 )
-from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.validation import default_settings
+from sessions_app.engine.contract import SessionSnapshot
+from sessions_app.engine.features import features
 
 CC = CACHE_CONTROL
 
@@ -26,7 +26,7 @@ def snapshot(**overrides) -> SessionSnapshot:
         "system_prompt": "",
         "context_window": 200_000,
         "compact_threshold": 0.8,
-        "settings": default_settings(),
+        "settings": features().default_settings,
         "client_tools": [],
     }
     values.update(overrides)
@@ -291,8 +291,8 @@ def test_server_tools_encoded_once_encode_as_the_request_carries_them():
     """The server's tools' JSON is encoded once per `ToolSpec` and reused: the request's bytes,
     and the tools' token count, are what encoding the whole request would give, whether the
     last tool carries the cache breakpoint (no system text) or not, beside client tools."""
-    from sessions_app.engine.tokens import estimate_text_tokens, json_text
-    from sessions_app.engine.tools import ToolSpec
+    from sessions_app.common.estimate import estimate_text_tokens, json_text
+    from sessions_app.engine.contract import ToolSpec
 
     async def handler(ctx: Any, tool_input: dict) -> str:
         return ""
@@ -376,7 +376,7 @@ def test_a_sections_guidance_counts_in_the_system_prompt_not_under_its_name():
 
 
 def test_the_tools_tokens_are_those_of_their_json_as_sent_and_follow_a_change():
-    from sessions_app.engine.tokens import estimate_json_tokens
+    from sessions_app.common.estimate import estimate_json_tokens
 
     tool = {"name": "lookup", "description": "Find a word.", "input_schema": {"type": "object"}}
     first = build_request(

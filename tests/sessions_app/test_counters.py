@@ -11,15 +11,15 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from sessions_app import services
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.models import AgentSession, Message, MessageRole
 from sessions_app.services.counters import session_counter_add
 from sessions_app.services.messages import message_write
 
 
 def _adds_and_assigns() -> None:
-    session = services.session_create(owner=None)
-    other = services.session_create(owner=None)
+    session = engine_sessions.session_create(owner=None)
+    other = engine_sessions.session_create(owner=None)
     when = timezone.now() + timedelta(days=1)
     with transaction.atomic():
         assert session_counter_add(session.id, "last_seq", 3) == 3
@@ -39,7 +39,7 @@ def _unknown_session_is_refused() -> None:
 
 
 def _concurrent_messages_get_gapless_positions(writers: int, each: int) -> None:
-    session = services.session_create(owner=None)
+    session = engine_sessions.session_create(owner=None)
     errors: list[BaseException] = []
 
     def write() -> None:

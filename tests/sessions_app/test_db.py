@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from sessions_app.engine.db import db, db_heavy
+from sessions_app.common.db import db, db_heavy
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.models import AgentSession
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,9 +34,8 @@ async def test_heavy_work_leaves_the_shared_thread_free():
 
 
 async def test_heavy_work_reads_the_database_on_its_own_connection():
-    from sessions_app import services
 
-    session = await db(services.session_create)(owner=None)
+    session = await db(engine_sessions.session_create)(owner=None)
     assert await db_heavy(lambda: AgentSession.objects.get(pk=session.id).model)() == session.model
 
 
@@ -67,7 +67,7 @@ def _count_with_checks_on() -> int:
 async def test_a_connection_used_moments_ago_is_not_checked_again(monkeypatch):
     """A database thread's connection that just answered is not checked before its next call
     (Django would send a `SELECT 1` before each); one idle for longer is."""
-    from sessions_app.engine import db as engine_db
+    from sessions_app.common import db as engine_db
 
     checks = _counted_checks(monkeypatch)
     await engine_db.db_lease(_count_with_checks_on)()  # the lease thread: one thread, one connection
@@ -85,7 +85,7 @@ async def test_a_connection_the_server_dropped_while_idle_is_replaced(monkeypatc
     dead by its check and replaced before the call's query; the call succeeds."""
     from django.db import connection
 
-    from sessions_app.engine import db as engine_db
+    from sessions_app.common import db as engine_db
 
     monkeypatch.setattr(engine_db, "HEALTH_CHECK_BYPASS_SECONDS", 0.05)
 
@@ -111,7 +111,7 @@ async def test_the_database_threads_close_their_connections_when_asked(settings)
 
     from django.db import connections
 
-    from sessions_app.engine import db as engine_db
+    from sessions_app.common import db as engine_db
 
     def connection_in_use() -> tuple[int, Any]:
         wrapper = connections["default"]

@@ -13,6 +13,7 @@ from asgiref.sync import sync_to_async
 
 from sessions_app import announce, services
 from sessions_app.engine import deltas as engine_deltas
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.models import AgentSession, SessionEvent
 
 
@@ -27,7 +28,7 @@ def _running(n: int) -> list[tuple[uuid.UUID, uuid.UUID, uuid.UUID]]:
     """`n` sessions, each with a running turn: (session id, turn id, the lease's holder)."""
     turns = []
     for _ in range(n):
-        session = services.session_create(owner=None)
+        session = engine_sessions.session_create(owner=None)
         holder = uuid.uuid4()
         turn = services.turn_begin(session_id=session.id, content="go", holder=holder)
         turns.append((session.id, turn.id, holder))

@@ -4,7 +4,8 @@ change that encodes again only what it changed."""
 
 from __future__ import annotations
 
-from sessions_app.engine.context import HistoryView, PreparedHistory, StoredMessage, build_request
+from sessions_app.engine.context import PreparedHistory, StoredMessage, build_request
+from sessions_app.engine.contract import HistoryView
 from tests.sessions_app.test_context import Section, _rebuild, msg, snapshot, t
 
 

@@ -9,8 +9,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import transaction
 
-from sessions_app import selectors, services
+from sessions_app import selectors
 from sessions_app.engine import runner
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.models import ModelCall, RequestPart
 from sessions_app.services import steps
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def _turns(contents: list[str], **create) -> list[ModelCall]:
-    session = await sync_to_async(services.session_create)(owner=None, model="scripted", **create)
+    session = await sync_to_async(engine_sessions.session_create)(owner=None, model="scripted", **create)
     for content in contents:
         await runner.turn_start(session_id=session.id, content=content)
         await runner.turns_wait_idle(timeout=60)

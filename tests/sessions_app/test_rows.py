@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 
 from sessions_app import services
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.models import AgentSession, Message, SessionEvent, Turn
 from sessions_app.services.rows import (
     count_where,
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_rows_inserted_read_back_through_the_orm_as_they_were_given():
-    session = services.session_create(owner=None, model="scripted")
+    session = engine_sessions.session_create(owner=None, model="scripted")
     turn = Turn(id=uuid.uuid4(), session_id=session.id)
     content = [{"type": "text", "text": 'é \u2603 "quoted"'}]
     objects_insert([turn])
@@ -43,7 +44,9 @@ def test_rows_inserted_read_back_through_the_orm_as_they_were_given():
 
 
 def test_a_row_read_by_key_equals_the_orms_and_a_partial_row_defers_the_rest():
-    session = services.session_create(owner=None, model="scripted", settings={"notepad": {"enabled": True}})
+    session = engine_sessions.session_create(
+        owner=None, model="scripted", settings={"notepad": {"enabled": True}}
+    )
     AgentSession.objects.filter(pk=session.id).update(notepad="note", lease_expires_at=timezone.now())
     orm = AgentSession.objects.get(pk=session.id)
     raw = object_get(AgentSession, session.id, lock=False)
@@ -70,7 +73,7 @@ def test_a_partial_row_from_an_update_is_what_from_db_builds(monkeypatch):
 
     from sessions_app.services.rows import object_fields, object_from_row
 
-    session = services.session_create(owner=None, settings={"notepad": {"enabled": True}})
+    session = engine_sessions.session_create(owner=None, settings={"notepad": {"enabled": True}})
     AgentSession.objects.filter(pk=session.id).update(notepad="note")
     names = object_fields(AgentSession, ("id", "epoch", "settings", "notepad", "parent_session_id"))
     fields = {key: f for f in AgentSession._meta.concrete_fields for key in (f.name, f.attname)}
@@ -116,7 +119,7 @@ def test_a_partial_row_from_an_update_is_what_from_db_builds(monkeypatch):
 
 
 def test_a_row_updated_by_key_reads_back_through_the_orm():
-    session = services.session_create(owner=None, model="scripted")
+    session = engine_sessions.session_create(owner=None, model="scripted")
     turn = Turn.objects.create(session=session)
     when = timezone.now()
     assert object_update(Turn, turn.id, ended_at=when, stop_reason="end_turn", steps=2) == 1
@@ -126,7 +129,7 @@ def test_a_row_updated_by_key_reads_back_through_the_orm():
 
 
 def test_events_inserted_with_seqs_the_caller_allocated():
-    session = services.session_create(owner=None, model="scripted")
+    session = engine_sessions.session_create(owner=None, model="scripted")
     last = services.counters.session_update(session.id, add={"last_seq": 2})["last_seq"]
     frames = services.events.events_insert(
         session_id=session.id, last_seq=last, events=[("a", {"x": 1}), ("b", {"é": ["✓", None]})]
@@ -139,7 +142,7 @@ def test_events_inserted_with_seqs_the_caller_allocated():
 
 def test_values_insert_stores_what_the_orm_stores():
     """`values_insert` (no model instances) and `objects_insert` send the same values."""
-    session = services.session_create(owner=None, model="scripted")
+    session = engine_sessions.session_create(owner=None, model="scripted")
     at = timezone.now()
     values = {"session_id": session.id, "type": "t", "payload": {"k": [1, "ü"]}, "created_at": at}
     objects_insert([SessionEvent(seq=1, **values)])
@@ -156,7 +159,7 @@ def test_values_insert_stores_what_the_orm_stores():
 
 
 def test_rows_selected_by_conditions_equal_the_orms():
-    session = services.session_create(owner=None, model="scripted")
+    session = engine_sessions.session_create(owner=None, model="scripted")
     for position, epoch in [(0, 0), (1, 1), (2, 1), (3, 1)]:
         Message.objects.create(
             session=session, position=position, epoch=epoch, role="user", content=[{"t": position}]
@@ -178,7 +181,7 @@ def test_rows_selected_by_conditions_equal_the_orms():
 
 
 def test_rows_limited_and_counted_equal_the_orms():
-    session = services.session_create(owner=None, model="scripted")
+    session = engine_sessions.session_create(owner=None, model="scripted")
     for position in range(5):
         Message.objects.create(session=session, position=position, epoch=0, role="user", content=[])
     where = (("session_id", "="), ("position", ">="))
@@ -195,7 +198,7 @@ def test_rows_limited_and_counted_equal_the_orms():
 def test_exists_where_any_equals_the_orms_or():
     from django.db.models import Q
 
-    session = services.session_create(owner=None, model="scripted")
+    session = engine_sessions.session_create(owner=None, model="scripted")
     for position in range(3):
         Message.objects.create(session=session, position=position, epoch=position, role="user", content=[])
     by_epoch = (("session_id", "="), ("epoch", "="))
@@ -219,7 +222,7 @@ def test_exists_where_any_equals_the_orms_or():
 
 
 def test_a_conditional_update_writes_only_while_the_row_matches():
-    session = services.session_create(owner=None)
+    session = engine_sessions.session_create(owner=None)
     holder = uuid.uuid4()
     turn = services.turn_begin(session_id=session.id, content="go", holder=holder)
     before = AgentSession.objects.get(pk=session.id).last_seq
@@ -241,7 +244,7 @@ def test_a_conditional_update_writes_only_while_the_row_matches():
 def test_a_conditional_update_without_returning_reads_the_counters_back(monkeypatch):
     """SQLite before 3.35 has no UPDATE ... RETURNING: the update, then a read of the counters."""
     monkeypatch.setattr(services.counters, "returning_supported", lambda connection=None: False)
-    session = services.session_create(owner=None)
+    session = engine_sessions.session_create(owner=None)
     before = AgentSession.objects.get(pk=session.id).last_seq
     assert services.counters.session_update_if(
         session.id, where={"current_turn_id": None}, add={"last_seq": 2}, assign={"title": "t"}
@@ -262,7 +265,7 @@ def test_statements_on_sqlite_skip_djangos_cursor_unless_queries_are_logged(monk
 
     if connection.vendor != "sqlite":
         pytest.skip("the direct cursor is SQLite's")
-    session = services.session_create(owner=None, model="scripted")
+    session = engine_sessions.session_create(owner=None, model="scripted")
     where = (("session_id", "="),)
 
     def refused(*args, **kwargs):
@@ -289,7 +292,7 @@ def test_a_failed_statement_raises_djangos_error_and_breaks_the_transaction_as_d
     from django.db import IntegrityError, transaction
     from django.db.transaction import TransactionManagementError
 
-    session = services.session_create(owner=None, model="scripted")
+    session = engine_sessions.session_create(owner=None, model="scripted")
     objects_insert([Message(session=session, position=0, epoch=0, role="user", content=[])])
     with pytest.raises(IntegrityError), transaction.atomic():
         objects_insert([Message(session=session, position=0, epoch=0, role="user", content=[])])

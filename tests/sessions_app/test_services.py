@@ -12,6 +12,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from sessions_app import announce, services
+from sessions_app.engine import sessions as engine_sessions
+from sessions_app.engine.features import features
 from sessions_app.models import AgentSession, AgentToken, Message, SessionEvent, Turn
 
 
@@ -24,7 +26,7 @@ def announced(monkeypatch):
 
 @pytest.fixture
 def session(db):
-    return services.session_create(owner=None)
+    return engine_sessions.session_create(owner=None)
 
 
 # -- tokens ----------------------------------------------------------------------------------
@@ -125,7 +127,7 @@ def _emit_concurrently(session_id, writers: int, each: int) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_writers_get_gapless_seq():
-    session = services.session_create(owner=None)
+    session = engine_sessions.session_create(owner=None)
     _emit_concurrently(session.id, writers=4, each=25)
     seqs = sorted(SessionEvent.objects.filter(session=session).values_list("seq", flat=True))
     assert seqs == list(range(1, 101))
@@ -135,7 +137,7 @@ def test_concurrent_writers_get_gapless_seq():
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_writers_get_gapless_seq_on_postgresql():
     assert connection.vendor == "postgresql"
-    session = services.session_create(owner=None)
+    session = engine_sessions.session_create(owner=None)
     _emit_concurrently(session.id, writers=8, each=25)
     seqs = sorted(SessionEvent.objects.filter(session=session).values_list("seq", flat=True))
     assert seqs == list(range(1, 201))
@@ -337,10 +339,9 @@ def test_the_usual_start_reads_the_row_from_its_update_as_a_locked_read_would(db
     """An idle session's turn starts with one update of its row, which also reads it back: the
     row `admit` gets has the values a locked read gives (decoded JSON, keys, the notepad), and no
     statement reads the row before the update."""
-    from sessions_app.engine.snapshot import SessionSnapshot
 
     tools = [{"name": "lookup", "description": "Find it.", "input_schema": {"type": "object"}}]
-    session = services.session_create(
+    session = engine_sessions.session_create(
         owner=None,
         model="scripted",
         system_prompt="You help. ü",
@@ -355,9 +356,7 @@ def test_the_usual_start_reads_the_row_from_its_update_as_a_locked_read_would(db
     assert [q for q in sql if table in q][0].startswith("UPDATE")
     assert not [q for q in sql if q.startswith("SELECT") and table in q], sql
     expected = AgentSession.objects.get(pk=session.id)
-    assert SessionSnapshot.from_session(seen[0], with_notepad=True) == SessionSnapshot.from_session(
-        expected, with_notepad=True
-    )
+    assert features().snapshot(seen[0], with_notepad=True) == features().snapshot(expected, with_notepad=True)
     assert (seen[0].current_turn_id, seen[0].status, seen[0].lease_holder) == (
         turn.id,
         "running",
@@ -403,6 +402,12 @@ def test_a_start_never_takes_a_held_lease_whatever_the_status_says(session, anno
 def test_compaction_refuses_an_empty_summary(session):
     with pytest.raises(ValueError):
         services.compaction_store(
-            session_id=session.id, turn_id=None, epoch=0, summary="  ", tokens_before=1, tokens_after=1
+            session_id=session.id,
+            turn_id=None,
+            epoch=0,
+            summary="  ",
+            summary_message="  ",
+            tokens_before=1,
+            tokens_after=1,
         )
     assert AgentSession.objects.get(pk=session.id).epoch == 0

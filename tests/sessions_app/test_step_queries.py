@@ -12,8 +12,9 @@ from asgiref.sync import sync_to_async
 from django.db.backends.signals import connection_created
 
 from sessions_app import services
+from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.engine import runner
-from sessions_app.engine.tokens import estimate_json_tokens
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.models import AgentSession, Message
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,7 +48,7 @@ def _fill(session_id, messages: int) -> None:
 
 
 async def _turn_queries(history: int) -> list[str]:
-    session = await sync_to_async(services.session_create)(owner=None, model="scripted")
+    session = await sync_to_async(engine_sessions.session_create)(owner=None, model="scripted")
     await sync_to_async(_fill)(session.id, history)
     await runner.turn_start(session_id=session.id, content="hello")  # loads and caches the history
     await runner.turns_wait_idle(timeout=60)
@@ -112,7 +113,7 @@ async def test_a_one_step_turn_opens_no_connection_outside_the_database_threads(
     settings.PALIMPSEST_TURN_LEASE_SECONDS = 600  # no heartbeat (its own thread) during the turn
     settings.PALIMPSEST_POLL_SECONDS = 600  # no poll of the waiting turns during it
     settings.PALIMPSEST_DB_THREADS = 4
-    session = await sync_to_async(services.session_create)(owner=None, model="scripted")
+    session = await sync_to_async(engine_sessions.session_create)(owner=None, model="scripted")
     await sync_to_async(_fill)(session.id, 10)
     await runner.turn_start(session_id=session.id, content="hello")
     await runner.turns_wait_idle(timeout=60)
@@ -138,7 +139,7 @@ async def test_the_last_step_is_in_the_cached_history_before_its_turn_completed_
     from sessions_app import announce
     from sessions_app.engine import history
 
-    session = await sync_to_async(services.session_create)(owner=None, model="scripted")
+    session = await sync_to_async(engine_sessions.session_create)(owner=None, model="scripted")
     seen: list[tuple[int, int]] = []
     real = announce._announce
 
@@ -171,7 +172,7 @@ async def test_a_turns_heartbeats_share_one_connection(settings, monkeypatch):
         return real(**kwargs)
 
     monkeypatch.setattr(services, "turn_heartbeat", counted)
-    session = await sync_to_async(services.session_create)(owner=None, model="scripted")
+    session = await sync_to_async(engine_sessions.session_create)(owner=None, model="scripted")
     opened: list[str] = []
 
     def created(sender, connection, **kwargs) -> None:
@@ -218,7 +219,7 @@ async def test_what_another_writer_stored_since_the_history_was_cached_is_read_a
     from sessions_app.engine import history
     from sessions_app.models import MaskedResult
 
-    session = await sync_to_async(services.session_create)(owner=None, model="scripted")
+    session = await sync_to_async(engine_sessions.session_create)(owner=None, model="scripted")
     await sync_to_async(_fill)(session.id, 4)
     await runner.turn_start(session_id=session.id, content="hello")  # caches the history
     await runner.turns_wait_idle(timeout=60)

@@ -8,12 +8,10 @@ from typing import Any
 
 import pytest
 
+from sessions_app.common.types import ToolOutcome
 from sessions_app.engine import tool_hooks
-from sessions_app.engine.features import Feature, FeatureSet
-from sessions_app.engine.snapshot import SessionSnapshot
-from sessions_app.engine.tool_hooks import ToolInput
-from sessions_app.engine.tools import ToolSpec
-from sessions_app.engine.types import ToolOutcome
+from sessions_app.engine.contract import Feature, SessionSnapshot, ToolInput, ToolSpec
+from sessions_app.engine.features import FeatureSet
 
 SESSION = SessionSnapshot(
     id=uuid.uuid4(), model="m", system_prompt="", context_window=1000, compact_threshold=0.8, settings={}

@@ -15,6 +15,7 @@ from django.db import connections
 from django.utils import timezone
 
 from sessions_app import announce, services
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.models import AgentSession, Message, SessionEvent, ToolCall, Turn
 from tests.sessions_app.conftest import CLIENT_TOOL
 from tests.sessions_app.test_services import _call_data
@@ -29,7 +30,7 @@ def announced(monkeypatch):
 
 @pytest.fixture
 def session(db):
-    return services.session_create(owner=None, tools=[CLIENT_TOOL])
+    return engine_sessions.session_create(owner=None, tools=[CLIENT_TOOL])
 
 
 def _expire(session_id: uuid.UUID) -> None:
@@ -222,7 +223,7 @@ def test_a_stalled_runner_writes_nothing_once_its_turn_is_taken_over(session, an
 @pytest.mark.parametrize("waits_for_client", [True, False])
 @pytest.mark.django_db(transaction=True)
 def test_two_repairers_at_once_one_wins(announced, waits_for_client):
-    session = services.session_create(owner=None, tools=[CLIENT_TOOL])
+    session = engine_sessions.session_create(owner=None, tools=[CLIENT_TOOL])
     turn = services.turn_begin(session_id=session.id, content="one", holder=uuid.uuid4())
     if waits_for_client:
         _step(session.id, turn.id, ("toolu_c", "client_lookup", "client"))

@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 
 from sessions_app import services
 from sessions_app.engine import runner as engine_runner
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.models import AgentSession
 
 LONG_ANSWER = "echo " + " ".join(f"w{i}" for i in range(300))  # ~15 s at 0.5 s a piece
@@ -129,7 +130,7 @@ def test_turns_stop_asked_names_the_turns_that_must_look():
     """Cancel asked, lease taken by another holder or another turn, session gone: named; a turn
     still leased as it was: not. Two runners of one session are told apart by their holder."""
     holders = [uuid.uuid4() for _ in range(4)]
-    sessions = [services.session_create(owner=None) for _ in range(4)]
+    sessions = [engine_sessions.session_create(owner=None) for _ in range(4)]
     turns = [
         (s.id, services.turn_begin(session_id=s.id, content="go", holder=h).id, h)
         for s, h in zip(sessions, holders, strict=True)
@@ -146,7 +147,7 @@ def test_turns_stop_asked_names_the_turns_that_must_look():
 @pytest.mark.django_db
 def test_turns_stop_asked_reads_many_sessions_in_chunks(monkeypatch):
     monkeypatch.setattr("sessions_app.services.turns.STOP_ASKED_CHUNK", 3)
-    sessions = [services.session_create(owner=None) for _ in range(7)]
+    sessions = [engine_sessions.session_create(owner=None) for _ in range(7)]
     turns = []
     for s in sessions:
         holder = uuid.uuid4()

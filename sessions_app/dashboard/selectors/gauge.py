@@ -12,7 +12,6 @@ from memory_app.tasks.selectors import tasks_tokens_saved
 from sessions_app.engine import compaction
 from sessions_app.engine.context import build_request
 from sessions_app.engine.features import features
-from sessions_app.engine.snapshot import SessionSnapshot
 from sessions_app.models import AgentSession, Message
 
 
@@ -81,11 +80,12 @@ def context_gauge(*, session: AgentSession) -> ContextGauge:
     estimate compaction decides on (`compaction.estimate_prompt_tokens`: the provider's count of
     the previous prompt plus the session's token ratio times what changed).
     """
-    snapshot = SessionSnapshot.from_session(session)
+    snapshot = features().snapshot(session)
     built = build_request(
         session=snapshot,
         history=[],
         server_tools=features().tools_for_session(snapshot),
+        sections=features().sections,
         max_tokens=settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
     )
     history = Message.objects.filter(session_id=session.pk, epoch=session.epoch).aggregate(

@@ -13,7 +13,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from sessions_app import services
 from sessions_app.dashboard import selectors
 from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.forms import SessionCreateForm
@@ -26,6 +25,7 @@ from sessions_app.dashboard.list_filters import (
     sort_headers,
 )
 from sessions_app.dashboard.views.common import HtmxHttpRequest
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.features import features
 from sessions_app.engine.model_table import MODEL_CONTEXT_WINDOWS
 from sessions_app.models import SessionStatus
@@ -106,11 +106,11 @@ async def session_create(request: HtmxHttpRequest) -> HttpResponse:
     form = SessionCreateForm(request.POST)
     if form.is_valid():
         fields = form.session_fields()
-        fields["context_window"] = await services.session_context_window_resolve(
+        fields["context_window"] = await engine_sessions.session_context_window_resolve(
             model=fields["model"], context_window=fields["context_window"]
         )
         try:
-            session = await sync_to_async(services.session_create)(
+            session = await sync_to_async(engine_sessions.session_create)(
                 owner=None, reserved_tool_names=features().tool_names(), **fields
             )
         except SpecError as exc:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
-from sessions_app.bounded import LRUCache
+from sessions_app.common.caches import LRUCache
+from sessions_app.engine.contract import ScriptedRule
 from sessions_app.engine.model_table import DEFAULT_CONTEXT_WINDOW, MODEL_CONTEXT_WINDOWS
 from sessions_app.engine.providers.base import ModelResponse, Provider, ProviderError, Usage
+from sessions_app.engine.providers.scripted import ScriptedProvider
 from sessions_app.validation import MAX_MODEL_CHARS
 
 __all__ = [
@@ -71,16 +75,14 @@ def context_window_resolve_sync(model: str) -> int:
     return known if known is not None else async_to_sync(context_window_resolve)(model)
 
 
-def provider_for_model(model: str) -> Provider:
-    """The scripted model for `model == "scripted"` or when PALIMPSEST_PROVIDER is `scripted`;
-    else Anthropic (with ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL as given, and the model-stream
-    limits PALIMPSEST_MODEL_IDLE_SECONDS and PALIMPSEST_MODEL_STREAM_RETRY_SECONDS)."""
+def provider_for_model(model: str, *, scripted_rules: Sequence[ScriptedRule] = ()) -> Provider:
+    """The scripted model for `model == "scripted"` or when PALIMPSEST_PROVIDER is `scripted`
+    (with the features' `scripted_rules`); else Anthropic (with ANTHROPIC_API_KEY and
+    ANTHROPIC_BASE_URL as given, and the model-stream limits PALIMPSEST_MODEL_IDLE_SECONDS and
+    PALIMPSEST_MODEL_STREAM_RETRY_SECONDS). The SDK is imported on first use."""
     if _uses_scripted(model):
-        from sessions_app.engine.features import features
-        from sessions_app.engine.providers.scripted import ScriptedProvider
-
         return ScriptedProvider(
-            rules=features().scripted_rules,
+            rules=scripted_rules,
             chunk_delay_seconds=settings.PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS,
         )
     from sessions_app.engine.providers.anthropic import AnthropicProvider

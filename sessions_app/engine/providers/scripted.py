@@ -17,49 +17,22 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
-from sessions_app.engine.content import content_text
+from sessions_app.common.content import content_text
+from sessions_app.common.estimate import estimate_json_tokens
+from sessions_app.engine.contract import ScriptedInput, ScriptedReply, ScriptedRule
 from sessions_app.engine.providers.base import ModelResponse, TextCallback, Usage
-from sessions_app.engine.tokens import estimate_json_tokens
 
 RESULT_PREVIEW_CHARS = 300
 
 
-@dataclass
-class ScriptedInput:
-    body: dict[str, Any]
-    user_text: str | None  # the latest user text block, when the last message is the user's words
-    tool_results: list[dict] | None  # [{name, content, is_error}] when the last message holds results
-    tool_names: list[str]
-    system_text: str
-
-
-@dataclass
-class ScriptedReply:
-    text: str = ""
-    tool_uses: list[tuple[str, dict]] = field(default_factory=list)
-
-
-ScriptedRule = Callable[[ScriptedInput], ScriptedReply | None]
 HELP_LINES: tuple[str, ...] = (
     "help: this list",
     "echo TEXT: I answer TEXT",
     'tool NAME {"json": "input"}: I call the tool NAME with that input',
 )
-
-
-def scripted_rule(help_line: str | None = None) -> Callable[[ScriptedRule], ScriptedRule]:
-    """Mark a function as a scripted rule, with its line in `help`. It registers nothing: a
-    feature lists its rules in its `Feature.scripted_rules`."""
-
-    def mark(rule: ScriptedRule) -> ScriptedRule:
-        rule.help_line = help_line  # type: ignore[attr-defined]
-        return rule
-
-    return mark
 
 
 def parse_input(body: dict[str, Any]) -> ScriptedInput:
@@ -150,6 +123,7 @@ def _rule_default(inp: ScriptedInput) -> ScriptedReply:
 
 def scripted_answer(body: dict[str, Any], rules: Sequence[ScriptedRule] = ()) -> ScriptedReply:
     inp = parse_input(body)
+    inp.answer_without = lambda skipped: scripted_answer(body, [r for r in rules if r is not skipped])
     for rule in rules:
         reply = rule(inp)
         if reply is not None:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from memory_app.sandbox.jail import SandboxResult, sandbox_run
-from sessions_app.engine.tools import ToolError
+from sessions_app.engine.contract import ToolError
 
 # Only hang guards: no assertion depends on how fast anything is.
 HANG_GUARD_SECONDS = 120

@@ -8,6 +8,14 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class StoredMessage:
+    position: int
+    role: str
+    content: list[dict]
+    token_estimate: int
+
+
+@dataclass(frozen=True)
 class ToolOutcome:
     tool_use_id: str
     name: str

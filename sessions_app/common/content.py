@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sessions_app.engine.prompts import OMITTED_MARKER
+# Seed 004: "the first 500 characters + a placeholder with the exact number of characters
+# omitted + the last 500", shown in its example as "...\n[... 88500 characters omitted ...]\n...".
+# `omitted_marker(n)` fills it in.
+OMITTED_MARKER = "\n[... {omitted} characters omitted ...]\n"
 
 
 def content_text(content: Any, *, sep: str = "", mark_other_blocks: bool = False) -> str:

@@ -1,0 +1,475 @@
+"""The feature contract: every type through which a feature (the notepad, the scratchpad,
+observations, ...) plugs into the engine, and through which the engine reaches back.
+
+This module is a leaf: it imports nothing else of the engine (only the neutral floor,
+`sessions_app.common`). A feature imports this module, `sessions_app.common`, and the data layer
+(`sessions_app.models`, `services`, `selectors`); never another engine module. The engine reads
+the ordered list of features (`engine.features.features()`); nothing registers itself.
+
+What a `Feature` offers, slot by slot (`docs/architecture.md` has the table and a worked example):
+- `settings`, `settings_rules`: the session settings it owns, their defaults and validation;
+- `tools`: `ToolSpec`s (a name, the seed's JSON schema, an async handler);
+- `sections`: `ContextSection`s (stable guidance, per-call system text, blocks before the latest
+  user message);
+- `hooks`: `ToolCallHook`s around a step's tool calls;
+- `sandbox`: the APIs it hands to server tools and sandboxed code (`ToolContext.sandbox[name]`);
+- `scripted_rules`: what the offline scripted model learns from it;
+- `result_store`, `history_view`, `warning_notes`: compaction's cheap tier, how an epoch's
+  history is shown, what the pre-compaction warning adds;
+- `lifecycle`: its part of a session's export, import, deletion and long-term search index;
+- `dashboard`: its panels on the operator's session page and its admin inlines.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sessions_app.common.canonical import sorted_json
+from sessions_app.common.estimate import json_text
+from sessions_app.common.types import ModelCallData, PlannedToolCall, ToolOutcome
+
+__all__ = [
+    "ContextSection",
+    "DashboardPanel",
+    "EndTurn",
+    "Feature",
+    "FeatureDashboard",
+    "FeatureLifecycle",
+    "Handler",
+    "HistoryView",
+    "HistoryViewSource",
+    "ModelCallData",
+    "PlannedToolCall",
+    "ResultStore",
+    "SandboxFactory",
+    "ScriptedInput",
+    "ScriptedReply",
+    "ScriptedRule",
+    "SearchDocument",
+    "SessionSnapshot",
+    "SettingsRules",
+    "ToolCallHook",
+    "ToolContext",
+    "ToolError",
+    "ToolInput",
+    "ToolOutcome",
+    "ToolSpec",
+    "Turns",
+    "scripted_rule",
+]
+
+
+# ---------------------------------------------------------------------------
+# The session, as the engine, tools and sections see it
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionSnapshot:
+    """The read-only view of a session that the engine, tools and context sections work from.
+    Built by the engine (`features.session_snapshot`), which hands it the features' default
+    settings (`defaults`)."""
+
+    id: uuid.UUID
+    model: str
+    system_prompt: str
+    context_window: int
+    compact_threshold: float
+    settings: dict[str, Any]
+    client_tools: list[dict] = field(default_factory=list)
+    epoch: int = 0
+    last_prompt_tokens: int | None = None
+    last_estimated_tokens: int | None = None
+    token_ratio: float = 1.0
+    compaction_failures: int = 0
+    # Where the session sits in its tree of sub-sessions: 0 and no parent for a root (whose
+    # `root_id` is its own id).
+    depth: int = 0
+    parent_id: uuid.UUID | None = None
+    root_id: uuid.UUID | None = None
+    # The notepad's content as read with the row ("" while empty), which every request shows:
+    # its section need not read it again. None unless the snapshot was made from a row read
+    # just now (`from_session(..., with_notepad=True)`): the section then reads it itself.
+    notepad: str | None = None
+    # The features' default settings: `setting`'s answer where `settings` lacks a key (a session
+    # created before the setting existed).
+    defaults: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # `setting`'s answers, by path: a request's build asks two dozen of them (each feature's
+    # `enabled`, its limits). Not copied by `dataclasses.replace`, which may change `settings`.
+    _settings_read: dict[tuple[str, ...], Any] = field(
+        init=False, default_factory=dict, repr=False, compare=False
+    )
+
+    @classmethod
+    def from_session(
+        cls, session: Any, *, defaults: Mapping[str, Any], with_notepad: bool = False
+    ) -> SessionSnapshot:
+        """The snapshot of `session`. `with_notepad`: the caller read the row just now, in the
+        call that builds the request, so its notepad is the current one (the engine's steps);
+        a row kept for longer (a view's, a form's) may hold an older notepad than the database."""
+        return cls(
+            id=session.id,
+            model=session.model,
+            system_prompt=session.system_prompt,
+            context_window=session.context_window,
+            compact_threshold=session.compact_threshold,
+            settings=session.settings,
+            client_tools=list(session.client_tools or []),
+            epoch=session.epoch,
+            last_prompt_tokens=session.last_prompt_tokens,
+            last_estimated_tokens=session.last_estimated_tokens,
+            token_ratio=session.token_ratio,
+            compaction_failures=session.compaction_failures,
+            depth=session.depth,
+            parent_id=session.parent_session_id,
+            root_id=session.root_session_id or session.id,
+            # Read with the row, not deferred (`get_deferred_fields` walks every field).
+            notepad=(session.notepad or "") if with_notepad and "notepad" in vars(session) else None,
+            defaults=defaults,
+        )
+
+    def setting(self, *path: str) -> Any:
+        """The session's setting at `path` (e.g. "notepad", "enabled"); where the stored settings
+        lack it, the features' default."""
+        try:
+            return self._settings_read[path]
+        except KeyError:
+            pass
+        for tree in (self.settings, self.defaults):
+            value: Any = tree
+            for key in path:
+                if not isinstance(value, dict) or key not in value:
+                    break
+                value = value[key]
+            else:
+                self._settings_read[path] = value
+                return value
+        raise KeyError(f"no setting {'.'.join(path)}")
+
+
+# ---------------------------------------------------------------------------
+# Server tools
+# ---------------------------------------------------------------------------
+
+
+class ToolError(Exception):
+    """A misuse the model should read: becomes a tool_result with is_error set."""
+
+
+class Turns(Protocol):
+    """The engine's turns, as a tool that runs another session's turn reaches them (a sub-session
+    for its parent's `spawn_session`): start one, wait for it, cancel it."""
+
+    async def start(self, *, session_id: uuid.UUID, content: str) -> uuid.UUID:
+        """Begin a turn of `session_id` on the user message `content`; its id. Raises
+        `services.TurnInProgress` when the session already runs one."""
+        ...
+
+    async def wait(self, turn_id: uuid.UUID) -> None:
+        """Until the turn has ended (at once when it has)."""
+        ...
+
+    async def cancel(self, *, session_id: uuid.UUID, turn_id: uuid.UUID, wait_seconds: float) -> None:
+        """Ask the session's running turn to stop and wait (at most `wait_seconds`) for it to end."""
+        ...
+
+
+@dataclass
+class ToolContext:
+    session: SessionSnapshot
+    turn_id: uuid.UUID
+    step: int
+    tool_use_id: str
+    # The sandbox APIs features hand to server tools (e.g. `sandbox["notepad"]`), by name.
+    sandbox: dict[str, Any] = field(default_factory=dict)
+    # The engine's turns (None where no turn loop runs the tool, e.g. a test calling a handler).
+    turns: Turns | None = None
+
+
+Handler = Callable[[ToolContext, dict], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class EndTurn:
+    """What a handler returns to end the turn after this step: `result` is the tool's result, and
+    the turn completes with `end_turn` without calling the model again (e.g. `report_result`)."""
+
+    result: Any
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A server tool: data (name, the seed's JSON schema) plus an async handler.
+
+    A handler returns what the tool produced (a dict, which the model receives as JSON, a string,
+    or content blocks) or raises `ToolError` with a message the model can read and act on. Its
+    input is checked against `input_schema` before it runs (`engine.tool_input`): a handler gets
+    the types and required fields the schema names."""
+
+    name: str
+    description: str
+    input_schema: dict
+    handler: Handler
+    # Whether the tool is offered to this session's model (e.g. only when the notepad is on).
+    enabled: Callable[[SessionSnapshot], bool] = lambda session: True
+    # Whether it is offered in a given turn too (e.g. only while the turn holds observations);
+    # called in a DB thread. A tool with this check is offered only when a turn is known.
+    offered_in_turn: Callable[[SessionSnapshot, uuid.UUID], bool] | None = None
+    # What the model is told when it calls the tool where `enabled` says no (e.g. a sub-session
+    # at the depth limit); None: the generic unknown-tool error.
+    refusal: Callable[[SessionSnapshot], str] | None = None
+    # Consecutive calls of concurrent tools in one step run together (`asyncio.gather`) instead of
+    # one after another, e.g. sub-sessions that wait for their own model; results keep the model's
+    # order. A tool is concurrent only if calls of it never depend on each other's effects.
+    concurrent: bool = False
+    # After a step that ran this tool, the runner asks the features' history views again (e.g.
+    # `end_task` collapses the task in the very next request).
+    refreshes_history: bool = False
+
+    def definition(self) -> dict:
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+    @functools.cached_property
+    def definition_texts(self) -> tuple[str, str]:
+        """The definition's JSON as a request carries it (`estimate.json_text`) and in canonical
+        form (`canonical.sorted_json`), encoded once: every request lists the same tools."""
+        definition = self.definition()
+        return json_text(definition), sorted_json(definition)
+
+
+# Builds a feature's sandbox API for one session (e.g. the notepad's read/write/append), or None
+# where the session has the feature switched off.
+SandboxFactory = Callable[[SessionSnapshot], Any]
+
+
+# ---------------------------------------------------------------------------
+# Hooks around a step's tool calls
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolInput:
+    tool_use_id: str
+    name: str
+    input: dict
+    # Set when the call must not run: the message is its tool_result (is_error).
+    error: str | None = None
+
+
+class ToolCallHook(Protocol):
+    """Hooks around a turn's tool calls, called in feature order in a DB thread:
+    - `turn_started` once, when the turn begins (e.g. garbage-collect expired rows);
+    - `inputs_resolve` with the inputs of one model step's tool calls, before they are stored,
+      announced (`tool.call`) or run: a hook returns each input, rewritten or not, or an error
+      that becomes that call's tool_result (the call is then not run and no client is asked);
+    - `outcomes_process` with the step's outcomes, before they are stored and shown to the model.
+    """
+
+    def turn_started(self, *, session: SessionSnapshot, turn_id: uuid.UUID) -> None: ...
+
+    def inputs_resolve(
+        self, *, session: SessionSnapshot, turn_id: uuid.UUID, inputs: list[ToolInput]
+    ) -> list[ToolInput]: ...
+
+    def outcomes_process(
+        self, *, session: SessionSnapshot, turn_id: uuid.UUID, outcomes: list[ToolOutcome]
+    ) -> list[ToolOutcome]: ...
+
+
+# ---------------------------------------------------------------------------
+# The prompt
+# ---------------------------------------------------------------------------
+
+
+class ContextSection(Protocol):
+    """A contributor to the prompt (the notepad, the scratchpad, ...). Called in a DB thread.
+
+    A section may have a `name` ("notepad"): `BuiltRequest.sections` reports the tokens of its
+    per-call parts (dynamic and transient: the memory it shows) under it, for the dashboard's
+    context gauge; without one, its class name is used. Its stable guidance is part of the
+    system prompt's count (`breakdown["system"]`).
+    """
+
+    def static_system(self, session: SessionSnapshot) -> list[str]:
+        """Text for the stable system prompt (guidance): must not change during a session."""
+        ...
+
+    def dynamic_system(self, session: SessionSnapshot) -> list[str]:
+        """System-prompt sections that may change every call (after the cache breakpoint)."""
+        ...
+
+    def message_prefix(self, session: SessionSnapshot) -> list[str]:
+        """Blocks put before the latest user message for this call only (never stored)."""
+        ...
+
+
+@dataclass(frozen=True)
+class HistoryView:
+    """How requests show an epoch's stored messages beyond masks (e.g. a finished task's
+    collapse): the tool calls whose `tool_use` and `tool_result` blocks are left out, and tool
+    results whose content is replaced by a text. The stored messages are untouched."""
+
+    hidden: frozenset[str] = frozenset()
+    replacements: Mapping[str, str] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.hidden or self.replacements)
+
+
+# How a feature changes the way an epoch's stored messages are shown (e.g. finished tasks are
+# collapsed): (session id, epoch, the tool_use ids whose results the epoch holds) → the view.
+# Runs in a DB thread, when a turn loads its history and after a step that ran a tool whose
+# spec has `refreshes_history`.
+HistoryViewSource = Callable[[uuid.UUID, int, Collection[str]], HistoryView]
+
+
+class ResultStore(Protocol):
+    """Where compaction's cheap tier keeps a masked tool result whole (seed 004's observation
+    store): returns the id the model reads it back with. Runs in a DB thread."""
+
+    def store(
+        self,
+        *,
+        session: SessionSnapshot,
+        turn_id: uuid.UUID,
+        tool_use_id: str,
+        tool_name: str,
+        content: str | list[dict],
+    ) -> str: ...
+
+
+# ---------------------------------------------------------------------------
+# The scripted model
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class ScriptedInput:
+    body: dict[str, Any]
+    user_text: str | None  # the latest user text block, when the last message is the user's words
+    tool_results: list[dict] | None  # [{name, content, is_error}] when the last message holds results
+    tool_names: list[str]
+    system_text: str
+    # The reply every rule but the given one (and the built-in rules) would give to this input.
+    answer_without: Callable[[ScriptedRule], ScriptedReply] | None = field(default=None, repr=False)
+
+
+@dataclass
+class ScriptedReply:
+    text: str = ""
+    tool_uses: list[tuple[str, dict]] = field(default_factory=list)
+
+
+ScriptedRule = Callable[[ScriptedInput], ScriptedReply | None]
+
+
+def scripted_rule(help_line: str | None = None) -> Callable[[ScriptedRule], ScriptedRule]:
+    """Mark a function as a scripted rule, with its line in `help`. It registers nothing: a
+    feature lists its rules in its `Feature.scripted_rules`."""
+
+    def mark(rule: ScriptedRule) -> ScriptedRule:
+        rule.help_line = help_line  # type: ignore[attr-defined]
+        return rule
+
+    return mark
+
+
+# ---------------------------------------------------------------------------
+# A session's life beyond its turns: export, import, deletion, long-term search
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SearchDocument:
+    """One piece of a session's memory for the long-term search index (`recall`): `key` is unique
+    within the feature and session (re-indexing replaces it), `text` is what is searched."""
+
+    key: str
+    text: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class FeatureLifecycle:
+    """A feature's part of a session's life outside its turns. Each runs in a DB thread, inside
+    the caller's transaction; each is optional.
+
+    - `export(session_id) -> JSON value`: the feature's rows of the session, as plain JSON, under
+      the feature's name in the session's export;
+    - `import_(session_id, data)`: recreate them in a newly imported session from what `export`
+      wrote (raise `ValueError` with a message naming what is wrong: the whole import is rolled
+      back);
+    - `delete(session_id)`: remove what deleting the session's row would not (rows whose foreign
+      key protects them, files, caches);
+    - `search_documents(session_id)`: what of the session the long-term search index keeps.
+    """
+
+    export: Callable[[uuid.UUID], Any] | None = None
+    import_: Callable[[uuid.UUID, Any], None] | None = None
+    delete: Callable[[uuid.UUID], None] | None = None
+    search_documents: Callable[[uuid.UUID], Sequence[SearchDocument]] | None = None
+
+
+@dataclass(frozen=True)
+class DashboardPanel:
+    """A panel of the operator's session page: `template` is rendered with `context(session_id)`
+    (a dict, built in a DB thread) under the heading `title`; `tab` names the page tab it sits
+    in."""
+
+    name: str
+    title: str
+    template: str
+    context: Callable[[uuid.UUID], Mapping[str, Any]]
+    tab: str = "memory"
+
+
+@dataclass(frozen=True)
+class FeatureDashboard:
+    """What a feature shows operators: panels on the session page, URL patterns of its own views
+    (mounted under the session's dashboard URLs, named `<feature>:<name>`), and admin inlines of
+    its models on the session's admin page. Views and inlines are given as dotted paths or lazy
+    callables, so that the engine, which reads this, imports none of them."""
+
+    panels: Sequence[DashboardPanel] = ()
+    urls: str | None = None  # dotted path of a module with `urlpatterns` and `app_name`
+    admin_inlines: Sequence[str] = ()  # dotted paths of InlineModelAdmin classes
+
+
+# ---------------------------------------------------------------------------
+# The feature
+# ---------------------------------------------------------------------------
+
+
+# A validation rule per settings leaf: ("bool",) | ("int", min, max) | ("choice", {...}); a nested
+# dict of rules for a group.
+SettingsRules = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    # The session settings this feature owns (top-level keys of `settings`), with their defaults
+    # and a validation rule for each leaf. A key belongs to one feature only.
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    settings_rules: SettingsRules = field(default_factory=dict)
+    tools: Sequence[ToolSpec] = ()
+    # Context sections, in prompt order within the feature.
+    sections: Sequence[ContextSection] = ()
+    hooks: Sequence[ToolCallHook] = ()
+    # `ctx.sandbox[name]` of every server tool call: name → factory.
+    sandbox: Mapping[str, SandboxFactory] = field(default_factory=dict)
+    # Tried in order, before the scripted model's built-in rules; a rule's `help_line` (set by
+    # `scripted_rule`) is listed by the scripted model's `help`.
+    scripted_rules: Sequence[ScriptedRule] = ()
+    # Keeps tool results that compaction masks (at most one feature offers it).
+    result_store: ResultStore | None = None
+    history_view: HistoryViewSource | None = None
+    # Texts added after seed 000's pre-compaction warning (each its own text block), for this
+    # session; runs in a DB thread.
+    warning_notes: Callable[[SessionSnapshot], list[str]] | None = None
+    lifecycle: FeatureLifecycle = field(default_factory=FeatureLifecycle)
+    dashboard: FeatureDashboard = field(default_factory=FeatureDashboard)

@@ -1,0 +1,69 @@
+"""Creating a session as PROTOCOL.md says: every field checked (the settings against the
+features' rules), the model's context window resolved, then stored (`services.session_insert`).
+The agent websocket, the dashboard, the admin and the HTTP API create sessions through here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sessions_app import services
+from sessions_app.engine.features import features
+from sessions_app.engine.providers import context_window_resolve, context_window_resolve_sync
+from sessions_app.models import AgentSession, AgentToken
+from sessions_app.validation import client_tools_clean, session_fields_clean, settings_clean
+
+
+def session_create(
+    *,
+    owner: AgentToken | None,
+    title: Any = None,
+    model: Any = None,
+    system_prompt: Any = None,
+    context_window: Any = None,
+    compact_threshold: Any = None,
+    tools: Any = None,
+    settings: Any = None,
+    reserved_tool_names: Iterable[str] | None = None,
+) -> AgentSession:
+    """Validate and create a session (runs in a DB thread). Raises `validation.SpecError` naming
+    the bad field. `reserved_tool_names`: names a client tool may not take (the server tools';
+    by default every feature's).
+
+    A session that names no `context_window` gets its model's (`context_window_resolve`: the
+    built-in table, else the Models API, else 128,000). Async callers resolve it first with
+    `session_context_window_resolve`, so that no database thread waits on the Models API."""
+    feature_set = features()
+    fields = session_fields_clean(
+        title=title,
+        model=model,
+        system_prompt=system_prompt,
+        context_window=context_window,
+        compact_threshold=compact_threshold,
+    )
+    clean_settings = settings_clean(settings, schema=feature_set.settings_schema)
+    reserved = feature_set.tool_names() if reserved_tool_names is None else reserved_tool_names
+    clean_tools = client_tools_clean(tools if tools is not None else [], reserved_names=reserved)
+    model_name = fields.get("model") or services.default_model()
+    return services.session_insert(
+        owner=owner,
+        title=fields.get("title", ""),
+        model=model_name,
+        system_prompt=fields.get("system_prompt", ""),
+        context_window=fields.get("context_window") or context_window_resolve_sync(model_name),
+        compact_threshold=fields.get("compact_threshold", services.DEFAULT_COMPACT_THRESHOLD),
+        settings=clean_settings,
+        client_tools=clean_tools,
+    )
+
+
+async def session_context_window_resolve(*, model: Any, context_window: Any) -> Any:
+    """The `context_window` to hand `session_create` for a new session of `model` (None: the
+    default model): the one asked for, else the model's own (`context_window_resolve`). Values
+    are passed on unchecked: `session_create` validates them."""
+    if context_window is not None:
+        return context_window
+    name = model or services.default_model()
+    if not isinstance(name, str):
+        return None
+    return await context_window_resolve(name)
