@@ -1,5 +1,5 @@
 """The documentation a clone carries: the public contract is the team's copy, and every relative
-link in the README and docs/ leads to a file of the repository."""
+link in the README, bench/README.md and docs/ leads to a file of the repository."""
 
 from __future__ import annotations
 
@@ -14,7 +14,11 @@ PROTOCOL = BASE_DIR / "docs" / "PROTOCOL.md"
 # The team's shared copy sits beside the repository where it is developed; a clone has none.
 SHARED_PROTOCOL = BASE_DIR.parent / "shared" / "PROTOCOL.md"
 
-DOCUMENTS = [BASE_DIR / "README.md", *sorted((BASE_DIR / "docs").glob("*.md"))]
+DOCUMENTS = [
+    BASE_DIR / "README.md",
+    BASE_DIR / "bench" / "README.md",
+    *sorted((BASE_DIR / "docs").glob("*.md")),
+]
 
 FENCED_BLOCK = re.compile(r"^(`{3,}|~{3,}).*?^\1[ \t]*$", re.S | re.M)
 INLINE_CODE = re.compile(r"`+[^`\n]*`+")
