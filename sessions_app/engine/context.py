@@ -124,6 +124,24 @@ def _with_cache_control(block: dict) -> dict:
     return marked
 
 
+@dataclass
+class _Prompt:
+    """What the model sees of one call, before it is encoded: the request's head (model,
+    max_tokens, system blocks, tools) and messages, which stored messages were changed for this
+    call (`changed`: the latest user message's injected blocks, the cache breakpoint), and what
+    the counts need (the stable system text, the tools' JSON texts, the sections' tokens)."""
+
+    head: dict[str, Any]
+    messages: list[dict]
+    changed: set[int]
+    static_text: str
+    # Each tool's JSON as the request carries it and in canonical form.
+    tool_texts: list[tuple[str, str]]
+    dynamic_tokens: int
+    transient_tokens: int
+    by_section: dict[str, int]
+
+
 def build_request(
     *,
     session: SessionSnapshot,
@@ -132,7 +150,34 @@ def build_request(
     max_tokens: int,
     sections: Sequence[ContextSection],
 ) -> BuiltRequest:
+    """The next model request of `session`: what the model sees (`_prompt_assemble`: the
+    sections' texts, tools, system blocks, the history with this call's blocks and the cache
+    breakpoints), then how it is recorded (`_prompt_encode`: its canonical bytes, the record that
+    names stored messages by position, and the token breakdown). Runs in a DB thread (sections
+    may read the ORM)."""
     prepared = history if isinstance(history, PreparedHistory) else PreparedHistory(history)
+    prompt = _prompt_assemble(
+        session=session,
+        prepared=prepared,
+        server_tools=server_tools,
+        max_tokens=max_tokens,
+        sections=sections,
+    )
+    return _prompt_encode(prompt, prepared)
+
+
+def _prompt_assemble(
+    *,
+    session: SessionSnapshot,
+    prepared: PreparedHistory,
+    server_tools: Sequence[ToolSpec],
+    max_tokens: int,
+    sections: Sequence[ContextSection],
+) -> _Prompt:
+    """The request as the model reads it. Order (and so the cached prefix): tools, then the
+    system prompt with the sections' stable guidance (ending with the first cache breakpoint),
+    then their per-call system texts, then the history; the sections' transient blocks go
+    before the latest user message, after the second breakpoint."""
     static_parts = [session.system_prompt] if session.system_prompt else []
     dynamic_parts: list[str] = []
     prefix_parts: list[str] = []
@@ -147,7 +192,7 @@ def build_request(
         static_parts += static
         dynamic_parts += dynamic
         prefix_parts += prefix
-        # Each part is counted once, here; the breakdown below adds these counts up.
+        # Each part is counted once, here; the breakdown adds these counts up.
         section_dynamic = sum(_text_tokens(p) for p in dynamic if p)
         section_transient = sum(_text_tokens(p) for p in prefix if p)
         dynamic_tokens += section_dynamic
@@ -169,12 +214,34 @@ def build_request(
         tool_texts[-1] = (json_text(tools[-1]), sorted_json(tools[-1]))
     system += [_text_block(p) for p in dynamic_parts if p]
 
-    # The prepared messages are shared with later steps: only copies are changed here.
+    messages, changed = _messages_for_call(prepared, [_text_block(p) for p in prefix_parts if p])
+    # The request asks for the stream itself: its bytes (`encoded`, which the record hashes) are
+    # then exactly what the provider sends.
+    head: dict[str, Any] = {"model": session.model, "max_tokens": max_tokens, "stream": True}
+    if system:
+        head["system"] = system
+    if tools:
+        head["tools"] = tools
+    return _Prompt(
+        head=head,
+        messages=messages,
+        changed=changed,
+        static_text=static_text,
+        tool_texts=tool_texts,
+        dynamic_tokens=dynamic_tokens,
+        transient_tokens=transient_tokens,
+        by_section=by_section,
+    )
+
+
+def _messages_for_call(prepared: PreparedHistory, prefix_blocks: list[dict]) -> tuple[list[dict], set[int]]:
+    """The history's messages for this call: the sections' transient blocks put into the latest
+    user message, and the second cache breakpoint on the last stored block before them. The
+    prepared messages are shared with later steps: only copies are changed. Returns the messages
+    and the indexes of those changed."""
     merged = list(prepared.messages)
-    prefix_blocks = [_text_block(p) for p in prefix_parts if p]
     latest_user = next((i for i in range(len(merged) - 1, -1, -1) if merged[i]["role"] == "user"), None)
     changed: set[int] = set()
-    # The second breakpoint marks the last stored block before anything injected for this call.
     target_message, target_block = len(merged) - 1, -1
     if prefix_blocks and latest_user is not None:
         content = merged[latest_user]["content"]
@@ -192,22 +259,20 @@ def build_request(
         content[target_block] = _with_cache_control(copy.copy(content[target_block]))
         merged[target_message] = {"role": marked["role"], "content": content}
         changed.add(target_message)
+    return merged, changed
 
-    # The request asks for the stream itself: its bytes (`encoded`, which the record hashes) are
-    # then exactly what the provider sends, without a copy of the megabytes to add the flag.
-    head: dict[str, Any] = {"model": session.model, "max_tokens": max_tokens, "stream": True}
-    if system:
-        head["system"] = system
-    if tools:
-        head["tools"] = tools
-    body = {**head, "messages": merged}
-    # Every message's bytes at C speed (a list copy), then the few changed ones replaced: a
-    # Python pass over ten thousand messages cost milliseconds per step.
+
+def _prompt_encode(prompt: _Prompt, prepared: PreparedHistory) -> BuiltRequest:
+    """The request's canonical bytes (what is hashed and sent), its record and its token
+    breakdown. Unchanged stored messages are not encoded again: each keeps its bytes in the
+    prepared history, and the record names runs of them by position."""
+    head, tool_texts = prompt.head, prompt.tool_texts
+    tools = "tools" in head
+    # Every message's bytes at C speed (a list copy), then the few changed ones replaced.
     parts = prepared.encoded_all()
-    for i in changed:
-        parts[i] = canonical_json(merged[i])
-    # The canonical JSON of `body` without encoding the unchanged messages again: the head is
-    # encoded with a unique placeholder where the messages go.
+    for i in prompt.changed:
+        parts[i] = canonical_json(prompt.messages[i])
+    # The head is encoded with a unique placeholder where the messages go.
     marker = uuid.uuid4().hex
     known = {"tools": "[" + ",".join(canonical for _, canonical in tool_texts) + "]"} if tools else {}
     before, after = canonical_json({**head, "messages": marker}, encoded=known).split(f'"{marker}"'.encode())
@@ -219,7 +284,7 @@ def build_request(
         digest = hashlib.sha256(known["tools"].encode()).hexdigest()
         request_parts[digest] = known["tools"]
         record_head = {**head, "tools": {"$part": digest}}
-    record = {**record_head, "messages": prepared.record(merged, changed)}
+    record = {**record_head, "messages": prepared.record(prompt.messages, prompt.changed)}
     # One copy of the megabytes, not one per concatenation.
     if parts:
         parts[0] = before + b"[" + parts[0]
@@ -229,19 +294,19 @@ def build_request(
         encoded = before + b"[]" + after
 
     breakdown = {
-        "system": _stable_text_tokens(static_text) if static_text else 0,
-        "dynamic_system": dynamic_tokens,
+        "system": _stable_text_tokens(prompt.static_text) if prompt.static_text else 0,
+        "dynamic_system": prompt.dynamic_tokens,
         # The tools' definitions are the same call after call: counted once per distinct JSON.
         "tools": _stable_text_tokens("[" + ",".join(text for text, _ in tool_texts) + "]") if tools else 0,
         "history": prepared.token_total,
-        "transient": transient_tokens,
+        "transient": prompt.transient_tokens,
     }
     return BuiltRequest(
-        body=body,
+        body={**head, "messages": prompt.messages},
         record=record,
         estimated_tokens=sum(breakdown.values()),
         breakdown=breakdown,
         encoded=encoded,
-        sections=by_section,
+        sections=prompt.by_section,
         parts=request_parts,
     )
