@@ -4,9 +4,9 @@ garbage collector's sight.
 
 Why: a process that runs hundreds of turns at once allocates fast, and CPython's collector
 walks every tracked object at each full collection. Django, the apps and the `anthropic` SDK
-(with pydantic's schemas) are about 220,000 objects that live as long as the process; with 500
-turns at once, three full collections walked 300,000-430,000 objects each (150 ms, the event
-loop stopped) and the collector took 9% of the process's CPU (`bench/README.md`, round 6).
+(with pydantic's schemas) are about 220,000 objects that live as long as the process; with
+hundreds of turns at once, each full collection walks all of them with the event loop stopped,
+and the collector takes a noticeable share of the process's CPU (`bench/bench_server.py`).
 `gc.freeze()` moves what is loaded at start to the permanent generation, which no collection
 walks. Objects made later (sessions, turns, connections) are collected as before; only garbage
 cycles among the start-up objects would stay, and those live for the process anyway.

@@ -227,8 +227,7 @@ PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS = env_int("PALIMPSEST_CLIENT_TOOL_TIMEOUT
 PALIMPSEST_POLL_SECONDS = float(os.environ.get("PALIMPSEST_POLL_SECONDS", "1.0"))
 # The engine's database threads, each with its own connection (0: Django's one shared thread).
 # SQLite has one writer: past two threads (one long read need not hold up everyone's writes),
-# more threads only wait on its lock and on the GIL (500 turns at once: 4.35 s with 4 threads,
-# 4.26 s with 2; bench/README.md, round 6). PostgreSQL writes in parallel.
+# more threads only wait on its lock and on the GIL. PostgreSQL writes in parallel.
 PALIMPSEST_DB_THREADS = env_int("PALIMPSEST_DB_THREADS", 4 if DATABASE_URL else 2)
 # A turn's start drops expired observations' content (of every session) at most this often per
 # process: a sweep of the whole store is not every turn's work, and an expired id reads as

@@ -95,8 +95,8 @@ _text_tokens_cache: LRUCache[bytes, int] = LRUCache(TEXT_TOKENS_CACHE_TEXTS)
 def _text_tokens(text: str) -> int:
     """The tokens of a section's text, counted once while the text stays the same (by its
     digest, as `_stable_text_tokens`). Besides the count's own cost, the tokenizer's first use
-    in a call on a database thread costs ~1 ms (measured: later uses in the same call cost
-    ~0.05 ms), so a request built from unchanged texts does not use it at all."""
+    in a call on a database thread costs many times its later uses, so a request built from
+    unchanged texts does not use it at all."""
     return _cached_tokens(_text_tokens_cache, text)
 
 

@@ -27,7 +27,7 @@ from sessions_app.engine.features import features
 from sessions_app.models import MaskedResult
 from sessions_app.services.rows import count_where, values_where
 
-# A process runs hundreds of sessions at once (issue 12: 500): each one's next turn should find
+# A process runs hundreds of sessions at once: each one's next turn should find
 # its history here, not read it all again. The byte budget is what bounds the memory.
 HISTORY_CACHE_SESSIONS = 1024
 

@@ -33,8 +33,8 @@ def _prefix_cache_bytes() -> int:
 # The request's SHA-256 (its record's `request_sha256`) is taken up where the stable prefix
 # ends: the states of the previous request's hash every DIGEST_CHECKPOINT_BYTES are kept, and
 # the new request's hash starts from the last one inside the common start. A long session's
-# request (3 MB at 10,000 messages) repeats all but its last few messages: a quarter of a
-# megabyte or so is hashed instead of all of it (~2.8 ms of CPU).
+# request (megabytes at 10,000 messages) repeats all but its last few messages: a quarter of a
+# megabyte or so is hashed instead of all of it.
 DIGEST_CHECKPOINT_BYTES = 256 * 1024
 
 

@@ -12,8 +12,8 @@ from sessions_app.common.types import StoredMessage
 from sessions_app.engine.contract import HistoryView
 
 # What a prepared history keeps per stored message besides its content, in bytes (the
-# StoredMessage, the merged message's dict and lists, index entries): measured with tracemalloc
-# on 10,000 short messages (bench/README.md, bench_memory.py).
+# StoredMessage, the merged message's dict and lists, index entries), as tracemalloc counts it on
+# short messages (`bench/bench_memory.py` checks it).
 MESSAGE_OVERHEAD_BYTES = 640
 
 

@@ -149,8 +149,8 @@ async def turn_start(
         # A long text is counted off the database threads, which every session's writes share.
         estimate = await asyncio.to_thread(compactor.message_estimate, content)
     else:
-        # A short one here: the tokenizer's first use in a call on a database thread costs ~1 ms
-        # (`context._text_tokens`), here ~0.05.
+        # A short one here, on the event loop: the tokenizer's first use in a call on a database
+        # thread costs many times its use here (`context._text_tokens`).
         estimate = compactor.message_estimate(content)
     runner = TurnRunner(session_id=session_id, turn_id=uuid.uuid4(), provider=provider)
     # The runner takes the session's wake-ups before its turn begins: a cancel accepted the

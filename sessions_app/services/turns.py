@@ -148,8 +148,8 @@ def _lease_expired(session: AgentSession, now: Any) -> bool:
 
 # What a new turn's start reads of the session row it locks: the engine's snapshot (the request's
 # settings, the notepad), the lease and the status. The rest (usage totals, counters, times,
-# title, owner) is left deferred: a row of 36 columns decoded into a model cost twice the read of
-# these (112 against 50 µs). A deferred field still loads if something asks for it.
+# title, owner) is left deferred: decoding all 36 columns into a model costs about as much as the
+# read itself. A deferred field still loads if something asks for it.
 LOCKED_FIELDS = (
     "id",
     "model",

@@ -65,8 +65,8 @@ class _Clients:
         if client is None:
             api_key, base_url, max_retries = self.args
             # With the SDK's own HTTP client and its defaults, but one TLS context for all of
-            # them: each client built its own (the CA bundle loaded again, ~35 ms), which the
-            # first CLIENT_POOLS model calls of a process paid.
+            # them: otherwise each client loads the CA bundle again, which the first
+            # CLIENT_POOLS model calls of a process would pay.
             http_client = anthropic.DefaultAsyncHttpxClient(verify=_tls_context())
             client = self.clients[index] = anthropic.AsyncAnthropic(
                 api_key=api_key, base_url=base_url, max_retries=max_retries, http_client=http_client
