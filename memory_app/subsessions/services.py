@@ -22,6 +22,8 @@ from django.db import transaction
 from memory_app.notepad import services as notepad_services
 from memory_app.scratchpad import services as scratchpad_services
 from memory_app.subsessions import prompts
+from memory_app.tasks import services as tasks_services
+from sessions_app import services
 from sessions_app.authors import AGENT_AUTHOR
 from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.engine.contract import SessionSnapshot
@@ -187,13 +189,18 @@ def tool_pairs_complete(messages: Sequence[tuple[str, list[dict]]]) -> list[list
 
 
 def _history_copy(*, parent: AgentSession, child: AgentSession, tool_use_id: str) -> None:
+    """The fork's epoch 0: the parent's current epoch as its model sees it (`fork_history`), with
+    the masks of the results it keeps and the parent's tasks finished in that epoch (shown
+    collapsed), so the fork's first request shows the copied part as the parent's would."""
     messages = list(
         Message.objects.filter(session_id=parent.pk, epoch=parent.epoch)
         .only("position", "role", "content", "token_estimate", "metadata")
         .order_by("position")
     )
     copied: list[Message] = []
+    positions: dict[int, int] = {}
     for position, (message, content) in enumerate(fork_history(messages, tool_use_id=tool_use_id)):
+        positions[message.position] = position
         unchanged = content == message.content
         metadata: dict[str, Any] = {
             "type": "forked",
@@ -213,3 +220,21 @@ def _history_copy(*, parent: AgentSession, child: AgentSession, tool_use_id: str
         )
     Message.objects.bulk_create(copied)
     AgentSession.objects.filter(pk=child.pk).update(next_position=len(copied))
+    results = {
+        block.get("tool_use_id", "")
+        for message in copied
+        for block in message.content
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    }
+    services.masked_results_copy(
+        source_session_id=parent.pk,
+        source_epoch=parent.epoch,
+        target_session_id=child.pk,
+        tool_use_ids=results,
+    )
+    tasks_services.tasks_copy_finished(
+        source_session_id=parent.pk,
+        source_epoch=parent.epoch,
+        target_session_id=child.pk,
+        positions=positions,
+    )

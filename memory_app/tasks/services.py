@@ -148,3 +148,39 @@ def task_end(*, session_id: uuid.UUID, summary: str, tool_use_id: str) -> Task:
             },
         )
     return task
+
+
+def tasks_copy_finished(
+    *,
+    source_session_id: uuid.UUID,
+    source_epoch: int,
+    target_session_id: uuid.UUID,
+    positions: dict[int, int],
+) -> int:
+    """Give a fork the source's tasks that finished in `source_epoch`, so that the fork's history
+    shows them collapsed as the source's does (their calls' ids are the same in the copied
+    messages). `positions` maps the source's message positions to the fork's. Returns how many."""
+    copies = [
+        Task(
+            session_id=target_session_id,
+            name=task.name,
+            goal=task.goal,
+            status=TaskStatus.ENDED,
+            begin_epoch=0,
+            begin_position=positions.get(task.begin_position, 0),
+            begin_tool_use_id=task.begin_tool_use_id,
+            end_tool_use_id=task.end_tool_use_id,
+            summary=task.summary,
+            collapsed_messages=task.collapsed_messages,
+            end_epoch=0,
+            tokens_saved=task.tokens_saved,
+            hidden_tool_use_ids=task.hidden_tool_use_ids,
+            started_at=task.started_at,
+            ended_at=task.ended_at,
+        )
+        for task in Task.objects.filter(
+            session_id=source_session_id, status=TaskStatus.ENDED, end_epoch=source_epoch
+        )
+    ]
+    Task.objects.bulk_create(copies)
+    return len(copies)

@@ -24,6 +24,7 @@ from sessions_app.services.compaction import (
     compaction_store,
     compaction_warning_store,
     masked_result_store,
+    masked_results_copy,
 )
 from sessions_app.services.events import event_emit, events_emit
 from sessions_app.services.sessions import (
@@ -77,6 +78,7 @@ __all__ = [
     "compaction_operator_begin",
     "compaction_operator_end",
     "masked_result_store",
+    "masked_results_copy",
     "INTERRUPTED_TOOL_RESULT",
     "SERVER_STOPPED_CODE",
     "SERVER_STOPPED_TOOL_RESULT",

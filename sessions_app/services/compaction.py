@@ -4,7 +4,7 @@ transaction: either the old epoch is intact or the new one is complete)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from django.db import transaction
 from django.db.models import F
@@ -196,6 +196,33 @@ def masked_result_store(
             size_chars=size_chars,
             placeholder=placeholder,
         )
+
+
+def masked_results_copy(
+    *,
+    source_session_id: uuid.UUID,
+    source_epoch: int,
+    target_session_id: uuid.UUID,
+    tool_use_ids: Collection[str],
+) -> int:
+    """Give a fork the source epoch's masks of the tool results it copied (`tool_use_ids`), as
+    the fork's epoch 0: its requests show those results masked, as the source's do. Returns how
+    many."""
+    copies = [
+        MaskedResult(
+            session_id=target_session_id,
+            epoch=0,
+            tool_use_id=mask.tool_use_id,
+            observation_id=mask.observation_id,
+            size_chars=mask.size_chars,
+            placeholder=mask.placeholder,
+        )
+        for mask in MaskedResult.objects.filter(
+            session_id=source_session_id, epoch=source_epoch, tool_use_id__in=list(tool_use_ids)
+        )
+    ]
+    MaskedResult.objects.bulk_create(copies)
+    return len(copies)
 
 
 def compaction_masked_announce(

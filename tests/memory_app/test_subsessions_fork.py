@@ -245,3 +245,61 @@ async def test_a_fork_over_its_threshold_compacts_its_own_history(connect, stric
     assert frames[-1]["stop_reason"] == "end_turn"
     assert_every_request_valid(strict_anthropic)
     await client.close()
+
+
+async def test_a_forks_first_request_shows_finished_tasks_collapsed_and_masked_results_masked(
+    connect, strict_anthropic
+):
+    """DESIGN.md: a fork gets the history "as the model sees it". A task finished before the fork
+    stays collapsed, and a result that compaction masked stays masked, in the fork's first
+    request exactly as in the parent's own request that asked for the fork."""
+    router = (
+        Router()
+        .on(child_on("Check the EMEA rows."), report("done"))
+        .on(
+            root,
+            tool_use("begin_task", {"name": "count rows", "goal": "How many rows?"}, id="toolu_begin"),
+            tool_use("read_notepad", {}, id="toolu_inner"),
+            tool_use("end_task", {"summary": "Sheet 1 has 500 rows."}, id="toolu_end"),
+            text("500 rows."),
+            tool_use("read_notepad", {}, id="toolu_big"),
+            text("Read it."),
+            tool_use("fork_session", {"task": "Check the EMEA rows."}, id="toolu_fork"),
+            text("Forked."),
+        )
+    )
+    strict_anthropic.default_reply = router
+    client = await connect()
+    session = await client.create(model=MODEL, system_prompt="You analyse spreadsheets.")
+    await notepad_preset(session, "## Findings\n- Q3 gap in EMEA\n")
+    await turn_of(client, session, "How many rows?")
+    await turn_of(client, session, "Read the notepad.")
+    session_id = uuid.UUID(session["id"])
+    await db(_mask)(session_id, "toolu_big")
+    await turn_of(client, session, "Fork it.")
+
+    parent_asks = plain(requests_matching(strict_anthropic, root)[-2])
+    (fork_first,) = requests_matching(strict_anthropic, is_child)
+    assert "toolu_inner" not in json.dumps(parent_asks)  # the parent's view: collapsed
+    assert "[masked for the test]" in json.dumps(parent_asks)
+    assert plain(fork_first)[:-1] == parent_asks[:-1]
+    assert plain(fork_first)[-1]["content"][:-1] == parent_asks[-1]["content"]
+    assert_every_request_valid(strict_anthropic)
+    await client.close()
+
+
+def _mask(session_id: uuid.UUID, tool_use_id: str) -> None:
+    """Mask a stored tool result as compaction's cheap tier does (its row, then the process's
+    prepared history read again)."""
+    from sessions_app.engine.history import history_forget
+    from sessions_app.models import MaskedResult
+
+    session = AgentSession.objects.get(pk=session_id)
+    MaskedResult.objects.create(
+        session_id=session_id,
+        epoch=session.epoch,
+        tool_use_id=tool_use_id,
+        size_chars=100,
+        placeholder="[masked for the test]",
+    )
+    history_forget(session_id)
