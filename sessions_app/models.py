@@ -160,6 +160,9 @@ class Turn(models.Model):
     class Meta:
         ordering = ["-started_at"]
 
+    def __str__(self) -> str:
+        return f"turn {self.id}"
+
 
 class MessageRole(models.TextChoices):
     USER = "user", "User"
@@ -194,6 +197,9 @@ class Message(models.Model):
         ]
         indexes = [models.Index(fields=["session", "epoch", "position"], name="message_epoch_idx")]
 
+    def __str__(self) -> str:
+        return f"{self.role} message at position {self.position} (epoch {self.epoch})"
+
 
 class SessionEvent(models.Model):
     """Everything a client or operator could see, in order: `seq` is gapless per session."""
@@ -221,6 +227,9 @@ class SessionEvent(models.Model):
             "ts": self.created_at.isoformat(),
             **self.payload,
         }
+
+    def __str__(self) -> str:
+        return f"{self.type} #{self.seq}"
 
 
 class Archive(models.Model):
@@ -252,6 +261,9 @@ class Archive(models.Model):
         ordering = ["session_id", "epoch"]
         constraints = [models.UniqueConstraint(fields=["session", "epoch"], name="archive_unique_epoch")]
 
+    def __str__(self) -> str:
+        return f"archive of epoch {self.epoch}"
+
 
 class MaskedResult(models.Model):
     """A tool result that requests show as a short placeholder (compaction's cheap tier): the
@@ -271,6 +283,9 @@ class MaskedResult(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["session", "epoch", "tool_use_id"], name="masked_result_unique")
         ]
+
+    def __str__(self) -> str:
+        return f"masked result {self.tool_use_id} (epoch {self.epoch})"
 
 
 class ToolExecutor(models.TextChoices):
@@ -304,6 +319,9 @@ class ToolCall(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["session", "tool_use_id"], name="toolcall_unique_id"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.name} call {self.tool_use_id}"
 
 
 class RequestPart(models.Model):
@@ -366,3 +384,6 @@ class ModelCall(models.Model):
     @property
     def prompt_tokens(self) -> int:
         return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+    def __str__(self) -> str:
+        return f"{self.purpose} call, step {self.step}"

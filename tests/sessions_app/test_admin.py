@@ -186,3 +186,14 @@ def test_a_token_without_a_name_is_a_form_error_and_nothing_is_made(admin_client
     assert response.context["adminform"].form.errors["name"]
     assert not AgentToken.objects.exists()
     assert 'id="agent-token"' not in response.content.decode()
+
+
+def test_admin_rows_are_named_for_what_they_are():
+    """Admin lists and delete pages name rows by what they hold, not "Message object (243)"."""
+    from sessions_app.models import Archive, Message
+
+    session = engine_sessions.session_create(owner=None)
+    message = Message.objects.create(session=session, position=3, epoch=1, role="user", content=[])
+    archive = Archive(session=session, epoch=1, summary="s")
+    assert str(message) == "user message at position 3 (epoch 1)"
+    assert str(archive) == "archive of epoch 1"
