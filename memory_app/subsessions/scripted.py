@@ -48,7 +48,7 @@ def rule_child_reports(inp: ScriptedInput) -> ScriptedReply | None:
     # The answer the other rules give (they were tried before this one and did not match, so in
     # effect the built-in rules, with every rule's help line).
     others = [rule for rule in features().scripted_rules if rule is not rule_child_reports]
-    answer = scripted_answer(inp.body, others)
+    answer = scripted_answer(inp.body, others, features().context_openings)
     if answer.tool_uses or not answer.text:
         return answer
     return ScriptedReply(text=answer.text, tool_uses=[(REPORT_RESULT, {"result": answer.text})])

@@ -111,6 +111,9 @@ class Feature:
     # Tried in order, before the scripted model's built-in rules; a rule's `help_line` (set by
     # `scripted_rule`) is listed by the scripted model's `help`.
     scripted_rules: Sequence[ScriptedRule] = ()
+    # How the texts of this feature's `message_prefix` blocks begin, so that the scripted model
+    # tells them from the user's words (after a turn's tool results, in the same user message).
+    context_openings: Sequence[str] = ()
     # Keeps tool results that compaction masks (at most one feature offers it).
     result_store: ResultStore | None = None
     history_view: HistoryViewSource | None = None
@@ -135,6 +138,7 @@ class FeatureSet:
         self.scripted_rules: tuple[ScriptedRule, ...] = tuple(
             r for f in self.features for r in f.scripted_rules
         )
+        self.context_openings: tuple[str, ...] = tuple(o for f in self.features for o in f.context_openings)
         stores = [f.result_store for f in self.features if f.result_store is not None]
         if len(stores) > 1:
             raise ValueError("two features offer a result store")

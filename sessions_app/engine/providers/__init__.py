@@ -79,8 +79,10 @@ def provider_for_model(model: str) -> Provider:
         from sessions_app.engine.features import features
         from sessions_app.engine.providers.scripted import ScriptedProvider
 
+        feature_set = features()
         return ScriptedProvider(
-            rules=features().scripted_rules,
+            rules=feature_set.scripted_rules,
+            context_openings=feature_set.context_openings,
             chunk_delay_seconds=settings.PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS,
         )
     from sessions_app.engine.providers.anthropic import AnthropicProvider
