@@ -6,7 +6,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 
 from sessions_app.bounded import LRUCache
-from sessions_app.engine.model_table import DEFAULT_CONTEXT_WINDOW, MODEL_CONTEXT_WINDOWS
+from sessions_app.engine.model_table import DEFAULT_CONTEXT_WINDOW, MODEL_ALIASES, MODEL_CONTEXT_WINDOWS
 from sessions_app.engine.providers.base import ModelResponse, Provider, ProviderError, Usage
 from sessions_app.validation import MAX_MODEL_CHARS
 
@@ -32,12 +32,14 @@ def _uses_scripted(model: str) -> bool:
 
 
 def _window_known(model: str) -> int | None:
-    """The window of `model` without asking the Models API: the table's, or an answer (or the
-    lack of one) this process remembers (the last MODEL_WINDOW_CACHE_SIZE models); None when only
-    the Models API can tell. A name no session may have (empty, or over MAX_MODEL_CHARS) is
-    neither looked up nor remembered: callers validate first (PROTOCOL.md v1.1)."""
-    if model in MODEL_CONTEXT_WINDOWS:
-        return MODEL_CONTEXT_WINDOWS[model]
+    """The window of `model` without asking the Models API: the table's (under its name or an
+    alias, `MODEL_ALIASES`), or an answer (or the lack of one) this process remembers (the last
+    MODEL_WINDOW_CACHE_SIZE models); None when only the Models API can tell. A name no session
+    may have (empty, or over MAX_MODEL_CHARS) is neither looked up nor remembered: callers
+    validate first (PROTOCOL.md v1.1)."""
+    known = MODEL_CONTEXT_WINDOWS.get(MODEL_ALIASES.get(model, model))
+    if known is not None:
+        return known
     if not 0 < len(model) <= MAX_MODEL_CHARS or _uses_scripted(model):
         return DEFAULT_CONTEXT_WINDOW
     return _api_windows.get(model)
