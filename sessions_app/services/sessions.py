@@ -30,7 +30,8 @@ def session_create(
     """Validate and create a session. Raises `validation.SpecError` naming the bad field.
 
     A session that names no `context_window` gets its model's (`context_window_resolve`: the
-    built-in table, else the Models API, else 128,000). Async callers resolve it first with
+    built-in table, else the Models API, else 128,000); one that names no `compact_threshold`
+    gets the server's, `PALIMPSEST_COMPACT_THRESHOLD` (0.8 unless set). Async callers resolve it first with
     `session_context_window_resolve`, so that no database thread waits on the Models API."""
     fields = session_fields_clean(
         title=title,
@@ -48,7 +49,7 @@ def session_create(
         model=model_name,
         system_prompt=fields.get("system_prompt", ""),
         context_window=fields.get("context_window") or context_window_resolve_sync(model_name),
-        compact_threshold=fields.get("compact_threshold", 0.8),
+        compact_threshold=fields.get("compact_threshold", django_settings.PALIMPSEST_COMPACT_THRESHOLD),
         settings=clean_settings,
         client_tools=clean_tools,
     )

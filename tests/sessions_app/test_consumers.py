@@ -145,6 +145,14 @@ async def test_session_create_returns_public_state_with_default_settings(connect
     await client.close()
 
 
+async def test_session_create_without_a_threshold_gets_the_servers_default(connect, settings):
+    settings.PALIMPSEST_COMPACT_THRESHOLD = 0.65
+    client = await connect()
+    session = await client.create()
+    assert session["compact_threshold"] == 0.65
+    await client.close()
+
+
 async def test_unknown_model_gets_default_context_window(connect):
     client = await connect()
     session = await client.create(model="some-future-model")
