@@ -243,6 +243,15 @@ PALIMPSEST_MODEL_STREAM_RETRY_SECONDS = env_float("PALIMPSEST_MODEL_STREAM_RETRY
 PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS = float(
     os.environ.get("PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS", "0")
 )
+# Seed 002's compactThreshold: the share of a session's context window past which it is compacted,
+# for a session that names no `compact_threshold` of its own (a session's own value is checked as
+# PROTOCOL.md says: above 0, at most 1; so is this one, at start).
+PALIMPSEST_COMPACT_THRESHOLD = env_float("PALIMPSEST_COMPACT_THRESHOLD", 0.8)
+if not 0 < PALIMPSEST_COMPACT_THRESHOLD <= 1:  # NaN fails this too
+    raise ImproperlyConfigured(
+        "PALIMPSEST_COMPACT_THRESHOLD must be a number above 0 and at most 1 (a share of the context "
+        f"window, e.g. 0.8), got {os.environ.get('PALIMPSEST_COMPACT_THRESHOLD')!r}"
+    )
 # First wait before a failed compaction summary call is tried again (doubling each time).
 PALIMPSEST_COMPACTION_RETRY_SECONDS = float(os.environ.get("PALIMPSEST_COMPACTION_RETRY_SECONDS", "1.0"))
 # Per-process caches, in bytes (bench/README.md, "Memory per connection and per session"): the

@@ -109,6 +109,8 @@ ITEMS_NOT_LIST = "refs.set needs items (a list of strings)."
 # ---------------------------------------------------------------------------
 # Nudges (seed 003), each one line before the user's message
 # ---------------------------------------------------------------------------
+# How every hint begins (the scripted model tells the hints' block from the user's words by it).
+HINT_OPENING = "[Hint: "
 HINT_AFTER_TURNS = (
     "[Hint: {turns} turns have passed and your scratchpad is empty. Save your plan, key findings or "
     "references with session_scratchpad so they survive context compaction.]"

@@ -350,8 +350,9 @@ class ResultStore(Protocol):
 @dataclass
 class ScriptedInput:
     body: dict[str, Any]
-    user_text: str | None  # the latest user text block, when the last message is the user's words
-    tool_results: list[dict] | None  # [{name, content, is_error}] when the last message holds results
+    user_text: str | None  # the latest user text block, when the last message holds the user's words
+    # [{name, content, is_error}] when the last message holds results and no words after them
+    tool_results: list[dict] | None
     tool_names: list[str]
     system_text: str
     # The reply every rule but the given one (and the built-in rules) would give to this input.
@@ -465,6 +466,9 @@ class Feature:
     # Tried in order, before the scripted model's built-in rules; a rule's `help_line` (set by
     # `scripted_rule`) is listed by the scripted model's `help`.
     scripted_rules: Sequence[ScriptedRule] = ()
+    # How the texts of this feature's `message_prefix` blocks begin, so that the scripted model
+    # tells them from the user's words (after a turn's tool results, in the same user message).
+    context_openings: Sequence[str] = ()
     # Keeps tool results that compaction masks (at most one feature offers it).
     result_store: ResultStore | None = None
     history_view: HistoryViewSource | None = None

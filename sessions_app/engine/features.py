@@ -56,6 +56,7 @@ class FeatureSet:
         self.scripted_rules: tuple[ScriptedRule, ...] = tuple(
             r for f in self.features for r in f.scripted_rules
         )
+        self.context_openings: tuple[str, ...] = tuple(o for f in self.features for o in f.context_openings)
         stores = [f.result_store for f in self.features if f.result_store is not None]
         if len(stores) > 1:
             raise ValueError("two features offer a result store")

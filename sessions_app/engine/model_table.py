@@ -1,6 +1,7 @@
 """Context windows of known models (seed 002's table plus current Claude models).
 
-`providers.context_window_resolve` reads it (then the Models API, then the default)."""
+`providers.context_window_resolve` reads it, through the aliases (then the Models API, then the
+default)."""
 
 from __future__ import annotations
 
@@ -27,4 +28,11 @@ MODEL_CONTEXT_WINDOWS: dict[str, int] = {
     "claude-sonnet-4-6": 200_000,
     "claude-opus-4-6": 200_000,
     "scripted": 200_000,
+}
+
+# Other names of models of the table. Seed 002's table lists Claude 3 Haiku as
+# "claude-haiku-3-20250307", which is no model id (the Models API does not know it); its real id
+# is "claude-3-haiku-20240307". A session that names the seed's name gets the real model's window.
+MODEL_ALIASES: dict[str, str] = {
+    "claude-haiku-3-20250307": "claude-3-haiku-20240307",
 }

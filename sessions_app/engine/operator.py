@@ -37,8 +37,11 @@ class OperatorCompaction(TurnRunner):
                 error = "There is nothing to compact yet: the session has no history since its last summary."
             else:
                 _, built, estimate = await self.compactor.estimate()
+                feature_set = features()
                 provider = self.provider or provider_for_model(
-                    snapshot.model, scripted_rules=features().scripted_rules
+                    snapshot.model,
+                    scripted_rules=feature_set.scripted_rules,
+                    context_openings=feature_set.context_openings,
                 )
                 ok = await self.compactor.compact(
                     provider, snapshot, tokens_before=estimate, trigger=compactor.TRIGGER_OPERATOR

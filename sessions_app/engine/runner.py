@@ -500,7 +500,9 @@ class TurnRunner:
                     hooks=self.features.hooks, session=snapshot, turn_id=self.turn_id
                 )
         provider = self.provider or provider_for_model(
-            snapshot.model, scripted_rules=self.features.scripted_rules
+            snapshot.model,
+            scripted_rules=self.features.scripted_rules,
+            context_openings=self.features.context_openings,
         )
         if self.resume:
             cancelled, ends_turn = await self._calls_answer(snapshot, self.resume)
@@ -630,9 +632,7 @@ class TurnRunner:
     async def record_summary(
         self, body: dict, response: ModelResponse, purpose: str, duration_ms: int
     ) -> None:
-        provider = (
-            self.provider or provider_for_model(body["model"], scripted_rules=self.features.scripted_rules)
-        ).name
+        provider = (self.provider or provider_for_model(body["model"])).name  # its name only
         data = records.summary_call_data(
             provider=provider,
             step=self.steps,

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings as django_settings
+
 from sessions_app import services
 from sessions_app.engine.features import features
 from sessions_app.engine.providers import context_window_resolve, context_window_resolve_sync
@@ -31,7 +33,8 @@ def session_create(
     by default every feature's).
 
     A session that names no `context_window` gets its model's (`context_window_resolve`: the
-    built-in table, else the Models API, else 128,000). Async callers resolve it first with
+    built-in table, else the Models API, else 128,000); one that names no `compact_threshold` gets
+    the server's, `PALIMPSEST_COMPACT_THRESHOLD` (0.8 unless set). Async callers resolve it first with
     `session_context_window_resolve`, so that no database thread waits on the Models API."""
     feature_set = features()
     fields = session_fields_clean(
@@ -51,7 +54,7 @@ def session_create(
         model=model_name,
         system_prompt=fields.get("system_prompt", ""),
         context_window=fields.get("context_window") or context_window_resolve_sync(model_name),
-        compact_threshold=fields.get("compact_threshold", services.DEFAULT_COMPACT_THRESHOLD),
+        compact_threshold=fields.get("compact_threshold", django_settings.PALIMPSEST_COMPACT_THRESHOLD),
         settings=clean_settings,
         client_tools=clean_tools,
     )

@@ -28,7 +28,6 @@ from sessions_app.services.compaction import (
 )
 from sessions_app.services.events import event_emit, events_emit
 from sessions_app.services.sessions import (
-    DEFAULT_COMPACT_THRESHOLD,
     default_model,
     session_insert,
     session_status_set,
@@ -108,7 +107,6 @@ __all__ = [
     "lease_hold",
     "model_call_record",
     "session_insert",
-    "DEFAULT_COMPACT_THRESHOLD",
     "session_status_set",
     "tool_call_submit_result",
     "tool_result_blocks",

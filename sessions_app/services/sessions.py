@@ -11,9 +11,6 @@ from django.db import transaction
 from sessions_app.models import AgentSession, AgentToken
 from sessions_app.services.events import event_emit
 
-# A new session's `compact_threshold` when it names none.
-DEFAULT_COMPACT_THRESHOLD = 0.8
-
 
 def session_insert(
     *,
@@ -22,7 +19,7 @@ def session_insert(
     context_window: int,
     title: str = "",
     system_prompt: str = "",
-    compact_threshold: float = DEFAULT_COMPACT_THRESHOLD,
+    compact_threshold: float,
     settings: dict[str, Any],
     client_tools: list[dict],
 ) -> AgentSession:

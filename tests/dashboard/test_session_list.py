@@ -105,6 +105,12 @@ def test_creating_a_session_from_the_browser_opens_its_page(operator_client):
     assert session.model == services.default_model()
 
 
+def test_a_session_created_without_a_threshold_gets_the_servers_default(operator_client, settings):
+    settings.PALIMPSEST_COMPACT_THRESHOLD = 0.7
+    operator_client.post("/sessions/new/", {"title": "default threshold", "compact_threshold": ""})
+    assert AgentSession.objects.get().compact_threshold == 0.7
+
+
 def test_htmx_create_redirects_with_hx_redirect(operator_client):
     response = operator_client.post("/sessions/new/", {"title": "x"}, headers={"HX-Request": "true"})
     assert response["HX-Redirect"] == f"/sessions/{AgentSession.objects.get().pk}/"

@@ -52,13 +52,41 @@ async def test_forget_deletes_the_line_remember_wrote(connect: Any) -> None:
     assert notepad_after(frames) == "eggs\n"
 
 
-async def test_forget_deletes_text_that_is_not_a_whole_line(connect: Any) -> None:
+async def test_forget_deletes_the_whole_line_that_contains_the_text(connect: Any) -> None:
+    client = await connect()
+    await client.create()
+    await turn(client, "remember: Q3 totals are wrong in row 12")
+    await turn(client, "remember: eggs")
+    frames = await turn(client, "forget: Q3 totals")
+    assert calls(frames) == [
+        ("update_notepad", {"operation": "delete", "content": "Q3 totals are wrong in row 12\n"})
+    ]
+    assert notepad_after(frames) == "eggs\n"
+
+
+async def test_forget_deletes_every_line_that_contains_the_text(connect: Any) -> None:
+    client = await connect()
+    session = await client.create()
+    await notepad_preset(session, "Q3 totals\nkeep me\nold Q3 totals\nlast Q3 line")
+    frames = await turn(client, "forget: Q3")
+    assert notepad_after(frames) == "keep me\n"
+    assert last_answer(frames).count("update_notepad returned") == 3
+
+
+async def test_forget_deletes_a_last_line_without_its_newline(connect: Any) -> None:
     client = await connect()
     session = await client.create()
     await notepad_preset(session, "buy milk and eggs")
     frames = await turn(client, "forget: and eggs")
-    assert calls(frames) == [("update_notepad", {"operation": "delete", "content": "and eggs"})]
-    assert notepad_after(frames) == "buy milk "
+    assert calls(frames) == [("update_notepad", {"operation": "delete", "content": "buy milk and eggs"})]
+    assert notepad_after(frames) == ""
+
+
+async def test_forget_does_not_take_the_empty_notepad_hint_for_a_note(connect: Any) -> None:
+    client = await connect()
+    await client.create()
+    frames = await turn(client, "forget: write_notepad")
+    assert calls(frames) == [("update_notepad", {"operation": "delete", "content": "write_notepad"})]
 
 
 async def test_forget_reads_the_notepad_in_message_position_too(connect: Any) -> None:
@@ -67,6 +95,18 @@ async def test_forget_reads_the_notepad_in_message_position_too(connect: Any) ->
     await turn(client, "remember: milk")
     frames = await turn(client, "forget: milk")
     assert calls(frames) == [("update_notepad", {"operation": "delete", "content": "milk\n"})]
+
+
+async def test_forget_deletes_the_whole_line_in_message_position_too(connect: Any) -> None:
+    client = await connect()
+    await client.create(settings={"notepad": {"position": "message"}})
+    await turn(client, "remember: Q3 totals are wrong in row 12")
+    frames = await turn(client, "forget: Q3 totals")
+    # The notepad is its own block there: the user's words after it ("forget: Q3 totals") are no note.
+    assert calls(frames) == [
+        ("update_notepad", {"operation": "delete", "content": "Q3 totals are wrong in row 12\n"})
+    ]
+    assert notepad_after(frames) == ""
 
 
 async def test_forget_of_absent_text_reports_the_tool_error(connect: Any) -> None:

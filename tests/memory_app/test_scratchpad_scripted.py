@@ -6,6 +6,9 @@ from typing import Any
 
 import pytest
 
+from memory_app.scratchpad import prompts
+from sessions_app.engine.features import features
+from sessions_app.engine.providers.scripted import parse_input
 from tests.memory_app.scratchpad_support import open_session, pad, run_turn
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("without_notepad")]
@@ -91,3 +94,34 @@ async def test_help_lists_the_scratchpad_commands(connect: Any) -> None:
     assert "plan: a; b; c" in reply
     assert "note: TEXT" in reply
     assert "ref: X" in reply
+
+
+@pytest.mark.parametrize(
+    "hint",
+    [
+        prompts.hint_after_turns(3),
+        prompts.hint_after_turns(1),
+        prompts.HINT_PLAN_DETECTED,
+        prompts.HINT_AFTER_COMPACTION,
+        prompts.hint_stale(3),
+        prompts.hint_stale(1),
+    ],
+)
+def test_after_tool_results_the_scripted_model_takes_hints_and_the_block_for_no_words(hint: str) -> None:
+    block = f"{prompts.BLOCK_START}\n## Plan (4/2000 chars)\n1. go\n{prompts.BLOCK_END}"
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}
+    body = {
+        "messages": [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "t", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [result, {"type": "text", "text": hint}, {"type": "text", "text": block}],
+            },
+        ]
+    }
+    inp = parse_input(body, features().context_openings)
+    assert (inp.user_text, inp.tool_results) == (None, [{"name": "t", "content": "done", "is_error": False}])

@@ -146,6 +146,14 @@ async def test_session_create_returns_public_state_with_default_settings(connect
     await client.close()
 
 
+async def test_session_create_without_a_threshold_gets_the_servers_default(connect, settings):
+    settings.PALIMPSEST_COMPACT_THRESHOLD = 0.65
+    client = await connect()
+    session = await client.create()
+    assert session["compact_threshold"] == 0.65
+    await client.close()
+
+
 async def test_unknown_model_gets_default_context_window(connect):
     client = await connect()
     session = await client.create(model="some-future-model")
@@ -451,6 +459,51 @@ async def test_cancel_while_waiting_for_client_tool(connect):
     await client.send({"type": "user.message", "content": "after"})
     frames = await client.until("turn.completed")
     assert frames[-1]["stop_reason"] == "end_turn"
+    await client.close()
+
+
+def _answers(frames):
+    return [block["text"] for f in frames if f["type"] == "assistant.message" for block in f["content"]]
+
+
+@pytest.mark.parametrize("position", ["system", "message"])
+async def test_the_scripted_model_answers_the_message_after_a_cancelled_turn(connect, position):
+    # The cancelled call's tool result and the next user message share one user message (with
+    # the notepad's block between them in position "message"): the words are what it answers.
+    client = await connect()
+    await client.create(tools=[CLIENT_TOOL], settings={"notepad": {"position": position}})
+    await client.send({"type": "user.message", "content": "tool client_lookup {}"})
+    await client.until("tool.call")
+    await client.send({"type": "turn.cancel"})
+    await client.until("turn.completed")
+    await client.send({"type": "user.message", "content": "after the cancel"})
+    frames = await client.until("turn.completed")
+    assert _answers(frames) == ["You said: after the cancel"]
+    await client.close()
+
+
+async def test_the_scripted_model_answers_the_message_after_a_turn_that_ran_out_of_steps(connect):
+    client = await connect()
+    await client.create(tools=[CLIENT_TOOL], settings={"max_steps_per_turn": 1})
+    await client.send({"type": "user.message", "content": "tool client_lookup {}"})
+    call = (await client.until("tool.call"))[-1]
+    await client.send({"type": "tool.result", "tool_use_id": call["tool_use_id"], "content": "found"})
+    assert (await client.until("turn.completed"))[-1]["stop_reason"] == "max_steps"
+    await client.send({"type": "user.message", "content": "echo next"})
+    frames = await client.until("turn.completed")
+    assert _answers(frames) == ["next"]
+    await client.close()
+
+
+async def test_the_scripted_model_reports_a_tool_result_with_the_notepad_before_it(connect):
+    # Mid-turn the notepad's block (position "message") follows the results: it is no user message.
+    client = await connect()
+    await client.create(tools=[CLIENT_TOOL], settings={"notepad": {"position": "message"}})
+    await client.send({"type": "user.message", "content": "tool client_lookup {}"})
+    call = (await client.until("tool.call"))[-1]
+    await client.send({"type": "tool.result", "tool_use_id": call["tool_use_id"], "content": "found"})
+    frames = await client.until("turn.completed")
+    assert _answers(frames)[-1] == "client_lookup returned: found"
     await client.close()
 
 

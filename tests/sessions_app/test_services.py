@@ -29,6 +29,19 @@ def session(db):
     return engine_sessions.session_create(owner=None)
 
 
+# -- sessions --------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_a_new_session_that_names_no_threshold_gets_the_servers_default(settings):
+    settings.PALIMPSEST_COMPACT_THRESHOLD = 0.6
+    assert engine_sessions.session_create(owner=None).compact_threshold == 0.6
+
+
+@pytest.mark.django_db
+def test_a_threshold_the_session_names_wins_over_the_servers_default(settings):
+    settings.PALIMPSEST_COMPACT_THRESHOLD = 0.6
+    assert engine_sessions.session_create(owner=None, compact_threshold=0.9).compact_threshold == 0.9
+
+
 # -- tokens ----------------------------------------------------------------------------------
 @pytest.mark.django_db
 def test_token_is_stored_only_as_a_hash():

@@ -9,7 +9,7 @@ from django.conf import settings
 
 from sessions_app.common.caches import LRUCache
 from sessions_app.engine.contract import ScriptedRule
-from sessions_app.engine.model_table import DEFAULT_CONTEXT_WINDOW, MODEL_CONTEXT_WINDOWS
+from sessions_app.engine.model_table import DEFAULT_CONTEXT_WINDOW, MODEL_ALIASES, MODEL_CONTEXT_WINDOWS
 from sessions_app.engine.providers.base import ModelResponse, Provider, ProviderError, Usage
 from sessions_app.engine.providers.scripted import ScriptedProvider
 from sessions_app.validation import MAX_MODEL_CHARS
@@ -36,12 +36,14 @@ def _uses_scripted(model: str) -> bool:
 
 
 def _window_known(model: str) -> int | None:
-    """The window of `model` without asking the Models API: the table's, or an answer (or the
-    lack of one) this process remembers (the last MODEL_WINDOW_CACHE_SIZE models); None when only
-    the Models API can tell. A name no session may have (empty, or over MAX_MODEL_CHARS) is
-    neither looked up nor remembered: callers validate first (PROTOCOL.md v1.1)."""
-    if model in MODEL_CONTEXT_WINDOWS:
-        return MODEL_CONTEXT_WINDOWS[model]
+    """The window of `model` without asking the Models API: the table's (under its name or an
+    alias, `MODEL_ALIASES`), or an answer (or the lack of one) this process remembers (the last
+    MODEL_WINDOW_CACHE_SIZE models); None when only the Models API can tell. A name no session
+    may have (empty, or over MAX_MODEL_CHARS) is neither looked up nor remembered: callers
+    validate first (PROTOCOL.md v1.1)."""
+    known = MODEL_CONTEXT_WINDOWS.get(MODEL_ALIASES.get(model, model))
+    if known is not None:
+        return known
     if not 0 < len(model) <= MAX_MODEL_CHARS or _uses_scripted(model):
         return DEFAULT_CONTEXT_WINDOW
     return _api_windows.get(model)
@@ -75,14 +77,17 @@ def context_window_resolve_sync(model: str) -> int:
     return known if known is not None else async_to_sync(context_window_resolve)(model)
 
 
-def provider_for_model(model: str, *, scripted_rules: Sequence[ScriptedRule] = ()) -> Provider:
+def provider_for_model(
+    model: str, *, scripted_rules: Sequence[ScriptedRule] = (), context_openings: Sequence[str] = ()
+) -> Provider:
     """The scripted model for `model == "scripted"` or when PALIMPSEST_PROVIDER is `scripted`
-    (with the features' `scripted_rules`); else Anthropic (with ANTHROPIC_API_KEY and
+    (with the features' `scripted_rules` and `context_openings`); else Anthropic (with ANTHROPIC_API_KEY and
     ANTHROPIC_BASE_URL as given, and the model-stream limits PALIMPSEST_MODEL_IDLE_SECONDS and
     PALIMPSEST_MODEL_STREAM_RETRY_SECONDS). The SDK is imported on first use."""
     if _uses_scripted(model):
         return ScriptedProvider(
             rules=scripted_rules,
+            context_openings=context_openings,
             chunk_delay_seconds=settings.PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS,
         )
     from sessions_app.engine.providers.anthropic import AnthropicProvider

@@ -1,9 +1,10 @@
 """The scripted model: deterministic, offline, and talkable-to without an API key.
 
 It reads the request the way a model would (the latest user text, or the tool results it is
-given) and answers by rules, first match wins: the rules it is given (the features' rules, in
-feature order; `features.FeatureSet.scripted_rules`), then its built-in ones (the README lists
-them for newcomers):
+given; words sent after a turn that ended with tool results are a new message) and answers by
+rules, first match wins: the rules it is given (the features' rules, in feature order;
+`features.FeatureSet.scripted_rules`), then its built-in ones (the README lists them for
+newcomers):
 - `help` lists what it understands;
 - `echo TEXT` answers TEXT;
 - `tool NAME {json}` calls tool NAME with that JSON input (a client or a server tool);
@@ -35,7 +36,15 @@ HELP_LINES: tuple[str, ...] = (
 )
 
 
-def parse_input(body: dict[str, Any]) -> ScriptedInput:
+def parse_input(body: dict[str, Any], context_openings: Sequence[str] = ()) -> ScriptedInput:
+    """What the request asks: the user's words, or else the tool results to report.
+
+    A turn that ends after its tool calls ran (cancelled, out of steps, a tool that ends it)
+    leaves their results last in the history, so the next user message is merged after them in
+    one user message. Its words are what is answered: the results belong to a turn that is over.
+    The blocks the features put before the latest user message for this call
+    (`FeatureSet.context_openings` tells them by how they begin) are no words: in the middle of a
+    turn they follow the results alone."""
     messages: list[dict[str, Any]] = body.get("messages", [])
     last: dict[str, Any] = messages[-1] if messages else {"role": "user", "content": []}
     raw_content: Any = last.get("content", [])
@@ -57,12 +66,14 @@ def parse_input(body: dict[str, Any]) -> ScriptedInput:
         for b in content
         if b.get("type") == "tool_result"
     ]
+    openings = tuple(context_openings)
     texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+    words = [text for text in texts if not text.startswith(openings)]
     system = body.get("system", "")
     return ScriptedInput(
         body=body,
-        user_text=texts[-1] if texts and not results else None,
-        tool_results=results or None,
+        user_text=words[-1] if words else None,
+        tool_results=results if results and not words else None,
         tool_names=[t["name"] for t in body.get("tools", [])],
         system_text=system if isinstance(system, str) else content_text(system),
     )
@@ -121,9 +132,13 @@ def _rule_default(inp: ScriptedInput) -> ScriptedReply:
     return ScriptedReply(text=f"You said: {inp.user_text or ''}")
 
 
-def scripted_answer(body: dict[str, Any], rules: Sequence[ScriptedRule] = ()) -> ScriptedReply:
-    inp = parse_input(body)
-    inp.answer_without = lambda skipped: scripted_answer(body, [r for r in rules if r is not skipped])
+def scripted_answer(
+    body: dict[str, Any], rules: Sequence[ScriptedRule] = (), context_openings: Sequence[str] = ()
+) -> ScriptedReply:
+    inp = parse_input(body, context_openings)
+    inp.answer_without = lambda skipped: scripted_answer(
+        body, [r for r in rules if r is not skipped], context_openings
+    )
     for rule in rules:
         reply = rule(inp)
         if reply is not None:
@@ -158,14 +173,21 @@ def text_stream_chunks(text: str, *, size: int = STREAM_CHUNK_CHARS) -> list[str
 class ScriptedProvider:
     name = "scripted"
 
-    def __init__(self, *, rules: Sequence[ScriptedRule] = (), chunk_delay_seconds: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        rules: Sequence[ScriptedRule] = (),
+        context_openings: Sequence[str] = (),
+        chunk_delay_seconds: float = 0.0,
+    ) -> None:
         self.rules = tuple(rules)
+        self.context_openings = tuple(context_openings)
         self.chunk_delay_seconds = chunk_delay_seconds
 
     async def complete(
         self, body: dict[str, Any], *, on_text: TextCallback | None = None, encoded: bytes | None = None
     ) -> ModelResponse:
-        reply = scripted_answer(body, self.rules)
+        reply = scripted_answer(body, self.rules, self.context_openings)
         content: list[dict] = []
         if reply.text:
             content.append({"type": "text", "text": reply.text})
