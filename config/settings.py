@@ -181,8 +181,10 @@ if REDIS_URL:
         }
     }
 else:
-    # One process: in memory, cleaning expired messages at most once a second (channel_layer.py).
-    CHANNEL_LAYERS = {"default": {"BACKEND": "sessions_app.channel_layer.ThrottledInMemoryChannelLayer"}}
+    # One process: in memory, cleaning expired messages at most once a second.
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "sessions_app.fastpath.channel_layer.ThrottledInMemoryChannelLayer"}
+    }
 
 # ---------------------------------------------------------------------------
 # Auth, static files, i18n
@@ -346,7 +348,7 @@ PALIMPSEST_FEATURES = [
     "memory_app.tasks.feature.FEATURE",
 ]
 # Where committed events go to reach watchers (the channel layer; tests may swap it).
-PALIMPSEST_ANNOUNCER = "sessions_app.channel_announcer.announce_via_channel_layer"
+PALIMPSEST_ANNOUNCER = "sessions_app.fastpath.channel_announcer.announce_via_channel_layer"
 
 # ---------------------------------------------------------------------------
 # Websocket limits (README: "Limits")

@@ -25,7 +25,7 @@ from channels.db import database_sync_to_async
 
 from sessions_app import selectors
 from sessions_app.agent_ws.flow import FlowControlledSend
-from sessions_app.channel_announcer import session_group_name
+from sessions_app.fastpath.channel_announcer import session_group_name
 
 # Events read from the database at once for a replay (a page is sent before the next is read).
 REPLAY_PAGE_EVENTS = 100

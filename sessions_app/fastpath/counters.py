@@ -10,14 +10,14 @@ from typing import Any
 
 from django.db.models import Field
 
-from sessions_app.models import AgentSession
-from sessions_app.services.rows import (
+from sessions_app.fastpath.rows import (
     db_connection,
     object_fields,
     object_from_row,
     preparer,
     statement_cursor,
 )
+from sessions_app.models import AgentSession
 
 
 def returning_supported(connection: Any = None) -> bool:

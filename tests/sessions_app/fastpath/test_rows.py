@@ -1,4 +1,4 @@
-"""The step path's SQL built once per shape (`services/rows.py`) reads and writes rows exactly as
+"""The step path's SQL built once per shape (`fastpath/rows.py`) reads and writes rows exactly as
 the ORM does: the same values come back through the ORM, and the ORM's rows come back the same
 through it (keys, UUIDs, JSON, datetimes, a partial row)."""
 
@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from sessions_app import services
 from sessions_app.engine import sessions as engine_sessions
-from sessions_app.models import AgentSession, Message, SessionEvent, Turn
-from sessions_app.services.rows import (
+from sessions_app.fastpath import counters
+from sessions_app.fastpath.rows import (
     count_where,
     exists_where_any,
     object_get,
@@ -22,6 +22,7 @@ from sessions_app.services.rows import (
     values_insert,
     values_where,
 )
+from sessions_app.models import AgentSession, Message, SessionEvent, Turn
 
 pytestmark = pytest.mark.django_db
 
@@ -71,7 +72,7 @@ def test_a_partial_row_from_an_update_is_what_from_db_builds(monkeypatch):
     from django.db import connection
     from django.db.models.signals import post_init
 
-    from sessions_app.services.rows import object_fields, object_from_row
+    from sessions_app.fastpath.rows import object_fields, object_from_row
 
     session = engine_sessions.session_create(owner=None, settings={"notepad": {"enabled": True}})
     AgentSession.objects.filter(pk=session.id).update(notepad="note")
@@ -130,7 +131,7 @@ def test_a_row_updated_by_key_reads_back_through_the_orm():
 
 def test_events_inserted_with_seqs_the_caller_allocated():
     session = engine_sessions.session_create(owner=None, model="scripted")
-    last = services.counters.session_update(session.id, add={"last_seq": 2})["last_seq"]
+    last = counters.session_update(session.id, add={"last_seq": 2})["last_seq"]
     frames = services.events.events_insert(
         session_id=session.id, last_seq=last, events=[("a", {"x": 1}), ("b", {"é": ["✓", None]})]
     )
@@ -227,7 +228,7 @@ def test_a_conditional_update_writes_only_while_the_row_matches():
     turn = services.turn_begin(session_id=session.id, content="go", holder=holder)
     before = AgentSession.objects.get(pk=session.id).last_seq
     lease = {"current_turn_id": turn.id, "lease_holder": holder}
-    update_if = services.counters.session_update_if
+    update_if = counters.session_update_if
 
     assert update_if(session.id, where=lease, add={"last_seq": 1}) == {"last_seq": before + 1}
     # Another holder, another turn, no lease at all, no such session: nothing is written.
@@ -243,15 +244,13 @@ def test_a_conditional_update_writes_only_while_the_row_matches():
 
 def test_a_conditional_update_without_returning_reads_the_counters_back(monkeypatch):
     """SQLite before 3.35 has no UPDATE ... RETURNING: the update, then a read of the counters."""
-    monkeypatch.setattr(services.counters, "returning_supported", lambda connection=None: False)
+    monkeypatch.setattr(counters, "returning_supported", lambda connection=None: False)
     session = engine_sessions.session_create(owner=None)
     before = AgentSession.objects.get(pk=session.id).last_seq
-    assert services.counters.session_update_if(
+    assert counters.session_update_if(
         session.id, where={"current_turn_id": None}, add={"last_seq": 2}, assign={"title": "t"}
     ) == {"last_seq": before + 2}
-    assert (
-        services.counters.session_update_if(session.id, where={"title": "other"}, add={"last_seq": 2}) is None
-    )
+    assert counters.session_update_if(session.id, where={"title": "other"}, add={"last_seq": 2}) is None
     row = AgentSession.objects.get(pk=session.id)
     assert (row.last_seq, row.title) == (before + 2, "t")
 
@@ -314,8 +313,8 @@ def test_preparers_convert_values_as_the_fields_do():
     from django.db import connection
     from django.utils.functional import lazy
 
+    from sessions_app.fastpath.rows import preparer
     from sessions_app.models import ModelCall, ToolCall
-    from sessions_app.services.rows import preparer
 
     lazy_text = lazy(lambda: "lazy", str)()
     samples: list[object] = [
