@@ -16,11 +16,11 @@ from sessions_app import selectors, services
 from sessions_app.agent_ws import connections, quotas
 from sessions_app.agent_ws.event_stream import SessionEventStream
 from sessions_app.agent_ws.frames import MAX_FRAME_INT, FrameError, frame_parse, tool_result_content_check
-from sessions_app.dispatch import LoopDispatch
 from sessions_app.engine import repair, runner
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.compactor import ContextWindowTooSmall
 from sessions_app.engine.features import features
+from sessions_app.fastpath.compat import LoopDispatch
 from sessions_app.models import AgentSession, AgentToken
 from sessions_app.validation import SpecError, session_create_clean
 
