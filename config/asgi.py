@@ -19,8 +19,8 @@ http_application = (
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from sessions_app.agent_ws.security import browser_origin_validator  # noqa: E402
 from sessions_app.routing import websocket_urlpatterns  # noqa: E402
-from sessions_app.ws_security import browser_origin_validator  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import dj_database_url
@@ -124,30 +125,48 @@ TEMPLATES = [
 ]
 
 # ---------------------------------------------------------------------------
-# Database: DATABASE_URL (PostgreSQL via psycopg 3), else an SQLite file in WAL mode.
+# Database: DATABASE_URL (PostgreSQL via psycopg 3, or a `sqlite:` URL), else the SQLite file
+# PALIMPSEST_SQLITE_PATH. Whichever way SQLite is chosen, it gets the same options.
 # ---------------------------------------------------------------------------
-DATABASE_URL = os.environ.get("DATABASE_URL", "")
-if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=600, conn_health_checks=True)}
-else:
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": os.environ.get("PALIMPSEST_SQLITE_PATH", str(BASE_DIR / "db.sqlite3")),
-            "OPTIONS": {
-                # WAL lets readers (the dashboard, a second process) run while a turn writes;
-                # IMMEDIATE takes the write lock at BEGIN so two writers queue instead of
-                # failing half-way with "database is locked".
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 20,
-            },
-            # Tests use a file too: several threads and processes (daphne) share it, which an
-            # in-memory database cannot do without shared-cache table locks.
-            "TEST": {"NAME": str(BASE_DIR / ".local" / "test-db.sqlite3")},
-        }
+SQLITE_ENGINE = "django.db.backends.sqlite3"
+SQLITE_OPTIONS = {
+    # WAL lets readers (the dashboard, a second process) run while a turn writes; IMMEDIATE
+    # takes the write lock at BEGIN so two writers queue instead of failing half-way with
+    # "database is locked"; a writer waits up to `timeout` seconds for it. The fast path's raw
+    # statements run on Django's own sqlite3 connection, so they wait as long.
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+}
+DATABASE_CONN_MAX_AGE = 600
+
+
+def sqlite_database(name: str, options: dict | None = None) -> dict:
+    """The SQLite database `name` with SQLITE_OPTIONS (`options`, from a URL's query, on top)."""
+    return {
+        "ENGINE": SQLITE_ENGINE,
+        "NAME": name,
+        "OPTIONS": {**SQLITE_OPTIONS, **(options or {})},
+        "CONN_MAX_AGE": DATABASE_CONN_MAX_AGE,
+        # Tests use a file too: several threads and processes (daphne) share it, which an
+        # in-memory database cannot do without shared-cache table locks.
+        "TEST": {"NAME": str(BASE_DIR / ".local" / "test-db.sqlite3")},
     }
-    DATABASES["default"]["CONN_MAX_AGE"] = 600
+
+
+def database_from_env(environ: Mapping[str, str]) -> dict:
+    """The default database: DATABASE_URL's, else the SQLite file PALIMPSEST_SQLITE_PATH."""
+    url = environ.get("DATABASE_URL", "")
+    if not url:
+        return sqlite_database(environ.get("PALIMPSEST_SQLITE_PATH", str(BASE_DIR / "db.sqlite3")))
+    parsed = dj_database_url.parse(url, conn_max_age=DATABASE_CONN_MAX_AGE, conn_health_checks=True)
+    if parsed.get("ENGINE") == SQLITE_ENGINE:
+        return sqlite_database(str(parsed.get("NAME", "")), dict(parsed.get("OPTIONS") or {}))
+    return dict(parsed)
+
+
+DATABASES = {"default": database_from_env(os.environ)}
+DATABASE_IS_SQLITE = DATABASES["default"]["ENGINE"] == SQLITE_ENGINE
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # ---------------------------------------------------------------------------
@@ -162,8 +181,10 @@ if REDIS_URL:
         }
     }
 else:
-    # One process: in memory, cleaning expired messages at most once a second (channel_layer.py).
-    CHANNEL_LAYERS = {"default": {"BACKEND": "sessions_app.channel_layer.ThrottledInMemoryChannelLayer"}}
+    # One process: in memory, cleaning expired messages at most once a second.
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "sessions_app.fastpath.channel_layer.ThrottledInMemoryChannelLayer"}
+    }
 
 # ---------------------------------------------------------------------------
 # Auth, static files, i18n
@@ -228,7 +249,7 @@ PALIMPSEST_POLL_SECONDS = float(os.environ.get("PALIMPSEST_POLL_SECONDS", "1.0")
 # The engine's database threads, each with its own connection (0: Django's one shared thread).
 # SQLite has one writer: past two threads (one long read need not hold up everyone's writes),
 # more threads only wait on its lock and on the GIL. PostgreSQL writes in parallel.
-PALIMPSEST_DB_THREADS = env_int("PALIMPSEST_DB_THREADS", 4 if DATABASE_URL else 2)
+PALIMPSEST_DB_THREADS = env_int("PALIMPSEST_DB_THREADS", 2 if DATABASE_IS_SQLITE else 4)
 # A turn's start drops expired observations' content (of every session) at most this often per
 # process: a sweep of the whole store is not every turn's work, and an expired id reads as
 # expired whether or not its content is gone yet.
@@ -335,7 +356,7 @@ PALIMPSEST_FEATURES = [
     "memory_app.tasks.feature.FEATURE",
 ]
 # Where committed events go to reach watchers (the channel layer; tests may swap it).
-PALIMPSEST_ANNOUNCER = "sessions_app.channel_announcer.announce_via_channel_layer"
+PALIMPSEST_ANNOUNCER = "sessions_app.fastpath.channel_announcer.announce_via_channel_layer"
 
 # ---------------------------------------------------------------------------
 # Websocket limits (README: "Limits")

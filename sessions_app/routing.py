@@ -1,8 +1,11 @@
+"""The app's websocket URLs (Channels' layout: one `routing.py` per app): the agent websocket
+(`agent_ws`) and the dashboard's two."""
+
 from __future__ import annotations
 
 from django.urls import path
 
-from sessions_app.consumers import AgentConsumer
+from sessions_app.agent_ws.consumer import AgentConsumer
 from sessions_app.dashboard.consumers import DashboardListConsumer, DashboardSessionConsumer
 
 websocket_urlpatterns = [

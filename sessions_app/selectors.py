@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from django.utils import timezone
 
 from sessions_app.common.canonical import canonical_json
+from sessions_app.fastpath.rows import values_where
 from sessions_app.models import (
     AgentSession,
     AgentToken,
@@ -22,7 +23,6 @@ from sessions_app.models import (
     ToolCallStatus,
     ToolExecutor,
 )
-from sessions_app.services.rows import values_where
 
 EVENT_PAGE_SIZE = 500
 
@@ -140,7 +140,7 @@ class MessageRow(NamedTuple):
 def session_messages_after(*, session_id: uuid.UUID, epoch: int, after_position: int) -> list[MessageRow]:
     """The epoch's messages after `after_position`, in order, with what the engine's prepared
     history keeps of each. Every turn reads it (usually one or two new rows, the whole epoch for
-    a history not cached): SQL built once (`services.rows`), rows not made into models."""
+    a history not cached): SQL built once (`fastpath.rows`), rows not made into models."""
     return [
         MessageRow(*row)
         for row in values_where(

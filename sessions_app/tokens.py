@@ -18,7 +18,7 @@ def agent_tokens_revoke(*, tokens: Iterable[AgentToken]) -> int:
     """Revoke each token not revoked yet; returns how many were revoked now.
 
     Their open connections, in any process, are closed with 4401 within
-    PALIMPSEST_TOKEN_RECHECK_SECONDS (`connections.py`).
+    PALIMPSEST_TOKEN_RECHECK_SECONDS (`agent_ws/connections.py`).
     """
     revoked = 0
     with transaction.atomic():

@@ -67,11 +67,11 @@ def _no_request_parts_remembered() -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def _no_connections_left() -> Iterator[None]:
     """A client a test left open must not be re-checked in the next test's event loop."""
-    from sessions_app import connections
+    from sessions_app.agent_ws import connections
 
     yield
     connections._by_token.clear()
-    from sessions_app import quotas
+    from sessions_app.agent_ws import quotas
 
     quotas.quotas_reset()
 

@@ -72,4 +72,5 @@ def test_the_database_threads_default_to_two_on_sqlite_and_four_on_postgresql():
     """SQLite has one writer: more threads than two only wait; PostgreSQL writes in parallel."""
     assert _db_threads() == "2"
     assert _db_threads(DATABASE_URL="postgres://postgres@127.0.0.1:5432/unused") == "4"
+    assert _db_threads(DATABASE_URL="sqlite:////tmp/palimpsest-unused.sqlite3") == "2"  # SQLite either way
     assert _db_threads(PALIMPSEST_DB_THREADS="6") == "6"

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memory_app.notepad.models import NotepadRevision
+from sessions_app.fastpath.rows import values_get
 from sessions_app.models import AgentSession
-from sessions_app.services.rows import values_get
 
 
 # ---------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from django.utils import timezone
 from memory_app.observations import prompts
 from memory_app.observations.content import iter_lines
 from memory_app.observations.models import Observation, ObservationChunk
-from sessions_app.services.rows import exists_where_any, values_where
+from sessions_app.fastpath.rows import exists_where_any, values_where
 
 SCOPE_TURN = "turn"
 SCOPE_SESSION = "session"

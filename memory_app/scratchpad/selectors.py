@@ -11,8 +11,8 @@ from typing import Any
 from memory_app.scratchpad import prompts
 from memory_app.scratchpad.models import Scratchpad, ScratchpadRevision
 from sessions_app.common.content import content_text
+from sessions_app.fastpath.rows import object_get
 from sessions_app.models import Message, MessageRole, Turn
-from sessions_app.services.rows import object_get
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Collection
 from memory_app.tasks.models import Task, TaskStatus
 from memory_app.tasks.prompts import TASK_RECORD
 from sessions_app.engine.contract import HistoryView
-from sessions_app.services.rows import values_where
+from sessions_app.fastpath.rows import values_where
 
 
 def task_open_get(*, session_id: uuid.UUID) -> Task | None:

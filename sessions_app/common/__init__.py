@@ -1,5 +1,6 @@
 """The neutral floor: what both the engine and the data layer (services, selectors) need, and what
-features may use beside the engine's contract. It imports nothing else of the project.
+features may use beside the engine's contract. It imports nothing else of the project but
+`fastpath.compat` (the frameworks' internals it relies on, below every floor).
 
 - `types`: the records of a turn's work (`StoredMessage`, `ToolOutcome`, `PlannedToolCall`,
   `ModelCallData`);

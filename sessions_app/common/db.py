@@ -13,6 +13,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, connections
 
+from sessions_app.fastpath.compat import connection_health_check_skip, executor_workers
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -90,9 +92,7 @@ def _health_check_bypass_if_used_recently() -> None:
     if at is None or time.monotonic() - at >= HEALTH_CHECK_BYPASS_SECONDS:
         return
     for conn in connections.all(initialized_only=True):
-        # django-stubs does not declare the wrapper's health-check state (Django 4.1+).
-        if conn.connection is not None and conn.health_check_enabled:  # type: ignore[attr-defined]
-            conn.health_check_done = True  # type: ignore[attr-defined]
+        connection_health_check_skip(conn)
 
 
 _lease_pool: ThreadPoolExecutor | None = None
@@ -139,7 +139,7 @@ def db_threads_close(timeout: float = 10.0) -> None:
         pools = [p for p in (_pool, _lease_pool) if p is not None]
         _pool = _lease_pool = None
     for pool in pools:
-        workers = pool._max_workers  # type: ignore[attr-defined]
+        workers = executor_workers(pool)
         barrier = threading.Barrier(workers, timeout=timeout)
         for future in [pool.submit(_connections_close, barrier) for _ in range(workers)]:
             future.result(timeout=timeout)

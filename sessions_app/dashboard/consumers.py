@@ -20,13 +20,13 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from sessions_app.channel_announcer import ALL_SESSIONS_GROUP
+from sessions_app.agent_ws.event_stream import SessionEventStream
 from sessions_app.dashboard import fragments, selectors
 from sessions_app.dashboard.auth import is_operator
 from sessions_app.dashboard.list_filters import list_filters_of
-from sessions_app.dispatch import LoopDispatch
 from sessions_app.engine import repair, runner
-from sessions_app.event_stream import SessionEventStream
+from sessions_app.fastpath.channel_announcer import ALL_SESSIONS_GROUP
+from sessions_app.fastpath.compat import LoopDispatch
 
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404

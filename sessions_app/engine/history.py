@@ -24,8 +24,8 @@ from sessions_app.common.caches import SizedLRUCache
 from sessions_app.engine.context import PreparedHistory, StoredMessage
 from sessions_app.engine.contract import HistoryView
 from sessions_app.engine.features import features
+from sessions_app.fastpath.rows import count_where, values_where
 from sessions_app.models import MaskedResult
-from sessions_app.services.rows import count_where, values_where
 
 # A process runs hundreds of sessions at once: each one's next turn should find
 # its history here, not read it all again. The byte budget is what bounds the memory.

@@ -9,9 +9,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from sessions_app.announce import announce_on_commit
+from sessions_app.fastpath.counters import session_counter_add
+from sessions_app.fastpath.rows import values_insert
 from sessions_app.models import SessionEvent
-from sessions_app.services.counters import session_counter_add
-from sessions_app.services.rows import values_insert
 
 
 def event_emit(*, session_id: uuid.UUID, type: str, payload: dict[str, Any]) -> dict[str, Any]:

@@ -8,9 +8,9 @@ from django.utils import timezone
 
 from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.common.types import StoredMessage
+from sessions_app.fastpath.counters import session_counter_add
+from sessions_app.fastpath.rows import values_insert
 from sessions_app.models import AgentSession, Message, MessageRole
-from sessions_app.services.counters import session_counter_add
-from sessions_app.services.rows import values_insert
 
 
 def message_write(

@@ -15,6 +15,8 @@ from django.utils import timezone
 from sessions_app.common.caches import LRUCache
 from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.common.types import ModelCallData, PlannedToolCall, StoredMessage, ToolOutcome
+from sessions_app.fastpath.counters import session_update, session_update_if
+from sessions_app.fastpath.rows import object_update, objects_insert, values_insert
 from sessions_app.models import (
     AgentSession,
     Message,
@@ -27,10 +29,8 @@ from sessions_app.models import (
     ToolExecutor,
     Turn,
 )
-from sessions_app.services.counters import session_update, session_update_if
 from sessions_app.services.events import events_emit, events_insert
 from sessions_app.services.messages import message_insert, message_write
-from sessions_app.services.rows import object_update, objects_insert, values_insert
 from sessions_app.services.turns import (
     LEASE_RELEASED,
     ToolResultAlreadyGiven,

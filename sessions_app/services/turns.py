@@ -23,6 +23,8 @@ from django.utils import timezone
 
 from sessions_app.announce import announce_on_commit
 from sessions_app.common.types import PlannedToolCall, StoredMessage
+from sessions_app.fastpath.counters import session_update, session_update_if, session_update_if_read
+from sessions_app.fastpath.rows import object_get, objects_insert, values_get
 from sessions_app.models import (
     AgentSession,
     Message,
@@ -35,10 +37,8 @@ from sessions_app.models import (
     ToolExecutor,
     Turn,
 )
-from sessions_app.services.counters import session_update, session_update_if, session_update_if_read
 from sessions_app.services.events import event_emit, events_insert
 from sessions_app.services.messages import dangling_tool_uses, message_insert, message_write
-from sessions_app.services.rows import object_get, objects_insert, values_get
 
 INTERRUPTED_TOOL_RESULT = "The turn that called this tool was interrupted before the tool answered."
 # What the model reads for a server tool that was running when its process died, in a turn that

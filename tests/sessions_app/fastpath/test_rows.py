@@ -1,4 +1,4 @@
-"""The step path's SQL built once per shape (`services/rows.py`) reads and writes rows exactly as
+"""The step path's SQL built once per shape (`fastpath/rows.py`) reads and writes rows exactly as
 the ORM does: the same values come back through the ORM, and the ORM's rows come back the same
 through it (keys, UUIDs, JSON, datetimes, a partial row)."""
 
@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from sessions_app import services
 from sessions_app.engine import sessions as engine_sessions
-from sessions_app.models import AgentSession, Message, SessionEvent, Turn
-from sessions_app.services.rows import (
+from sessions_app.fastpath import counters
+from sessions_app.fastpath.rows import (
     count_where,
     exists_where_any,
     object_get,
@@ -22,6 +22,7 @@ from sessions_app.services.rows import (
     values_insert,
     values_where,
 )
+from sessions_app.models import AgentSession, Message, SessionEvent, Turn
 
 pytestmark = pytest.mark.django_db
 
@@ -64,60 +65,6 @@ def test_a_row_read_by_key_equals_the_orms_and_a_partial_row_defers_the_rest():
         object_get(AgentSession, uuid.uuid4())
 
 
-def test_a_partial_row_from_an_update_is_what_from_db_builds(monkeypatch):
-    """`object_from_row` builds its partial instance without `Model.__init__` unless something
-    listens to the init signals: the same values, deferred fields, state and behaviour as
-    `from_db`'s, and `from_db` itself when a receiver is connected."""
-    from django.db import connection
-    from django.db.models.signals import post_init
-
-    from sessions_app.services.rows import object_fields, object_from_row
-
-    session = engine_sessions.session_create(owner=None, settings={"notepad": {"enabled": True}})
-    AgentSession.objects.filter(pk=session.id).update(notepad="note")
-    names = object_fields(AgentSession, ("id", "epoch", "settings", "notepad", "parent_session_id"))
-    fields = {key: f for f in AgentSession._meta.concrete_fields for key in (f.name, f.attname)}
-    columns = ", ".join(connection.ops.quote_name(str(fields[n].column)) for n in names)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {columns} FROM sessions_app_agentsession WHERE id = %s", [session.id.hex])
-        row = cursor.fetchone()
-
-    def built() -> AgentSession:
-        return object_from_row(AgentSession, names, row, connection)
-
-    def by_from_db() -> AgentSession:
-        orm = AgentSession.objects.only(*names).get(pk=session.id)
-        assert orm.get_deferred_fields(), "the ORM's instance should be partial too"
-        return orm
-
-    fast, orm = built(), by_from_db()
-    assert type(fast) is AgentSession
-
-    def loaded(instance: AgentSession) -> dict:
-        return {k: v for k, v in vars(instance).items() if k != "_state"}
-
-    # Compared before any attribute is read: reading a deferred one loads it.
-    assert loaded(fast) == loaded(orm) and set(loaded(fast)) == {fields[n].attname for n in names}
-    assert {n: getattr(fast, n) for n in names} == {n: getattr(orm, n) for n in names}
-    assert fast.pk == session.id and fast.settings["notepad"]["enabled"] is True
-    assert fast.get_deferred_fields() == orm.get_deferred_fields()
-    assert (fast._state.adding, fast._state.db) == (False, "default")
-    assert fast.title == orm.title  # a deferred field loads on access, as the ORM's does
-    assert fast.parent_session is None
-    seen: list[object] = []
-
-    def receiver(sender: type, instance: object, **kwargs: object) -> None:
-        seen.append(instance)
-
-    post_init.connect(receiver, sender=AgentSession)
-    try:
-        signalled = built()
-    finally:
-        post_init.disconnect(receiver, sender=AgentSession)
-    assert seen == [signalled]
-    assert {n: getattr(signalled, n) for n in names} == {n: getattr(orm, n) for n in names}
-
-
 def test_a_row_updated_by_key_reads_back_through_the_orm():
     session = engine_sessions.session_create(owner=None, model="scripted")
     turn = Turn.objects.create(session=session)
@@ -130,7 +77,7 @@ def test_a_row_updated_by_key_reads_back_through_the_orm():
 
 def test_events_inserted_with_seqs_the_caller_allocated():
     session = engine_sessions.session_create(owner=None, model="scripted")
-    last = services.counters.session_update(session.id, add={"last_seq": 2})["last_seq"]
+    last = counters.session_update(session.id, add={"last_seq": 2})["last_seq"]
     frames = services.events.events_insert(
         session_id=session.id, last_seq=last, events=[("a", {"x": 1}), ("b", {"é": ["✓", None]})]
     )
@@ -227,7 +174,7 @@ def test_a_conditional_update_writes_only_while_the_row_matches():
     turn = services.turn_begin(session_id=session.id, content="go", holder=holder)
     before = AgentSession.objects.get(pk=session.id).last_seq
     lease = {"current_turn_id": turn.id, "lease_holder": holder}
-    update_if = services.counters.session_update_if
+    update_if = counters.session_update_if
 
     assert update_if(session.id, where=lease, add={"last_seq": 1}) == {"last_seq": before + 1}
     # Another holder, another turn, no lease at all, no such session: nothing is written.
@@ -243,118 +190,12 @@ def test_a_conditional_update_writes_only_while_the_row_matches():
 
 def test_a_conditional_update_without_returning_reads_the_counters_back(monkeypatch):
     """SQLite before 3.35 has no UPDATE ... RETURNING: the update, then a read of the counters."""
-    monkeypatch.setattr(services.counters, "returning_supported", lambda connection=None: False)
+    monkeypatch.setattr(counters, "returning_supported", lambda connection=None: False)
     session = engine_sessions.session_create(owner=None)
     before = AgentSession.objects.get(pk=session.id).last_seq
-    assert services.counters.session_update_if(
+    assert counters.session_update_if(
         session.id, where={"current_turn_id": None}, add={"last_seq": 2}, assign={"title": "t"}
     ) == {"last_seq": before + 2}
-    assert (
-        services.counters.session_update_if(session.id, where={"title": "other"}, add={"last_seq": 2}) is None
-    )
+    assert counters.session_update_if(session.id, where={"title": "other"}, add={"last_seq": 2}) is None
     row = AgentSession.objects.get(pk=session.id)
     assert (row.last_seq, row.title) == (before + 2, "t")
-
-
-def test_statements_on_sqlite_skip_djangos_cursor_unless_queries_are_logged(monkeypatch):
-    """The turn's statements run on the sqlite3 cursor itself (Django's wrappers cost more than
-    most of them); with queries logged (DEBUG, a test capturing them) or watched (an execute
-    wrapper) they go through Django's cursor, and are seen."""
-    from django.db import connection, connections
-    from django.test.utils import CaptureQueriesContext
-
-    if connection.vendor != "sqlite":
-        pytest.skip("the direct cursor is SQLite's")
-    session = engine_sessions.session_create(owner=None, model="scripted")
-    where = (("session_id", "="),)
-
-    def refused(*args, **kwargs):
-        raise AssertionError("Django's cursor was used")
-
-    with monkeypatch.context() as patched:
-        patched.setattr(type(connections["default"]), "cursor", refused)
-        assert values_where(Message, ("position",), where, (session.id,)) == []
-    with CaptureQueriesContext(connection) as captured:
-        values_where(Message, ("position",), where, (session.id,))
-    assert [q["sql"] for q in captured.captured_queries if "sessions_app_message" in q["sql"]]
-    watched: list[str] = []
-
-    def watch(execute, sql, params, many, context):
-        watched.append(sql)
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(watch):
-        values_where(Message, ("position",), where, (session.id,))
-    assert [sql for sql in watched if "sessions_app_message" in sql]
-
-
-def test_a_failed_statement_raises_djangos_error_and_breaks_the_transaction_as_djangos_does():
-    from django.db import IntegrityError, transaction
-    from django.db.transaction import TransactionManagementError
-
-    session = engine_sessions.session_create(owner=None, model="scripted")
-    objects_insert([Message(session=session, position=0, epoch=0, role="user", content=[])])
-    with pytest.raises(IntegrityError), transaction.atomic():
-        objects_insert([Message(session=session, position=0, epoch=0, role="user", content=[])])
-    with transaction.atomic():
-        with pytest.raises(IntegrityError), transaction.atomic(savepoint=False):
-            objects_insert([Message(session=session, position=0, epoch=0, role="user", content=[])])
-        with pytest.raises(TransactionManagementError):
-            values_where(Message, ("position",), (("session_id", "="),), (session.id,))
-    assert values_where(Message, ("position",), (("session_id", "="),), (session.id,)) == [(0,)]
-
-
-@pytest.mark.filterwarnings("ignore:DateTimeField .* received a naive datetime")
-def test_preparers_convert_values_as_the_fields_do():
-    """`rows.preparer`'s shortcuts give what each field's own `get_db_prep_save` gives, for the
-    values the step path writes and for the ones it leaves to the field (of other types, naive
-    or non-UTC times, None, empty strings, lazy strings)."""
-    import datetime as dt
-
-    from django.db import connection
-    from django.utils.functional import lazy
-
-    from sessions_app.models import ModelCall, ToolCall
-    from sessions_app.services.rows import preparer
-
-    lazy_text = lazy(lambda: "lazy", str)()
-    samples: list[object] = [
-        None,
-        "",
-        "text é",
-        lazy_text,
-        0,
-        7,
-        -3,
-        True,
-        False,
-        1.5,
-        2.0,
-        uuid.uuid4(),
-        str(uuid.uuid4()),
-        timezone.now(),
-        dt.datetime(2026, 1, 2, 3, 4, 5),
-        dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2))),
-        dt.datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=dt.UTC),
-        {"a": [1, "ü", None]},
-        [{"type": "text", "text": "x"}],
-        ["a"],
-        {},
-    ]
-    checked = 0
-    for model in (AgentSession, Turn, Message, SessionEvent, ModelCall, ToolCall):
-        for field in model._meta.concrete_fields:
-            prepare = preparer(field, connection.vendor)
-            for value in samples:
-                try:
-                    expected = field.get_db_prep_save(value, connection)
-                except Exception as exc:
-                    with pytest.raises(type(exc)):
-                        prepare(value, connection)
-                    continue
-                got = prepare(value, connection)
-                if hasattr(expected, "obj"):  # psycopg's adapters (jsonb) compare by what they wrap
-                    got, expected = (type(got), got.obj), (type(expected), expected.obj)
-                assert (type(got), got) == (type(expected), expected), (model.__name__, field.name, value)
-                checked += 1
-    assert checked > 500

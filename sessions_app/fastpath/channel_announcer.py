@@ -14,8 +14,10 @@ import weakref
 from collections import deque
 from typing import Any
 
-from asgiref.sync import SyncToAsync, async_to_sync
+from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+
+from sessions_app.fastpath.compat import sync_thread_event_loop
 
 logger = logging.getLogger("palimpsest.announce")
 
@@ -103,7 +105,7 @@ def announce_via_channel_layer(frames: list[dict]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+    loop = sync_thread_event_loop()
     if loop is not None and loop.is_running() and not _in_loop_thread(loop):
         with _outboxes_lock:
             outbox = _outboxes.get(loop)

@@ -12,14 +12,15 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from sessions_app import connections, quotas, selectors, services
-from sessions_app.dispatch import LoopDispatch
+from sessions_app import selectors, services
+from sessions_app.agent_ws import connections, quotas
+from sessions_app.agent_ws.event_stream import SessionEventStream
+from sessions_app.agent_ws.frames import MAX_FRAME_INT, FrameError, frame_parse, tool_result_content_check
 from sessions_app.engine import repair, runner
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.compactor import ContextWindowTooSmall
 from sessions_app.engine.features import features
-from sessions_app.event_stream import SessionEventStream
-from sessions_app.frames import MAX_FRAME_INT, FrameError, frame_parse, tool_result_content_check
+from sessions_app.fastpath.compat import LoopDispatch
 from sessions_app.models import AgentSession, AgentToken
 from sessions_app.validation import SpecError, session_create_clean
 
@@ -314,7 +315,7 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
     # -- events ------------------------------------------------------------
     async def deliver_events(self, events: list[dict]) -> None:
         for event in events:
-            # Each send waits while the client is not reading (ws_flow).
+            # Each send waits while the client is not reading (`flow`).
             await self.send(text_data=_frame_json(event))
 
     # -- helpers -----------------------------------------------------------

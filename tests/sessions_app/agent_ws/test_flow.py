@@ -7,8 +7,8 @@ import functools
 
 import pytest
 
-from sessions_app import ws_flow
-from sessions_app.ws_flow import CLOSE_SLOW_CONSUMER, TransportWatch, transport_watch_attach
+from sessions_app.agent_ws import flow
+from sessions_app.agent_ws.flow import CLOSE_SLOW_CONSUMER, TransportWatch, transport_watch_attach
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,7 +22,7 @@ def watches(monkeypatch) -> list[TransportWatch]:
         made.append(TransportWatch())
         return made[-1]
 
-    monkeypatch.setattr(ws_flow, "transport_watch_attach", attach)
+    monkeypatch.setattr(flow, "transport_watch_attach", attach)
     return made
 
 

@@ -12,18 +12,20 @@ within `PALIMPSEST_WS_DRAIN_SECONDS` is closed with `CLOSE_SLOW_CONSUMER` (4408)
 connection holds at most about 64 KiB plus one frame beyond the kernel's buffers.
 
 Under a server other than daphne (or Channels' test communicator) there is no transport to
-watch and sends are not paced.
+watch and sends are not paced. How the transport is found behind an ASGI `send` (daphne's and
+Channels' objects looked into) is in `fastpath/compat.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from typing import Any
 
 from django.conf import settings
+
+from sessions_app.fastpath.compat import daphne_protocol, transport_producer
 
 logger = logging.getLogger("palimpsest.ws")
 
@@ -84,37 +86,14 @@ class TransportWatch:
         return True
 
 
-# How many wrappers of `send` to look through (Channels' session middleware adds one).
-MAX_SEND_WRAPPERS = 8
-
-
-def _daphne_protocol(send: Any) -> Any:
-    """The daphne protocol object behind an ASGI `send`, or None.
-
-    Daphne hands each application `partial(server.handle_reply, protocol)` as its `send`;
-    Channels' session middleware (in `AuthMiddlewareStack`) wraps it in a method of an object
-    that keeps the original as `real_send`. Anything else is not looked into.
-    """
-    for _ in range(MAX_SEND_WRAPPERS):
-        if isinstance(send, functools.partial) and send.args:
-            protocol = send.args[0]
-            if callable(getattr(protocol, "registerProducer", None)) and hasattr(protocol, "transport"):
-                return protocol
-            return None
-        send = getattr(getattr(send, "__self__", None), "real_send", None)
-        if send is None:
-            return None
-    return None
-
-
 def transport_watch_attach(send: Any) -> TransportWatch | None:
     """Watch the connection behind an ASGI `send`; None where it cannot be watched."""
-    protocol = _daphne_protocol(send)
+    protocol = daphne_protocol(send)
     transport = getattr(protocol, "transport", None)
     if transport is None or not callable(getattr(transport, "registerProducer", None)):
         return None
-    previous = getattr(transport, "producer", None)
-    if previous is not None and not getattr(transport, "streamingProducer", True):
+    previous, streaming = transport_producer(transport)
+    if previous is not None and not streaming:
         return None  # a pull producer: not ours to chain
     reading = transport if callable(getattr(transport, "pauseProducing", None)) else None
     watch = TransportWatch(previous, reading)

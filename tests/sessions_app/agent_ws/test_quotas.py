@@ -8,9 +8,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 
-from sessions_app import quotas
+from sessions_app.agent_ws import quotas
+from sessions_app.agent_ws.quotas import CLOSE_TOO_MANY_CONNECTIONS, RateLimiter
 from sessions_app.models import AgentSession
-from sessions_app.quotas import CLOSE_TOO_MANY_CONNECTIONS, RateLimiter
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -896,7 +896,7 @@ async def test_frames_and_events_reach_their_handlers_without_a_hop_to_the_share
     connect, monkeypatch
 ):
     """Channels hops to Django's one shared thread (`aclose_old_connections`) before each message
-    a consumer handles; ours go straight to their handlers (`sessions_app.dispatch`): a turn's
+    a consumer handles; ours go straight to their handlers (`fastpath.compat.LoopDispatch`): a turn's
     frames in and events out pass no such hop."""
     import channels.consumer
 

@@ -6,8 +6,10 @@ a quarter of a millisecond of Python apiece, most of a turn's server work (issue
 Here the SQL of each shape (a model's insert of n rows, the session row's read, an update of the
 session row that adds to counters and reads them back) is built once from the models' metadata
 and cached; values still go through each field's own `get_db_prep_save` (on SQLite the
-commonest ones converted the same way at once: `preparer`) and come back through the backend's
-and the field's converters, exactly as the ORM would send and read them.
+commonest ones converted the same way at once: `compat.field_preparer`) and come back through
+the backend's and the field's converters, exactly as the ORM would send and read them. What this
+relies on of Django beyond its documented API is in `compat.py`, with the versions it was
+written for.
 
 Rows are inserted without signals (the models here have no receivers) and without reading back
 an auto-increment primary key: callers use these for rows they do not refer to by `pk`.
@@ -15,19 +17,25 @@ an auto-increment primary key: callers use these for rows they do not refer to b
 
 from __future__ import annotations
 
-import json
-import re
-import uuid
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from functools import cache, lru_cache
+from collections.abc import Sequence
+from functools import cache
 from typing import Any, TypeVar
 
-from django.db import DEFAULT_DB_ALIAS, connections, models
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import AutoField, BigAutoField, Field, Model, SmallAutoField
-from django.db.models.base import ModelState
-from django.db.models.signals import post_init, pre_init
-from django.utils.asyncio import async_unsafe
+
+from sessions_app.fastpath.compat import (
+    Converters,
+    Preparer,
+    SQLiteStatement,
+    async_unsafe,
+    field_preparer,
+    instance_from_db,
+    instances_saved,
+    read_converters,
+    sqlite_direct_allowed,
+    values_converted,
+)
 
 M = TypeVar("M", bound=Model)
 
@@ -39,67 +47,17 @@ def db_connection() -> Any:
     return connections[DEFAULT_DB_ALIAS]
 
 
-# ---------------------------------------------------------------------------
-# The cursor these statements run on
-# ---------------------------------------------------------------------------
-# Django's SQLite placeholder rewrite (`SQLiteCursorWrapper.convert_query`), done once per shape.
-_FORMAT_QMARK = re.compile(r"(?<!%)%s")
-
-
-@lru_cache(maxsize=1024)
-def _qmark(sql: str) -> str:
-    return _FORMAT_QMARK.sub("?", sql).replace("%%", "%")
-
-
-class _SQLiteStatement:
-    """The thread's sqlite3 cursor without Django's wrappers around each statement (its cursor
-    object, the debug and execute wrappers, the placeholder rewrite: ~17 µs a statement, a turn
-    runs ~20 of them): the same SQL and values, the same transaction rules
-    (`validate_no_broken_transaction`), Django's exceptions (`wrap_database_errors`)."""
-
-    __slots__ = ("_connection", "_cursor")
-
-    def __init__(self, connection: Any) -> None:
-        connection.close_if_health_check_failed()
-        if connection.connection is None:
-            connection.ensure_connection()
-        self._connection = connection
-        self._cursor = connection.connection.cursor()
-
-    def __enter__(self) -> _SQLiteStatement:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._cursor.close()
-
-    def execute(self, sql: str, params: Sequence[Any]) -> None:
-        self._connection.validate_no_broken_transaction()
-        with self._connection.wrap_database_errors:
-            self._cursor.execute(_qmark(sql), params)
-
-    def fetchone(self) -> Any:
-        with self._connection.wrap_database_errors:
-            return self._cursor.fetchone()
-
-    def fetchall(self) -> list[Any]:
-        with self._connection.wrap_database_errors:
-            return self._cursor.fetchall()
-
-    @property
-    def rowcount(self) -> int:
-        return self._cursor.rowcount
-
-
 @async_unsafe
 def statement_cursor(connection: Any = None) -> Any:
     """A cursor for one of these statements (`with statement_cursor() as cursor:`). On SQLite,
     unless queries are being logged (DEBUG, a test capturing them) or watched
-    (`connection.execute_wrapper`), the sqlite3 cursor itself (`_SQLiteStatement`); else
+    (`connection.execute_wrapper`), the sqlite3 cursor itself (`compat.SQLiteStatement`: on
+    Django's own connection, so it waits for SQLite's lock as Django's statements do); else
     Django's own. `connection`: the thread's (`db_connection()`), when the caller has it."""
     if connection is None:
         connection = db_connection()
-    if connection.vendor == "sqlite" and not connection.queries_logged and not connection.execute_wrappers:
-        return _SQLiteStatement(connection)
+    if sqlite_direct_allowed(connection):
+        return SQLiteStatement(connection)
     return connection.cursor()
 
 
@@ -119,67 +77,11 @@ def _column(field: Field) -> str:
 # ---------------------------------------------------------------------------
 # Values as the database takes them
 # ---------------------------------------------------------------------------
-Preparer = Callable[[Any, Any], Any]
-_SQLITE_SAME: dict[type[Field], type] = {
-    # Field class: the Python type whose values SQLite takes as they are (what the field's own
-    # `get_db_prep_save` returns for them: `int(v)`, `str(v)`, ...; the backend adapts none).
-    models.IntegerField: int,
-    models.BigIntegerField: int,
-    models.SmallIntegerField: int,
-    models.PositiveIntegerField: int,
-    models.PositiveBigIntegerField: int,
-    models.PositiveSmallIntegerField: int,
-    models.FloatField: float,
-    models.BooleanField: bool,
-    models.CharField: str,
-    models.TextField: str,
-}
-
-
-@cache
-def preparer(field: Field, vendor: str) -> Preparer:
-    """`field.get_db_prep_save`, as `(value, connection)`. On SQLite the commonest values of the
-    commonest fields are converted here at once, exactly as the field would convert them (a turn
-    prepares about a hundred values, each through three or four of Django's calls); any other
-    value, field or database goes through the field's own method. `test_rows` compares both."""
-    slow = field.get_db_prep_save
-    if vendor != "sqlite":
-        return slow
-    kind = type(field)
-    if kind in _SQLITE_SAME:
-        same = _SQLITE_SAME[kind]
-        return lambda value, connection: value if type(value) is same else slow(value, connection)
-    if kind is models.UUIDField:
-        return lambda value, connection: value.hex if type(value) is uuid.UUID else slow(value, connection)
-    if kind is models.DateTimeField:
-
-        def datetime_prep(value: Any, connection: Any) -> Any:
-            # Aware in UTC, stored naive in the connection's UTC (`adapt_datetimefield_value`).
-            if type(value) is datetime and value.tzinfo is UTC and connection.timezone is UTC:
-                return str(value.replace(tzinfo=None))
-            return slow(value, connection)
-
-        return datetime_prep
-    if kind is models.JSONField and field.encoder is None:  # type: ignore[attr-defined]
-        return lambda value, connection: (
-            json.dumps(value) if type(value) in (dict, list) else slow(value, connection)
-        )
-    if kind is models.ForeignKey:
-        target = preparer(field.target_field, vendor)  # type: ignore[attr-defined]
-        # None and "" are the key's own cases (NULL); anything else is the target's value.
-        return lambda value, connection: (
-            slow(value, connection)
-            if value is None or (isinstance(value, str) and value == "")
-            else target(value, connection)
-        )
-    return slow
-
-
 @cache
 def _preparers(model: type[Model], vendor: str) -> list[Preparer]:
-    """`preparer` of each field `_insert_sql` inserts, in its order (looked up once per model:
-    a field's hash is a Python call, and a turn prepares a hundred values)."""
-    return [preparer(f, vendor) for f in _insertable(model)]
+    """`compat.field_preparer` of each field `_insert_sql` inserts, in its order (looked up once
+    per model: a field's hash is a Python call, and a turn prepares a hundred values)."""
+    return [field_preparer(f, vendor) for f in _insertable(model)]
 
 
 @cache
@@ -204,9 +106,7 @@ def objects_insert(objects: Sequence[Model]) -> None:
     ]
     with statement_cursor(connection) as cursor:
         cursor.execute(sql, params)
-    for obj in objects:
-        obj._state.adding = False
-        obj._state.db = connection.alias
+    instances_saved(objects, connection.alias)
 
 
 @cache
@@ -233,32 +133,14 @@ def values_insert(model: type[Model], names: tuple[str, ...], rows: Sequence[Seq
         cursor.execute(sql, params)
 
 
-def _converters(table: str, fields: list[Field]) -> list[tuple[Any, list[Any]]]:
-    """Each field's column and the converters its values go through when read (the backend's,
-    then the field's own), as the ORM's compiler applies them."""
-    connection = db_connection()
-    converters = []
-    for field in fields:
-        column = field.get_col(table)
-        converters.append(
-            (column, connection.ops.get_db_converters(column) + column.get_db_converters(connection))
-        )
-    return converters
-
-
-def _converted(row: Sequence[Any], converters: list[tuple[Any, list[Any]]], connection: Any) -> list[Any]:
-    values = []
-    for value, (expression, field_converters) in zip(row, converters, strict=True):
-        for converter in field_converters:
-            value = converter(value, expression, connection)
-        values.append(value)
-    return values
+def _converters(table: str, fields: list[Field]) -> Converters:
+    return read_converters(table, fields, db_connection())
 
 
 @cache
 def _select_sql(
     model: type[Model], lock: bool, vendor: str, names: tuple[str, ...] | None = None
-) -> tuple[str, list[Field], list[tuple[Any, list[Any]]]]:
+) -> tuple[str, list[Field], Converters]:
     connection = db_connection()
     if names is None:
         fields = list(model._meta.concrete_fields)
@@ -298,26 +180,14 @@ def object_from_row(model: type[M], names: tuple[str, ...], row: Sequence[Any], 
     fields `names` (in the model's field order: `object_fields`) as the database gave them,
     converted as the ORM converts what it reads."""
     fields, converters = _read_converters(model, names, connection.vendor)
-    values = _converted(row, converters, connection)
-    attnames = [f.attname for f in fields]
-    if pre_init.has_listeners(model) or post_init.has_listeners(model):
-        return model.from_db(DEFAULT_DB_ALIAS, attnames, values)
-    # What `from_db` builds, without `Model.__init__`'s walk over every field (most of them
-    # deferred here): the values read, by attname, and the state of an instance loaded from
-    # the database. Only with no receiver of the init signals, which `__init__` would send.
-    instance = model.__new__(model)
-    instance.__dict__.update(zip(attnames, values, strict=True))
-    state = ModelState()
-    state.adding = False
-    state.db = DEFAULT_DB_ALIAS
-    instance._state = state
-    return instance
+    values = values_converted(row, converters, connection)
+    return instance_from_db(model, [f.attname for f in fields], values, DEFAULT_DB_ALIAS)
 
 
 @cache
 def _read_converters(
     model: type[Model], names: tuple[str, ...], vendor: str
-) -> tuple[list[Field], list[tuple[Any, list[Any]]]]:
+) -> tuple[list[Field], Converters]:
     fields = [f for f in (model._meta.get_field(name) for name in names) if isinstance(f, Field)]
     assert len(fields) == len(names), names
     return fields, _converters(model._meta.db_table, fields)
@@ -340,7 +210,7 @@ def _row_get(
         row = cursor.fetchone()
     if row is None:
         raise model.DoesNotExist(f"no {model._meta.object_name} {pk}")  # type: ignore[attr-defined]
-    return fields, _converted(row, converters, connection)
+    return fields, values_converted(row, converters, connection)
 
 
 @cache
@@ -361,7 +231,7 @@ def object_update(model: type[Model], pk: Any, **assign: Any) -> int:
     assert model._meta.pk is not None
     vendor = connection.vendor
     params = [
-        preparer(f, vendor)(value, connection) for f, value in zip(fields, assign.values(), strict=True)
+        field_preparer(f, vendor)(value, connection) for f, value in zip(fields, assign.values(), strict=True)
     ]
     with statement_cursor(connection) as cursor:
         cursor.execute(sql, [*params, model._meta.pk.get_db_prep_value(pk, connection)])
@@ -379,7 +249,7 @@ def _where_sql(
     order_by: str | None,
     limit: int | None,
     vendor: str,
-) -> tuple[str, list[Field], list[tuple[Any, list[Any]]]]:
+) -> tuple[str, list[Field], Converters]:
     """`names` empty: `SELECT COUNT(*)`."""
     qn = db_connection().ops.quote_name
     table = model._meta.db_table
@@ -424,7 +294,7 @@ def values_where(
     with statement_cursor(connection) as cursor:
         cursor.execute(sql, _where_params(model, where, params, connection))
         rows = cursor.fetchall()
-    return [tuple(_converted(row, converters, connection)) for row in rows]
+    return [tuple(values_converted(row, converters, connection)) for row in rows]
 
 
 def exists_where_any(

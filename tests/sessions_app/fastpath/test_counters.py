@@ -12,8 +12,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from sessions_app.engine import sessions as engine_sessions
+from sessions_app.fastpath.counters import session_counter_add
 from sessions_app.models import AgentSession, Message, MessageRole
-from sessions_app.services.counters import session_counter_add
 from sessions_app.services.messages import message_write
 
 

@@ -10,7 +10,7 @@ import pytest
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from sessions_app.channel_layer import ThrottledInMemoryChannelLayer
+from sessions_app.fastpath.channel_layer import ThrottledInMemoryChannelLayer
 
 
 def test_the_service_uses_it_without_redis():

@@ -10,14 +10,9 @@ from typing import Any
 
 from django.db.models import Field
 
+from sessions_app.fastpath.compat import field_preparer
+from sessions_app.fastpath.rows import db_connection, object_fields, object_from_row, statement_cursor
 from sessions_app.models import AgentSession
-from sessions_app.services.rows import (
-    db_connection,
-    object_fields,
-    object_from_row,
-    preparer,
-    statement_cursor,
-)
 
 
 def returning_supported(connection: Any = None) -> bool:
@@ -144,7 +139,7 @@ def _update(
     )
     params: list[Any] = list(add.values())
     params += [
-        preparer(f, connection.vendor)(value, connection)
+        field_preparer(f, connection.vendor)(value, connection)
         for f, value in zip(fields, assign.values(), strict=True)
     ]
     key = AgentSession._meta.pk.get_db_prep_value(session_id, connection)  # type: ignore[union-attr]

@@ -15,7 +15,8 @@ from django.urls import reverse
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from sessions_app import connections, services, tokens
+from sessions_app import services, tokens
+from sessions_app.agent_ws import connections
 from sessions_app.models import AgentSession, AgentToken
 from tests.servers import Daphne, manage, server_env
 

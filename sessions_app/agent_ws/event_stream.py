@@ -5,7 +5,7 @@ what was stored after `since_seq`, then take broadcasts, filling from the databa
 broadcasts from several processes may leave. What is sent for the events is the consumer's own
 (`deliver_events`: JSON frames for agents, HTML fragments for the dashboard).
 
-Sends are flow-controlled (`ws_flow`): a replay is read from the database a page at a time and
+Sends are flow-controlled (`flow`): a replay is read from the database a page at a time and
 each page is sent only as fast as the client reads, so a large session's replay is never queued
 whole for a client that does not read.
 
@@ -24,8 +24,8 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from sessions_app import selectors
-from sessions_app.channel_announcer import session_group_name
-from sessions_app.ws_flow import FlowControlledSend
+from sessions_app.agent_ws.flow import FlowControlledSend
+from sessions_app.fastpath.channel_announcer import session_group_name
 
 # Events read from the database at once for a replay (a page is sent before the next is read).
 REPLAY_PAGE_EVENTS = 100

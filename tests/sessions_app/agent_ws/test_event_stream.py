@@ -8,7 +8,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from sessions_app.channel_announcer import session_group_name
+from sessions_app.fastpath.channel_announcer import session_group_name
 from sessions_app.models import AgentSession, SessionEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,7 +60,7 @@ async def test_a_writes_events_are_one_message_to_the_session_and_one_notice(tra
     """A write's events reach the session's group as one message (each member woken once, not
     once an event), and the session list as one notice, of the last event it cares about; a
     write of many sessions' deltas is one message to each session, and no notice."""
-    from sessions_app import channel_announcer
+    from sessions_app.fastpath import channel_announcer
 
     sent: list[tuple[str, dict]] = []
 
@@ -101,7 +101,7 @@ async def test_a_writes_events_are_one_message_to_the_session_and_one_notice(tra
 async def _outbox_drained() -> None:
     import asyncio
 
-    from sessions_app import channel_announcer
+    from sessions_app.fastpath import channel_announcer
 
     for _ in range(100):
         outbox = channel_announcer._outboxes.get(asyncio.get_running_loop())

@@ -22,33 +22,27 @@ another, a full one skipped as before.
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Any
 
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
 
+from sessions_app.fastpath.compat import InMemoryLayerCleaning
 
-class ThrottledInMemoryChannelLayer(InMemoryChannelLayer):
+
+class ThrottledInMemoryChannelLayer(InMemoryLayerCleaning, InMemoryChannelLayer):
+    """Channels' in-memory layer, cleaning at most every `clean_interval` seconds
+    (`compat.InMemoryLayerCleaning`), sending a group's message to its members one by one."""
+
     def __init__(self, *args: Any, clean_interval: float = 1.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.clean_interval = clean_interval
-        self._cleaned_at = float("-inf")
-
-    def _clean_expired(self) -> None:
-        now = time.monotonic()
-        if now - self._cleaned_at < self.clean_interval:
-            return
-        self._cleaned_at = now
-        super()._clean_expired()
-        for group in [name for name, members in self.groups.items() if not members]:
-            del self.groups[group]
 
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
         assert isinstance(message, dict), "Message is not a dict"
         self.require_valid_group_name(group)
-        self._clean_expired()
-        for channel in list(self.groups.get(group, ())):
+        self.expired_clean()
+        for channel in self.group_members(group):
             # As Channels: a member that reads nothing does not hold up the others.
             with contextlib.suppress(ChannelFull):
                 await self.send(channel, message)
