@@ -1,4 +1,4 @@
-"""`fs_read`, the seed's executor as a built-in tool: off without PALIMPSEST_FS_ROOT, jailed to it."""
+"""`fs_read` (memory_app/files/), the seed's executor: off without PALIMPSEST_FS_ROOT, jailed to it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`fs_read`, seed 004's executor, as a built-in server tool jailed to PALIMPSEST_FS_ROOT.
+"""`fs_read`, seed 004's executor, as a server tool jailed to PALIMPSEST_FS_ROOT.
 
 Off unless `settings.PALIMPSEST_FS_ROOT` names a folder. A path is relative to that folder (an
 absolute one must lie inside it). The jail: a `..` component is refused outright; the path is
@@ -21,8 +21,8 @@ from typing import Any
 
 from django.conf import settings
 
+from memory_app.files.prompts import FS_READ_DESCRIPTION, FS_READ_SCHEMA
 from memory_app.observations.content import BINARY_ENCODING
-from sessions_app.builtin_tools.prompts import FS_READ_DESCRIPTION, FS_READ_SCHEMA
 from sessions_app.engine.contract import SessionSnapshot, ToolContext, ToolError, ToolSpec
 
 FS_READ = "fs_read"

@@ -1,4 +1,4 @@
-"""`count_words`: a built-in tool, and the example of the notepad's sandbox API (seed 000).
+"""`count_words`: a server tool, and the example of the notepad's sandbox API (seed 000).
 
 It counts a (possibly long) text in chunks off the event loop, and after each chunk appends a
 progress line to the session notepad, as the seed's "agent-authored tool doing a long operation"
@@ -14,9 +14,9 @@ import re
 from collections import Counter
 from typing import Any
 
+from memory_app.count_words.prompts import COUNT_WORDS_DESCRIPTION, COUNT_WORDS_SCHEMA
 from memory_app.notepad.context import notepad_enabled
 from memory_app.notepad.sandbox_api import notepad_of
-from sessions_app.builtin_tools.prompts import COUNT_WORDS_DESCRIPTION, COUNT_WORDS_SCHEMA
 from sessions_app.engine.contract import ToolContext, ToolError, ToolSpec
 
 COUNT_WORDS_MAX_PROGRESS_NOTES = 10
