@@ -16,7 +16,7 @@ from sessions_app import connections, quotas, selectors, services
 from sessions_app.dispatch import LoopDispatch
 from sessions_app.engine import repair, runner
 from sessions_app.engine import sessions as engine_sessions
-from sessions_app.engine.compactor import ContextWindowTooSmall
+from sessions_app.engine.compaction.budget import ContextWindowTooSmall
 from sessions_app.engine.features import features
 from sessions_app.event_stream import SessionEventStream
 from sessions_app.frames import MAX_FRAME_INT, FrameError, frame_parse, tool_result_content_check

@@ -11,7 +11,7 @@ from typing import Any
 
 from sessions_app import selectors
 from sessions_app.common.db import db
-from sessions_app.engine.compaction import transcript_lines
+from sessions_app.engine.compaction.summary import transcript_lines
 from sessions_app.engine.context import StoredMessage
 from sessions_app.engine.contract import ToolContext, ToolError, ToolSpec
 
