@@ -100,5 +100,5 @@ async def test_count_words_without_text_is_a_tool_error(
     result = fake_anthropic.requests[1].body["messages"][-1]["content"][0]
     assert (result["is_error"], result["content"]) == (
         True,
-        'count_words needs "text": the text to count, as a string.',
+        'count_words needs "text": a string. Nothing was done; correct the call and make it again.',
     )

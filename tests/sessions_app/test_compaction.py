@@ -268,7 +268,10 @@ async def test_archive_read_argument_errors_reach_the_model(connect, fake_anthro
     fake_anthropic.enqueue(tool_use("session_archive_read", {"limit": 1000}), text("oh"))
     frames = await chat(client, "read it all")
     result = next(f for f in frames if f["type"] == "tool.result")
-    assert result["is_error"] is True and "limit must be from 1 to 100" in result["content"]
+    assert (
+        result["is_error"] is True
+        and '"limit" must be an integer from 1 to 100, not 1000' in result["content"]
+    )
     await client.close()
 
 
