@@ -346,10 +346,10 @@ PALIMPSEST_MODEL_PRICES.update(_model_prices_from_env(os.environ.get("PALIMPSEST
 # their sections in the system prompt and of their tools in every request, so it decides the cached
 # prefix. Each entry is a `Feature` object.
 PALIMPSEST_FEATURES = [
-    "sessions_app.builtin_tools.feature.COUNT_WORDS_FEATURE",
+    "memory_app.count_words.feature.FEATURE",
     "memory_app.notepad.feature.FEATURE",
     "memory_app.scratchpad.feature.FEATURE",
-    "sessions_app.builtin_tools.feature.FILES_FEATURE",
+    "memory_app.files.feature.FEATURE",
     "memory_app.observations.feature.FEATURE",
     "memory_app.sandbox.feature.FEATURE",
     "memory_app.subsessions.feature.FEATURE",

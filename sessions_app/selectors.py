@@ -119,15 +119,6 @@ def session_events_after(
     return [event.as_frame() for event in qs.order_by("seq")[:limit]]
 
 
-def session_history(*, session_id: uuid.UUID, epoch: int) -> list[Message]:
-    """The messages of one epoch, in order."""
-    return list(
-        Message.objects.filter(session_id=session_id, epoch=epoch)
-        .only("position", "role", "content", "token_estimate", "epoch", "metadata")
-        .order_by("position")
-    )
-
-
 class MessageRow(NamedTuple):
     """What the engine's prepared history keeps of a stored message."""
 

@@ -9,6 +9,8 @@ from sessions_app.engine.contract import Feature, ToolContext, ToolError, ToolSp
 
 # Contexts handed to `probe_sandbox` (tests read them, then clear the list).
 PROBED: list[ToolContext] = []
+# Inputs `test_counted`'s handler was given (tests read them, then clear the list).
+COUNTED_CALLS: list[dict] = []
 
 
 async def _echo(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
@@ -36,6 +38,29 @@ PROBE_FEATURE = Feature(
     tools=[
         ToolSpec(
             name="probe_sandbox", description="test probe", input_schema={"type": "object"}, handler=_probe
+        )
+    ],
+)
+
+
+async def _counted(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
+    COUNTED_CALLS.append(tool_input)
+    return {"n": tool_input["n"]}
+
+
+# A tool whose handler records every input it is given: a call its schema refuses never reaches it.
+COUNTED_FEATURE = Feature(
+    name="test_counted",
+    tools=[
+        ToolSpec(
+            name="test_counted",
+            description="Count to n.",
+            input_schema={
+                "type": "object",
+                "properties": {"n": {"type": "integer", "minimum": 1}},
+                "required": ["n"],
+            },
+            handler=_counted,
         )
     ],
 )

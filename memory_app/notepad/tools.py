@@ -1,7 +1,10 @@
 """The session notepad's tools (seed 000): `read_notepad`, `write_notepad`, `update_notepad`.
 
 Schemas are the seed's `parameters`, unchanged; returns are the seed's (`{content}`, `{ok: true}`).
-Every misuse is a `ToolError` the model can act on, and leaves the notepad unchanged.
+Every misuse is a `ToolError` the model can act on, and leaves the notepad unchanged. The fields'
+types, that "content" and "operation" are given and that "operation" is one of the operations are
+checked against the schemas before a handler runs (`engine.tool_input`; a null counts as not
+given); which fields an operation needs, and that they are not empty, are the service's rules.
 """
 
 from __future__ import annotations
@@ -58,54 +61,30 @@ UPDATE_NOTEPAD_SCHEMA: dict[str, Any] = {
 OK: dict[str, Any] = {"ok": True}
 
 
-def _string(tool_input: dict, name: str) -> str | None:
-    # A null is taken as "not given": models sometimes send every field, unused ones as null.
-    value = tool_input.get(name)
-    if value is not None and not isinstance(value, str):
-        raise ToolError(f'"{name}" must be a string, not {type(value).__name__}. Nothing was changed.')
-    return value
-
-
 async def read_notepad(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
     state = await db(selectors.notepad_get)(session_id=ctx.session.id)
     return {"content": state.content}
 
 
 async def write_notepad(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
-    content = _string(tool_input, "content")
-    if content is None:
-        raise ToolError(
-            'write_notepad needs "content": the new notepad text, which replaces everything '
-            '(use "" to clear the notepad).'
-        )
     try:
-        await db(services.notepad_write)(session_id=ctx.session.id, content=content, author=AGENT_AUTHOR)
+        await db(services.notepad_write)(
+            session_id=ctx.session.id, content=tool_input["content"], author=AGENT_AUTHOR
+        )
     except services.NotepadEditError as exc:
         raise ToolError(str(exc)) from exc
     return OK
 
 
 async def update_notepad(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
-    operation = _string(tool_input, "operation")
-    if operation is None:
-        choices = ", ".join(services.NOTEPAD_EDIT_OPERATIONS)
-        raise ToolError(f'update_notepad needs "operation": one of {choices}.')
-    content = _string(tool_input, "content")
-    find = _string(tool_input, "find")
-    replace = _string(tool_input, "replace")
-    replace_all = tool_input.get("replace_all")
-    if replace_all is not None and not isinstance(replace_all, bool):
-        raise ToolError(
-            f'"replace_all" must be true or false, not {type(replace_all).__name__}. Nothing was changed.'
-        )
     try:
         await db(services.notepad_update)(
             session_id=ctx.session.id,
-            operation=operation,
-            content=content,
-            find=find,
-            replace=replace,
-            replace_all=bool(replace_all),
+            operation=tool_input["operation"],
+            content=tool_input.get("content"),
+            find=tool_input.get("find"),
+            replace=tool_input.get("replace"),
+            replace_all=bool(tool_input.get("replace_all")),
             author=AGENT_AUTHOR,
         )
     except services.NotepadEditError as exc:

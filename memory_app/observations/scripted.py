@@ -14,9 +14,9 @@ import json
 import re
 from typing import Any
 
+from memory_app.files.tools import FS_READ
 from memory_app.observations.content import is_synthetic_observation
 from memory_app.observations.tools import SCRATCHPAD_READ
-from sessions_app.builtin_tools.files import FS_READ
 from sessions_app.common.content import content_text
 from sessions_app.engine.contract import ScriptedInput, ScriptedReply, scripted_rule
 

@@ -13,4 +13,3 @@ RUN_SANDBOX_CODE_DESCRIPTION = (
 
 # The result says when output was cut (the schema's fields are kept as they are).
 OUTPUT_TRUNCATED_NOTE = "\n[output truncated: only the first {limit} bytes of each stream were kept]"
-NOTEPAD_OFF_NOTE = "the session notepad is switched off in this session: session.notepad is None"

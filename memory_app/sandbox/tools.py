@@ -34,14 +34,17 @@ def sandbox_enabled(session: SessionSnapshot) -> bool:
 
 
 async def run_sandbox_code(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
-    code = tool_input.get("code")
-    if not isinstance(code, str) or not code.strip():
+    # "code" (a string) is required and "timeout_seconds" an integer of at least the minimum: both
+    # checked against the schema before the handler runs. Blank code and the session's ceiling
+    # are not the schema's to say.
+    code: str = tool_input["code"]
+    if not code.strip():
         raise ToolError('run_sandbox_code needs "code": the Python 3 source to run, as a non-empty string.')
     ceiling = int(ctx.session.setting("sandbox", "timeout_seconds"))
     timeout = tool_input.get("timeout_seconds")
     if timeout is None:
         timeout = ceiling
-    if type(timeout) is not int or not limits.SANDBOX_MIN_TIMEOUT_SECONDS <= timeout <= ceiling:
+    if timeout > ceiling:
         raise ToolError(
             f"timeout_seconds must be an integer from {limits.SANDBOX_MIN_TIMEOUT_SECONDS} to {ceiling} "
             "(the session's sandbox.timeout_seconds). Nothing was run."

@@ -30,6 +30,12 @@ INPUT_SCHEMA: dict[str, Any] = {
     },
     "required": ["action"],
 }
+# What a call's input is checked against: the schema above, but for `items`' item type. Seed 003's
+# refs.set drops non-string items silently rather than refuse the call.
+CHECKED_SCHEMA: dict[str, Any] = {
+    **INPUT_SCHEMA,
+    "properties": {**INPUT_SCHEMA["properties"], "items": {"type": "array"}},
+}
 
 
 async def session_scratchpad(ctx: ToolContext, tool_input: dict) -> str:
@@ -50,6 +56,7 @@ SPEC = ToolSpec(
     name=prompts.TOOL_NAME,
     description=prompts.TOOL_DESCRIPTION,
     input_schema=INPUT_SCHEMA,
+    checked_schema=CHECKED_SCHEMA,
     handler=session_scratchpad,
     enabled=scratchpad_enabled,
 )

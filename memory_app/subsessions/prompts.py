@@ -52,8 +52,6 @@ CHILD_GUIDANCE = (
 TASK_MISSING = (
     '{tool} needs "task": a non-empty string, the child\'s first user message. Nothing was started.'
 )
-NOT_A_STRING = '{tool}: "{field}" must be a string, not {kind}. Nothing was started.'
-NOT_A_BOOLEAN = '{tool}: "{field}" must be true or false, not {kind}. Nothing was started.'
 DEPTH_LIMIT = (
     "This session is at depth {depth}, the deepest sub-sessions may go (subsessions.max_depth is {max_depth}), "
     "so it cannot start sub-sessions. Do the work here."

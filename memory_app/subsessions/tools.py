@@ -4,7 +4,9 @@ only, `report_result {result}`.
 
 spawn and fork are concurrent tools: several calls in one step run their children together
 (`runs.child_run` bounds how many at once). Every misuse is a `ToolError` the model can read,
-raised before anything is created.
+raised before anything is created. The fields' types and that the required ones are given are
+checked against the schemas before a handler runs (`engine.tool_input`; a null counts as not
+given); the handlers check that a text is not blank.
 """
 
 from __future__ import annotations
@@ -45,18 +47,9 @@ REPORT_RESULT_SCHEMA: dict[str, Any] = {
 REPORTED: dict[str, Any] = {"ok": True}
 
 
-def _optional(tool: str, tool_input: dict, field: str, kind: type) -> Any:
-    # A null is taken as "not given": models sometimes send every field, unused ones as null.
-    value = tool_input.get(field)
-    if value is not None and (not isinstance(value, kind) or (kind is not bool and isinstance(value, bool))):
-        text = prompts.NOT_A_BOOLEAN if kind is bool else prompts.NOT_A_STRING
-        raise ToolError(text.format(tool=tool, field=field, kind=type(value).__name__))
-    return value
-
-
 def _task(tool: str, tool_input: dict) -> str:
-    task = _optional(tool, tool_input, "task", str)
-    if task is None or not task.strip():
+    task: str = tool_input["task"]
+    if not task.strip():
         raise ToolError(prompts.TASK_MISSING.format(tool=tool))
     return task
 
@@ -87,22 +80,21 @@ async def _delegate(ctx: ToolContext, *, mode: str, task: str, title: str | None
 
 async def spawn_session(ctx: ToolContext, tool_input: dict) -> Any:
     task = _task(SPAWN_SESSION, tool_input)
-    title = _optional(SPAWN_SESSION, tool_input, "title", str)
-    copy_notepad = bool(_optional(SPAWN_SESSION, tool_input, "copy_notepad", bool))
+    title = tool_input.get("title")
+    copy_notepad = bool(tool_input.get("copy_notepad"))
     return await _delegate(ctx, mode=services.MODE_SPAWN, task=task, title=title, copy_notepad=copy_notepad)
 
 
 async def fork_session(ctx: ToolContext, tool_input: dict) -> Any:
     task = _task(FORK_SESSION, tool_input)
-    title = _optional(FORK_SESSION, tool_input, "title", str)
+    title = tool_input.get("title")
     return await _delegate(ctx, mode=services.MODE_FORK, task=task, title=title, copy_notepad=True)
 
 
 async def report_result(ctx: ToolContext, tool_input: dict) -> Any:
     if not is_child(ctx.session):
         raise ToolError(prompts.REPORT_NOT_A_CHILD)
-    result = _optional(REPORT_RESULT, tool_input, "result", str)
-    if result is None or not result.strip():
+    if not tool_input["result"].strip():
         raise ToolError(prompts.REPORT_MISSING)
     # The parent's call reads the result from this call's stored input (`selectors`).
     return EndTurn(REPORTED)

@@ -15,15 +15,6 @@ def task_open_get(*, session_id: uuid.UUID) -> Task | None:
     return Task.objects.filter(session_id=session_id, status=TaskStatus.OPEN).first()
 
 
-def tasks_for_session(*, session_id: uuid.UUID) -> list[Task]:
-    """The session's tasks, oldest first."""
-    return list(Task.objects.filter(session_id=session_id).order_by("started_at"))
-
-
-def task_record_text(task: Task) -> str:
-    return TASK_RECORD.format(name=task.name, summary=task.summary, count=task.collapsed_messages)
-
-
 def tasks_history_view(session_id: uuid.UUID, epoch: int, results: Collection[str]) -> HistoryView:
     """How the epoch shows the session's finished tasks: their inner calls left out, and each
     task's record as the result of its begin_task, or of its end_task when the begin_task is

@@ -38,18 +38,18 @@ END_TASK_SCHEMA: dict[str, Any] = {
 }
 
 
-def _text(tool_input: dict, name: str, missing: str) -> str | None:
-    value = tool_input.get(name)
-    if value is not None and not isinstance(value, str):
-        raise ToolError(f'"{name}" must be a string, not {type(value).__name__}. Nothing was changed.')
-    if missing and not (value or "").strip():
+def _text(tool_input: dict, name: str, missing: str) -> str:
+    """A required text field that must not be blank (its type and presence are checked against
+    the schema before the handler runs)."""
+    value: str = tool_input[name]
+    if not value.strip():
         raise ToolError(missing)
     return value
 
 
 async def begin_task(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
-    name = _text(tool_input, "name", TASK_NAME_MISSING) or ""
-    goal = _text(tool_input, "goal", "") or ""
+    name = _text(tool_input, "name", TASK_NAME_MISSING)
+    goal = tool_input.get("goal") or ""
     try:
         task = await db(services.task_begin)(
             session_id=ctx.session.id, name=name, goal=goal, tool_use_id=ctx.tool_use_id
@@ -60,7 +60,7 @@ async def begin_task(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
 
 
 async def end_task(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
-    summary = _text(tool_input, "summary", TASK_SUMMARY_MISSING) or ""
+    summary = _text(tool_input, "summary", TASK_SUMMARY_MISSING)
     try:
         task = await db(services.task_end)(
             session_id=ctx.session.id, summary=summary, tool_use_id=ctx.tool_use_id

@@ -18,7 +18,7 @@ from sessions_app.agent_ws.event_stream import SessionEventStream
 from sessions_app.agent_ws.frames import MAX_FRAME_INT, FrameError, frame_parse, tool_result_content_check
 from sessions_app.engine import repair, runner
 from sessions_app.engine import sessions as engine_sessions
-from sessions_app.engine.compactor import ContextWindowTooSmall
+from sessions_app.engine.compaction.budget import ContextWindowTooSmall
 from sessions_app.engine.features import features
 from sessions_app.fastpath.compat import LoopDispatch
 from sessions_app.models import AgentSession, AgentToken

@@ -11,7 +11,7 @@ from typing import Any
 
 from sessions_app import selectors
 from sessions_app.common.db import db
-from sessions_app.engine.compaction import transcript_lines
+from sessions_app.engine.compaction.summary import transcript_lines
 from sessions_app.engine.context import StoredMessage
 from sessions_app.engine.contract import ToolContext, ToolError, ToolSpec
 
@@ -47,18 +47,6 @@ DESCRIPTION = (
 )
 
 
-def _int_arg(tool_input: dict, name: str, default: int, low: int, high: int | None) -> int:
-    value = tool_input.get(name, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ToolError(f"{name} must be an integer.")
-    if value < low or (high is not None and value > high):
-        bound = f"from {low} to {high}" if high is not None else f"{low} or more"
-        raise ToolError(f"{name} must be {bound}; got {value}.")
-    return value
-
-
 def archive_page(*, session_id: uuid.UUID, offset: int, limit: int, query: str | None) -> dict[str, Any]:
     archive = selectors.archive_latest(session_id=session_id)
     if archive is None:
@@ -91,10 +79,12 @@ def archive_page(*, session_id: uuid.UUID, offset: int, limit: int, query: str |
 
 
 async def session_archive_read(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
-    offset = _int_arg(tool_input, "offset", 0, 0, None)
-    limit = _int_arg(tool_input, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    # The types and the bounds of offset and limit are checked against SCHEMA before the handler
+    # runs (a null counts as not given); the query's length is not in the seed's schema.
+    offset = tool_input.get("offset") or 0
+    limit = tool_input.get("limit") or DEFAULT_LIMIT
     query = tool_input.get("query")
-    if query is not None and (not isinstance(query, str) or len(query) > MAX_QUERY_CHARS):
+    if query is not None and len(query) > MAX_QUERY_CHARS:
         raise ToolError(f"query must be a string of at most {MAX_QUERY_CHARS} characters.")
     return await db(archive_page)(session_id=ctx.session.id, offset=offset, limit=limit, query=query or None)
 

@@ -208,7 +208,8 @@ class ToolSpec:
     A handler returns what the tool produced (a dict, which the model receives as JSON, a string,
     or content blocks) or raises `ToolError` with a message the model can read and act on. Its
     input is checked against `input_schema` before it runs (`engine.tool_input`): a handler gets
-    the types and required fields the schema names."""
+    the types, required fields, choices and bounds the schema states, and checks only what a
+    schema cannot say."""
 
     name: str
     description: str
@@ -229,6 +230,15 @@ class ToolSpec:
     # After a step that ran this tool, the runner asks the features' history views again (e.g.
     # `end_task` collapses the task in the very next request).
     refreshes_history: bool = False
+    # The schema the input is checked against where the tool takes more than the schema the model
+    # is shown (e.g. seed 003's refs.set drops non-string items rather than refuse them); None:
+    # `input_schema` itself.
+    checked_schema: dict | None = None
+
+    @property
+    def input_check_schema(self) -> dict:
+        """What `engine.tool_input` checks a call's input against."""
+        return self.input_schema if self.checked_schema is None else self.checked_schema
 
     def definition(self) -> dict:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}

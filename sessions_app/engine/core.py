@@ -4,7 +4,7 @@ budget), `session_archive_read` (seed 002), and the scripted model's compaction 
 from __future__ import annotations
 
 from sessions_app.engine.archive import SESSION_ARCHIVE_READ
-from sessions_app.engine.compaction_scripted import answer_the_compaction_warning, summarize
+from sessions_app.engine.compaction.scripted import answer_the_compaction_warning, summarize
 from sessions_app.engine.contract import Feature
 
 MAX_STEPS_PER_TURN_LIMIT = 1_000

@@ -35,6 +35,7 @@ from sessions_app.engine.contract import (
     ToolSpec,
 )
 from sessions_app.engine.core import CORE_FEATURE
+from sessions_app.engine.tool_input import tool_schema_unsupported
 from sessions_app.validation import SettingsSchema
 
 __all__ = ["FeatureSet", "features", "session_snapshot"]
@@ -50,6 +51,14 @@ class FeatureSet:
         for spec in self.tools:
             if spec.name in self._tools_by_name:
                 raise ValueError(f"two features offer a server tool named {spec.name!r}")
+            # Every call's input is checked against it: a keyword the checker does not check would
+            # be a promise to the model that nothing keeps.
+            unchecked = tool_schema_unsupported(spec.input_check_schema)
+            if unchecked:
+                raise ValueError(
+                    f"the tool {spec.name!r} has a schema the argument check does not cover: "
+                    + ", ".join(unchecked)
+                )
             self._tools_by_name[spec.name] = spec
         self.sections: tuple[ContextSection, ...] = tuple(s for f in self.features for s in f.sections)
         self.hooks: tuple[ToolCallHook, ...] = tuple(h for f in self.features for h in f.hooks)

@@ -11,7 +11,7 @@ import uuid
 
 from sessions_app import services
 from sessions_app.common.db import db
-from sessions_app.engine import compactor
+from sessions_app.engine.compaction import tiers
 from sessions_app.engine.features import features
 from sessions_app.engine.providers import Provider, provider_for_model
 from sessions_app.engine.runner import (
@@ -44,7 +44,7 @@ class OperatorCompaction(TurnRunner):
                     context_openings=feature_set.context_openings,
                 )
                 ok = await self.compactor.compact(
-                    provider, snapshot, tokens_before=estimate, trigger=compactor.TRIGGER_OPERATOR
+                    provider, snapshot, tokens_before=estimate, trigger=tiers.TRIGGER_OPERATOR
                 )
                 if not ok:
                     error = f"The compaction failed: {self.compactor.failure}"

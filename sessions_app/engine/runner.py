@@ -25,7 +25,8 @@ from sessions_app.common.content import nul_free
 from sessions_app.common.db import db, db_heavy, db_lease
 from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.common.types import ModelCallData, PlannedToolCall
-from sessions_app.engine import compaction, compactor, records
+from sessions_app.engine import records
+from sessions_app.engine.compaction import budget, tiers
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.contract import SessionSnapshot, Turns
 from sessions_app.engine.deltas import DeltaBuffer
@@ -141,17 +142,17 @@ async def turn_start(
 ) -> uuid.UUID:
     """Begin a turn (raises `services.TurnInProgress`) and run it in the background. A message
     that cannot fit the session's window at all, whatever is masked or summarized, is refused
-    (`compactor.ContextWindowTooSmall`) before anything is stored.
+    (`budget.ContextWindowTooSmall`) before anything is stored.
 
     The check, the start and the load of the turn's first request are one call on a database
     thread (`TurnRunner.open`): each hop to a thread and back costs more than most queries."""
     if len(content) >= ESTIMATE_INLINE_MAX_CHARS:
         # A long text is counted off the database threads, which every session's writes share.
-        estimate = await asyncio.to_thread(compactor.message_estimate, content)
+        estimate = await asyncio.to_thread(budget.message_estimate, content)
     else:
         # A short one here, on the event loop: the tokenizer's first use in a call on a database
         # thread costs many times its use here (`context._text_tokens`).
-        estimate = compactor.message_estimate(content)
+        estimate = budget.message_estimate(content)
     runner = TurnRunner(session_id=session_id, turn_id=uuid.uuid4(), provider=provider)
     # The runner takes the session's wake-ups before its turn begins: a cancel accepted the
     # moment the start commits wakes its first model call at once (the start does not check
@@ -311,7 +312,7 @@ class TurnRunner:
         self.features = features()
         self.turns: Turns = TURNS
         self.tools = ToolDispatch(turn=self, features=self.features)
-        self.compactor = compactor.Compactor(self)
+        self.compactor = tiers.Compactor(self)
         # What `open` read and built with the turn's start, for its first step (`prebuilt_take`).
         self.prebuilt: tuple[SessionSnapshot, BuiltRequest] | None = None
         # The stop reason when the last step's store ended the turn too (`assistant_step_store_last`).
@@ -328,7 +329,7 @@ class TurnRunner:
         under the same row lock), then load its history and build its first request, in one call
         on a database thread (runs there). `estimate`: the message's, when counted already."""
         if estimate is None:
-            estimate = compactor.message_estimate(content)
+            estimate = budget.message_estimate(content)
         counted = estimate
         locked: list[SessionSnapshot] = []
         written: list[StoredMessage] = []
@@ -336,7 +337,7 @@ class TurnRunner:
         def admit(session: Any) -> None:
             # The row is read and locked in this call, which builds the first request.
             snapshot = self.features.snapshot(session, with_notepad=True)
-            compactor.message_admit(snapshot, counted)
+            tiers.message_admit(snapshot, counted)
             locked.append(snapshot)
 
         services.turn_begin(
@@ -385,7 +386,7 @@ class TurnRunner:
         except ProviderError as exc:
             error = str(exc)
             await db(services.turn_error_emit)(session_id=self.session_id, code="model_error", message=error)
-        except compactor.ContextWindowTooSmall as exc:
+        except budget.ContextWindowTooSmall as exc:
             error = str(exc)
             await db(services.turn_error_emit)(session_id=self.session_id, code=exc.code, message=error)
         except Exception as exc:
@@ -567,7 +568,7 @@ class TurnRunner:
                 # After the warning step the turn goes on, whatever it answered: the older history
                 # is summarized, then the next call answers the user (DESIGN.md).
                 await self.compactor.compact(
-                    provider, snapshot, tokens_before=prepared.estimate, trigger=compactor.TRIGGER_THRESHOLD
+                    provider, snapshot, tokens_before=prepared.estimate, trigger=tiers.TRIGGER_THRESHOLD
                 )
                 if ends_turn:  # e.g. a child reported its result in the warning step
                     return "end_turn"
@@ -657,7 +658,7 @@ class TurnRunner:
             step=self.steps,
             built=built,
             stable_prefix_bytes=mark.stable_prefix,
-            predicted_prompt_tokens=compaction.estimate_prompt_tokens(snapshot, built.estimated_tokens),
+            predicted_prompt_tokens=budget.estimate_prompt_tokens(snapshot, built.estimated_tokens),
         )
         # The request's hash (for its record) is taken up where the previous request's stable
         # start ends (`prefix.request_mark`), while the model answers: in a thread when what is

@@ -25,6 +25,7 @@ from sessions_app.common.types import ToolOutcome
 from sessions_app.engine import tool_hooks
 from sessions_app.engine.contract import EndTurn, SessionSnapshot, ToolContext, ToolError, Turns
 from sessions_app.engine.features import FeatureSet
+from sessions_app.engine.tool_input import tool_input_check
 from sessions_app.models import ToolExecutor
 
 logger = logging.getLogger("palimpsest.engine")
@@ -169,6 +170,10 @@ class ToolDispatch:
             return self._outcome_error(
                 call, refusal or f"Unknown tool {call.name!r}. Use one of the tools you were given."
             )
+        # The handler gets only input its schema accepts; anything else is answered here.
+        problem = tool_input_check(spec.input_check_schema, call.input, tool=call.name)
+        if problem is not None:
+            return self._outcome_error(call, problem)
         context = ToolContext(
             session=snapshot,
             turn_id=self.turn.turn_id,

@@ -14,7 +14,7 @@ are the package's public surface.
 from __future__ import annotations
 
 from sessions_app.common.types import ModelCallData, PlannedToolCall, ToolOutcome
-from sessions_app.services.compaction import (
+from sessions_app.services.archives import (
     COMPACTION_BREAKER_FAILURES,
     CompactionConflict,
     compaction_failure_record,

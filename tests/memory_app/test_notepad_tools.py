@@ -213,12 +213,15 @@ async def test_update_notepad_announces_notepad_updated(
 MISUSES = [
     pytest.param("update_notepad", {}, 'update_notepad needs "operation"', id="operation_missing"),
     pytest.param(
-        "update_notepad", {"operation": 3}, '"operation" must be a string', id="operation_not_string"
+        "update_notepad",
+        {"operation": 3},
+        '"operation" must be one of find_replace, append, prepend, delete, not 3',
+        id="operation_not_string",
     ),
     pytest.param(
         "update_notepad",
         {"operation": "rewrite", "content": "x"},
-        'Unknown operation "rewrite"',
+        '"operation" must be one of find_replace, append, prepend, delete, not "rewrite"',
         id="unknown_operation",
     ),
     pytest.param(

@@ -300,7 +300,7 @@ async def test_unknown_id_is_a_tool_error(
         ({"mode": "range", "start": 0, "end": 50_001}, "A range is limited to 50000 characters"),
         ({"mode": "head", "n": 0}, "n must be from 1 to 50000 (characters)."),
         ({"mode": "tail", "n": 50_001}, "n must be from 1 to 50000 (characters)."),
-        ({"mode": "head", "n": "10"}, "n must be an integer."),
+        ({"mode": "head", "n": "10"}, '"n" must be an integer, not a string.'),
         ({"mode": "full"}, "a full read is limited to 50000"),
         ({"mode": "lines"}, "mode lines needs start_line."),
         ({"mode": "lines", "start_line": 0}, "lines needs 1 <= start_line <= end_line."),
@@ -314,7 +314,7 @@ async def test_unknown_id_is_a_tool_error(
         ({"mode": "grep", "pattern": "x" * 501}, "pattern is limited to 500 characters."),
         ({"mode": "grep", "pattern": "x", "context": 21}, "context must be from 0 to 20."),
         ({"mode": "grep", "pattern": "x", "max_matches": 0}, "max_matches must be from 1 to 500."),
-        ({"mode": "sideways"}, "mode must be one of: full, head, tail, range, lines, grep."),
+        ({"mode": "sideways"}, '"mode" must be one of full, head, tail, range, lines, grep, not "sideways".'),
     ],
 )
 async def test_bad_arguments_are_tool_errors(

@@ -9,13 +9,14 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from memory_app.scratchpad.models import ScratchpadRevision
+from sessions_app.engine.tool_input import NOT_RUN
 from sessions_app.models import SessionEvent
 from tests.fake_anthropic import text, tool_use
 from tests.memory_app.scratchpad_support import TOOL, call_tool, open_session, pad, run_turn, seed
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("without_notepad")]
 
-VALID_ACTIONS = "Valid actions: set_notes, append_notes, set_plan, refs.add, refs.remove, refs.set."
+ACTIONS = "set_notes, append_notes, set_plan, refs.add, refs.remove, refs.set"
 
 
 def small(**limits: int) -> dict:
@@ -162,13 +163,25 @@ async def test_refs_add_appends_and_reports_usage(connect: Any, fake_anthropic: 
     assert (await pad(session_id)).refs == ["src/auth/login.ts"]
 
 
-@pytest.mark.parametrize("bad", [{"ref": ""}, {"ref": "   "}, {}, {"ref": 42}, {"ref": ["a"]}])
+@pytest.mark.parametrize("bad", [{"ref": ""}, {"ref": "   "}, {}, {"ref": None}])
 async def test_refs_add_needs_a_non_empty_string(connect: Any, fake_anthropic: Any, bad: dict) -> None:
     client, session_id = await open_session(connect)
 
     result, is_error = await call_tool(client, fake_anthropic, {"action": "refs.add", **bad})
 
     assert (result, is_error) == ("refs.add needs ref (a non-empty string).", True)
+    assert (await pad(session_id)).refs == []
+
+
+@pytest.mark.parametrize(("ref", "kind"), [(42, "an integer"), (["a"], "an array")])
+async def test_refs_add_with_a_ref_that_is_not_a_string_names_what_it_got(
+    connect: Any, fake_anthropic: Any, ref: Any, kind: str
+) -> None:
+    client, session_id = await open_session(connect)
+
+    result, is_error = await call_tool(client, fake_anthropic, {"action": "refs.add", "ref": ref})
+
+    assert (result, is_error) == (f'session_scratchpad: "ref" must be a string, not {kind}. {NOT_RUN}', True)
     assert (await pad(session_id)).refs == []
 
 
@@ -293,6 +306,17 @@ async def test_refs_set_without_a_list_is_an_error(connect: Any, fake_anthropic:
 
     result, is_error = await call_tool(client, fake_anthropic, {"action": "refs.set", "items": "a, b"})
 
+    assert (result, is_error) == (
+        f'session_scratchpad: "items" must be an array, not a string. {NOT_RUN}',
+        True,
+    )
+
+
+async def test_refs_set_without_items_is_an_error(connect: Any, fake_anthropic: Any) -> None:
+    client, session_id = await open_session(connect)
+
+    result, is_error = await call_tool(client, fake_anthropic, {"action": "refs.set"})
+
     assert (result, is_error) == ("refs.set needs items (a list of strings).", True)
 
 
@@ -304,7 +328,7 @@ async def test_missing_action_is_an_error_listing_valid_actions(connect: Any, fa
 
     result, is_error = await call_tool(client, fake_anthropic, {"content": "x"})
 
-    assert (result, is_error) == ("Missing action. " + VALID_ACTIONS, True)
+    assert (result, is_error) == (f'session_scratchpad needs "action": one of {ACTIONS}. {NOT_RUN}', True)
 
 
 @pytest.mark.parametrize(
@@ -317,7 +341,10 @@ async def test_unknown_action_is_an_error_listing_valid_actions(
 
     result, is_error = await call_tool(client, fake_anthropic, {"action": action, "content": "x"})
 
-    assert (result, is_error) == (f"Unknown action {shown}. " + VALID_ACTIONS, True)
+    assert (result, is_error) == (
+        f'session_scratchpad: "action" must be one of {ACTIONS}, not {shown}. {NOT_RUN}',
+        True,
+    )
     assert (await pad(session_id)).is_empty
 
 

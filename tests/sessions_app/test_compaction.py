@@ -268,7 +268,10 @@ async def test_archive_read_argument_errors_reach_the_model(connect, fake_anthro
     fake_anthropic.enqueue(tool_use("session_archive_read", {"limit": 1000}), text("oh"))
     frames = await chat(client, "read it all")
     result = next(f for f in frames if f["type"] == "tool.result")
-    assert result["is_error"] is True and "limit must be from 1 to 100" in result["content"]
+    assert (
+        result["is_error"] is True
+        and '"limit" must be an integer from 1 to 100, not 1000' in result["content"]
+    )
     await client.close()
 
 
@@ -458,7 +461,7 @@ async def test_the_scripted_model_answers_the_warning_as_the_seed_says(connect):
 def test_the_summary_bound_is_the_setting_a_fifth_of_the_window_and_the_room_left_after_it():
     import uuid
 
-    from sessions_app.engine.compaction import SUMMARY_FLOOR_TOKENS, summary_limit
+    from sessions_app.engine.compaction.summary import SUMMARY_FLOOR_TOKENS, summary_limit
     from sessions_app.engine.contract import SessionSnapshot
     from sessions_app.engine.features import features
 
@@ -490,7 +493,7 @@ def test_fit_limit_is_the_largest_estimate_that_leaves_room_for_an_answer(
     MIN_OUTPUT_TOKENS, the next one does not (0 when even an empty prompt does not)."""
     import uuid
 
-    from sessions_app.engine import compaction
+    from sessions_app.engine.compaction import budget
     from sessions_app.engine.contract import SessionSnapshot
 
     session = SessionSnapshot(
@@ -503,10 +506,10 @@ def test_fit_limit_is_the_largest_estimate_that_leaves_room_for_an_answer(
         last_prompt_tokens=last_prompt_tokens,
         token_ratio=token_ratio,
     )
-    limit = compaction.fit_limit(session)
-    if compaction.output_room(session, 0) < compaction.MIN_OUTPUT_TOKENS:
+    limit = budget.fit_limit(session)
+    if budget.output_room(session, 0) < budget.MIN_OUTPUT_TOKENS:
         assert limit == 0
         return
     assert 0 < limit < context_window
-    assert compaction.output_room(session, limit) >= compaction.MIN_OUTPUT_TOKENS
-    assert compaction.output_room(session, limit + 1) < compaction.MIN_OUTPUT_TOKENS
+    assert budget.output_room(session, limit) >= budget.MIN_OUTPUT_TOKENS
+    assert budget.output_room(session, limit + 1) < budget.MIN_OUTPUT_TOKENS

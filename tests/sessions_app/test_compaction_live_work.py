@@ -380,7 +380,7 @@ async def test_a_message_that_cannot_fit_at_all_is_refused_and_nothing_is_stored
 
 
 async def test_a_huge_message_is_estimated_off_the_shared_thread_and_never_tokenized(connect, monkeypatch):
-    from sessions_app.engine import compactor
+    from sessions_app.engine.compaction import budget
     from sessions_app.services import messages
 
     def no_tokenizing_here(content: Any) -> int:
@@ -393,7 +393,7 @@ async def test_a_huge_message_is_estimated_off_the_shared_thread_and_never_token
     frames = await chat(client, "echo " + huge)
     assert frames[-1]["stop_reason"] == "end_turn"
     stored = await sync_to_async(Message.objects.filter(role="user").first)()
-    assert stored is not None and stored.token_estimate == compactor.message_estimate("echo " + huge)
+    assert stored is not None and stored.token_estimate == budget.message_estimate("echo " + huge)
     assert stored.token_estimate < len(huge)  # the cheap bound, not a character count
 
 

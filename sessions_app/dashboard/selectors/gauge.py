@@ -9,7 +9,7 @@ from django.db.models import Sum
 from django.db.models.functions import Coalesce
 
 from memory_app.tasks.selectors import tasks_tokens_saved
-from sessions_app.engine import compaction
+from sessions_app.engine.compaction import budget
 from sessions_app.engine.context import build_request
 from sessions_app.engine.features import features
 from sessions_app.models import AgentSession, Message
@@ -77,7 +77,7 @@ def context_gauge(*, session: AgentSession) -> ContextGauge:
     The request is built as the engine builds it (the same context sections and tools), except
     that the history's tokens are the sum of its messages' stored estimates (one aggregate, never
     the whole history loaded). The local counts are scaled so that they add up to the calibrated
-    estimate compaction decides on (`compaction.estimate_prompt_tokens`: the provider's count of
+    estimate compaction decides on (`budget.estimate_prompt_tokens`: the provider's count of
     the previous prompt plus the session's token ratio times what changed).
     """
     snapshot = features().snapshot(session)
@@ -106,7 +106,7 @@ def context_gauge(*, session: AgentSession) -> ContextGauge:
         "tools": built.breakdown["tools"],
     }
     local_total = sum(local.values())
-    estimated = compaction.estimate_prompt_tokens(snapshot, local_total)
+    estimated = budget.estimate_prompt_tokens(snapshot, local_total)
     scaled = apportion(estimated, local)
     window = max(1, session.context_window)
     parts = [
@@ -123,7 +123,7 @@ def context_gauge(*, session: AgentSession) -> ContextGauge:
     return ContextGauge(
         parts=parts,
         estimated_tokens=estimated,
-        threshold_tokens=compaction.threshold_tokens(snapshot),
+        threshold_tokens=budget.threshold_tokens(snapshot),
         window=window,
         last_prompt_tokens=session.last_prompt_tokens,
         token_ratio=session.token_ratio,

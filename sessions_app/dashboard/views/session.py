@@ -22,7 +22,7 @@ from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.forms import MessageForm
 from sessions_app.dashboard.views.common import HtmxHttpRequest, session_or_404
 from sessions_app.engine import runner
-from sessions_app.engine.compactor import ContextWindowTooSmall
+from sessions_app.engine.compaction.budget import ContextWindowTooSmall
 from sessions_app.engine.operator import compaction_operator_start
 from sessions_app.models import AgentSession
 from sessions_app.usage import session_usage

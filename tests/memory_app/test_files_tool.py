@@ -1,4 +1,4 @@
-"""`fs_read`, the seed's executor as a built-in tool: off without PALIMPSEST_FS_ROOT, jailed to it."""
+"""`fs_read` (memory_app/files/), the seed's executor: off without PALIMPSEST_FS_ROOT, jailed to it."""
 
 from __future__ import annotations
 
@@ -94,12 +94,12 @@ async def test_decodes_with_the_given_encoding(
         ({"path": "notes.txt/.."}, "path must not contain '..'"),
         ({"path": "/etc/passwd"}, "'/etc/passwd' is outside the shared folder"),
         ({"path": ""}, "path must be a non-empty string."),
-        ({"path": 7}, "path must be a non-empty string."),
+        ({"path": 7}, 'fs_read: "path" must be a string, not an integer.'),
         ({"path": "missing.txt"}, "No file 'missing.txt' in the shared folder."),
         ({"path": "."}, "'.' is not a file."),
         (
             {"path": "notes.txt", "encoding": "rot13"},
-            "encoding must be one of: utf-8, latin-1, ascii, utf-16, binary.",
+            'fs_read: "encoding" must be one of utf-8, latin-1, ascii, utf-16, binary, not "rot13".',
         ),
     ],
 )

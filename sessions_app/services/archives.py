@@ -1,5 +1,7 @@
-"""Compaction's storage: the warning step's notice, and the switch to a new epoch (one
-transaction: either the old epoch is intact or the new one is complete)."""
+"""What compaction stores: an epoch closed into its archive and the next epoch begun with the
+summary (one transaction: either the old epoch is intact or the new one is complete), the warning
+step's notice, masked tool results, the failures in a row (the breaker), and the lease of a
+compaction an operator asked for."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`fs_read`, seed 004's executor, as a built-in server tool jailed to PALIMPSEST_FS_ROOT.
+"""`fs_read`, seed 004's executor, as a server tool jailed to PALIMPSEST_FS_ROOT.
 
 Off unless `settings.PALIMPSEST_FS_ROOT` names a folder. A path is relative to that folder (an
 absolute one must lie inside it). The jail: a `..` component is refused outright; the path is
@@ -21,13 +21,12 @@ from typing import Any
 
 from django.conf import settings
 
+from memory_app.files.prompts import FS_READ_DESCRIPTION, FS_READ_SCHEMA
 from memory_app.observations.content import BINARY_ENCODING
-from sessions_app.builtin_tools.prompts import FS_READ_DESCRIPTION, FS_READ_SCHEMA
 from sessions_app.engine.contract import SessionSnapshot, ToolContext, ToolError, ToolSpec
 
 FS_READ = "fs_read"
 FS_READ_MAX_BYTES = 64 * 1024 * 1024  # a larger file is refused (it is read whole into memory)
-TEXT_ENCODINGS = ("utf-8", "latin-1", "ascii", "utf-16")
 
 
 def fs_root() -> Path | None:
@@ -39,9 +38,9 @@ def fs_read_enabled(session: SessionSnapshot) -> bool:
     return bool(settings.PALIMPSEST_FS_ROOT)
 
 
-def fs_path_resolve(*, root: Path, requested: Any) -> Path:
+def fs_path_resolve(*, root: Path, requested: str) -> Path:
     """The real path of `requested` inside `root`; `ToolError` if it would leave the root."""
-    if not isinstance(requested, str) or not requested.strip():
+    if not requested.strip():
         raise ToolError("path must be a non-empty string.")
     if "\x00" in requested:
         raise ToolError("path must not contain NUL characters.")
@@ -65,10 +64,9 @@ def _read(tool_input: dict[str, Any]) -> dict[str, Any]:
     root = fs_root()
     if root is None:
         raise ToolError("fs_read is off: the server has no shared folder (PALIMPSEST_FS_ROOT).")
+    # The schema's enum is the encodings; "path" is required, a string.
     encoding = tool_input.get("encoding") or "utf-8"
-    if encoding not in (*TEXT_ENCODINGS, BINARY_ENCODING):
-        raise ToolError(f"encoding must be one of: {', '.join((*TEXT_ENCODINGS, BINARY_ENCODING))}.")
-    path = fs_path_resolve(root=root, requested=tool_input.get("path"))
+    path = fs_path_resolve(root=root, requested=tool_input["path"])
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError as exc:

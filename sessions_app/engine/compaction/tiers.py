@@ -24,13 +24,15 @@ from typing import Protocol, TypeVar
 
 from sessions_app import selectors, services
 from sessions_app.common.db import db, db_heavy
-from sessions_app.common.estimate import FALLBACK_CHARS_PER_TOKEN, estimate_json_tokens, estimate_text_tokens
-from sessions_app.engine import compaction
+from sessions_app.common.estimate import estimate_text_tokens
+from sessions_app.engine.compaction import budget
+from sessions_app.engine.compaction.budget import ContextWindowTooSmall
+from sessions_app.engine.compaction.masking import Masked, mask_candidates, results_mask
+from sessions_app.engine.compaction.summary import CompactionFailed, summarize
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.engine.features import FeatureSet, features
 from sessions_app.engine.history import history_remember, history_view
-from sessions_app.engine.masking import Masked, mask_candidates, results_mask
 from sessions_app.engine.prompts import COMPACTION_SUMMARY_MESSAGE, PRE_COMPACTION_WARNING
 from sessions_app.engine.providers import Provider
 from sessions_app.engine.providers.base import ModelResponse
@@ -70,15 +72,8 @@ TRIGGER_PROMPT_TOO_LONG = "prompt_too_long"
 TRIGGER_OPERATOR = "operator"
 # When the API says a prompt is too long, the tiers aim at this share of our estimate of it.
 FORCED_SHARE = 0.5
-
-
-class ContextWindowTooSmall(Exception):
-    """What cannot be masked or summarized does not fit the window: the turn cannot go on.
-    `code` is `compaction_failed` when a failed summary is why."""
-
-    def __init__(self, message: str, *, code: str = "context_window_too_small") -> None:
-        super().__init__(message)
-        self.code = code
+# Older history worth a summary call: below this, summarizing cannot make room.
+MIN_SUMMARIZABLE_TOKENS = 200
 
 
 @dataclass
@@ -93,7 +88,7 @@ class Prepared:
 def _limit(snapshot: SessionSnapshot) -> int:
     """What a call's estimate may be without any tier: the threshold, or less where the window
     with its headroom holds less."""
-    return min(compaction.threshold_tokens(snapshot), compaction.fit_limit(snapshot))
+    return min(budget.threshold_tokens(snapshot), budget.fit_limit(snapshot))
 
 
 class Compactor:
@@ -130,7 +125,7 @@ class Compactor:
         # database call: used once, as long as nothing changed since.
         prebuilt = self.runner.prebuilt_take()
         snapshot, built = prebuilt if prebuilt is not None else await db(self.runner.build)()
-        return snapshot, built, compaction.estimate_prompt_tokens(snapshot, built.estimated_tokens)
+        return snapshot, built, budget.estimate_prompt_tokens(snapshot, built.estimated_tokens)
 
     def older(self) -> list[StoredMessage]:
         """The epoch's history before the running turn, without the epoch's leading summary."""
@@ -141,7 +136,7 @@ class Compactor:
         """Older history worth a summary call (any, when the API refused the prompt), and the
         breaker not tripped."""
         tokens = sum(m.token_estimate for m in self.older())
-        least = 1 if force else compaction.MIN_SUMMARIZABLE_TOKENS
+        least = 1 if force else MIN_SUMMARIZABLE_TOKENS
         return tokens >= least and snapshot.compaction_failures < services.COMPACTION_BREAKER_FAILURES
 
     async def _mask(self, snapshot: SessionSnapshot, ids: list[str], *, excess: int | None) -> list[Masked]:
@@ -200,14 +195,14 @@ class Compactor:
         if self._summarizable(snapshot, force=force):
             warning = round((snapshot.token_ratio or 1.0) * estimate_text_tokens(PRE_COMPACTION_WARNING)) + 10
             if not force and not self.warned:
-                if compaction.output_room(snapshot, estimate + warning) < compaction.MIN_OUTPUT_TOKENS:
+                if budget.output_room(snapshot, estimate + warning) < budget.MIN_OUTPUT_TOKENS:
                     # Make room for the warning step itself with the running turn's older results.
                     snapshot, built, estimate = await self._mask_running(
                         snapshot, estimate, target=threshold - warning
                     )
                     if estimate <= threshold:  # that alone was enough: no summary needed
                         return await self._fit(Prepared(snapshot, built, estimate))
-                if compaction.output_room(snapshot, estimate + warning) >= compaction.MIN_OUTPUT_TOKENS:
+                if budget.output_room(snapshot, estimate + warning) >= budget.MIN_OUTPUT_TOKENS:
                     return await self._warn(snapshot, estimate)
             if await self.compact(provider, snapshot, tokens_before=before, trigger=trigger):
                 snapshot, built, estimate = await self.estimate()
@@ -226,7 +221,7 @@ class Compactor:
             turn_id=runner.turn_id,
             epoch=runner.epoch,
             estimated_tokens=estimate,
-            threshold_tokens=compaction.threshold_tokens(snapshot),
+            threshold_tokens=budget.threshold_tokens(snapshot),
             texts=[PRE_COMPACTION_WARNING, *await db(runner.features.warning_notes)(snapshot)],
         )
         self.history.append(StoredMessage(warning.position, "user", warning.content, warning.token_estimate))
@@ -251,15 +246,15 @@ class Compactor:
         """The call's max_tokens lowered to what the window leaves; `ContextWindowTooSmall` when
         that is less than MIN_OUTPUT_TOKENS."""
         snapshot = prepared.snapshot
-        room = compaction.output_room(snapshot, prepared.estimate)
-        if room < compaction.MIN_OUTPUT_TOKENS and self.failure:
+        room = budget.output_room(snapshot, prepared.estimate)
+        if room < budget.MIN_OUTPUT_TOKENS and self.failure:
             raise ContextWindowTooSmall(
                 f"Compaction failed ({self.failure}) and masking tool results did not make room: the "
                 f"request needs about {prepared.estimate} tokens of a {snapshot.context_window}-token "
                 "window. The session is as it was; send the message again to retry.",
                 code="compaction_failed",
             )
-        if room < compaction.MIN_OUTPUT_TOKENS:
+        if room < budget.MIN_OUTPUT_TOKENS:
             raise ContextWindowTooSmall(
                 f"This request needs about {prepared.estimate} tokens and the context window is "
                 f"{snapshot.context_window}: what cannot be masked or summarized (the system prompt, "
@@ -286,12 +281,12 @@ class Compactor:
         carry = [m.position for m in self.history.stored if self.turn_start <= m.position < end]
         # What the next epoch's request leaves for the summary, so that it still fits the window
         # (with the headroom of a request the provider has not counted yet).
-        fits = compaction.fit_limit(replace(snapshot, last_prompt_tokens=None))
+        fits = budget.fit_limit(replace(snapshot, last_prompt_tokens=None))
         after = await db(self._estimate_after)(snapshot, "", carry)
-        room = int((fits - after) * (1 - compaction.ESTIMATE_ERROR_SHARE))
+        room = int((fits - after) * (1 - budget.ESTIMATE_ERROR_SHARE))
         try:
             summary = await runner.cancellable(
-                compaction.summarize(
+                summarize(
                     provider=provider,
                     session=snapshot,
                     previous_summary=previous,
@@ -300,7 +295,7 @@ class Compactor:
                     room=room,
                 )
             )
-        except compaction.CompactionFailed as exc:
+        except CompactionFailed as exc:
             self.failure = str(exc)
             await db(services.compaction_failure_record)(session_id=runner.session_id, message=str(exc))
             await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.RUNNING)
@@ -344,26 +339,13 @@ class Compactor:
         return round((snapshot.token_ratio or 1.0) * after.estimated_tokens)
 
 
-# A user message longer than this is estimated, not tokenized (seconds of work for megabytes).
-HUGE_TEXT_CHARS = 1_000_000
-MESSAGE_JSON_OVERHEAD_TOKENS = 10
-
-
-def message_estimate(content: str) -> int:
-    """The stored estimate of a user message: counted with the tokenizer, or for a huge text
-    (over HUGE_TEXT_CHARS) a cheap bound, `len / FALLBACK_CHARS_PER_TOKEN` (seed 002's ratio)."""
-    if len(content) > HUGE_TEXT_CHARS:
-        return math.ceil(len(content) / FALLBACK_CHARS_PER_TOKEN) + MESSAGE_JSON_OVERHEAD_TOKENS
-    return estimate_json_tokens([{"type": "text", "text": content}])
-
-
 def message_admit(snapshot: SessionSnapshot, estimate: int) -> None:
     """Refuse (`ContextWindowTooSmall`) a user message of `estimate` tokens that cannot fit the
     session's window even with an empty history: the system prompt, the tools and the memory
     plus the message itself leave no room for an answer. Cheap for a usual message; a large one
     (a third of the window) is checked against the request's fixed parts, which reads the
     features' sections (runs in a database thread)."""
-    room = snapshot.context_window - compaction.MIN_OUTPUT_TOKENS
+    room = snapshot.context_window - budget.MIN_OUTPUT_TOKENS
     ratio = snapshot.token_ratio or 1.0
     tokens = round(ratio * estimate)
     if tokens > room // 3:
@@ -371,12 +353,12 @@ def message_admit(snapshot: SessionSnapshot, estimate: int) -> None:
             session=snapshot,
             history=PreparedHistory(),
             server_tools=features().tools_for_session(snapshot),
-            max_tokens=compaction.MIN_OUTPUT_TOKENS,
+            max_tokens=budget.MIN_OUTPUT_TOKENS,
             sections=features().sections,
         )
         tokens += round(ratio * fixed.estimated_tokens)
     # The same measure the turn's calls are held to (`Compactor._fit`): refused here, or never.
-    if compaction.output_room(snapshot, tokens) < compaction.MIN_OUTPUT_TOKENS:
+    if budget.output_room(snapshot, tokens) < budget.MIN_OUTPUT_TOKENS:
         raise ContextWindowTooSmall(
             f"This message needs about {tokens} tokens with the system prompt, tools and memory, and the "
             f"session's context window is {snapshot.context_window}: it cannot fit, whatever is "

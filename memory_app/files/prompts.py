@@ -1,9 +1,6 @@
-"""The texts of the built-in tools the model reads (seed 004's `fs_read` executor; `count_words`
-keeps its own next to its schema)."""
+"""Every text the model reads about `fs_read` (seed 004's executor): its description and schema."""
 
 from __future__ import annotations
-
-from typing import Any
 
 FS_READ_DESCRIPTION = (
     "Reads a file from the server's shared folder. `path` is relative to that folder (an absolute "
@@ -24,15 +21,3 @@ FS_READ_SCHEMA: dict = {
         },
     },
 }
-
-COUNT_WORDS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"text": {"type": "string", "description": "The text to count"}},
-    "required": ["text"],
-}
-
-COUNT_WORDS_DESCRIPTION = (
-    "Count the lines, words and characters of a text and list its most frequent words. Long texts "
-    "are counted in chunks; after each chunk a progress line (`count_words: processed k/n ...`) is "
-    "appended to the session notepad, if the session has one."
-)

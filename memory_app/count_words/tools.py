@@ -1,4 +1,4 @@
-"""`count_words`: a built-in tool, and the example of the notepad's sandbox API (seed 000).
+"""`count_words`: a server tool, and the example of the notepad's sandbox API (seed 000).
 
 It counts a (possibly long) text in chunks off the event loop, and after each chunk appends a
 progress line to the session notepad, as the seed's "agent-authored tool doing a long operation"
@@ -14,10 +14,10 @@ import re
 from collections import Counter
 from typing import Any
 
+from memory_app.count_words.prompts import COUNT_WORDS_DESCRIPTION, COUNT_WORDS_SCHEMA
 from memory_app.notepad.context import notepad_enabled
 from memory_app.notepad.sandbox_api import notepad_of
-from sessions_app.builtin_tools.prompts import COUNT_WORDS_DESCRIPTION, COUNT_WORDS_SCHEMA
-from sessions_app.engine.contract import ToolContext, ToolError, ToolSpec
+from sessions_app.engine.contract import ToolContext, ToolSpec
 
 COUNT_WORDS_MAX_PROGRESS_NOTES = 10
 COUNT_WORDS_MIN_CHUNK_LINES = 500
@@ -33,9 +33,7 @@ def _count_chunk(lines: list[str]) -> Counter[str]:
 
 
 async def count_words(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
-    text = tool_input.get("text")
-    if not isinstance(text, str):
-        raise ToolError('count_words needs "text": the text to count, as a string.')
+    text: str = tool_input["text"]  # required, a string: checked against the schema
     lines = text.splitlines()
     chunk_lines = max(COUNT_WORDS_MIN_CHUNK_LINES, math.ceil(len(lines) / COUNT_WORDS_MAX_PROGRESS_NOTES))
     chunks = [lines[i : i + chunk_lines] for i in range(0, len(lines), chunk_lines)]
