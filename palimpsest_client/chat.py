@@ -67,6 +67,16 @@ def _one_line(value: Any, limit: int = NOTICE_PREVIEW_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _masked_notice(event: CompactionMasked) -> str:
+    count = len(event.masked)
+    results = "tool result" if count == 1 else "tool results"
+    text = f"masked {count} old {results}: {event.tokens_before} → {event.tokens_after} tokens"
+    kept = [str(m.get("observation_id")) for m in event.masked if m.get("observation_id")]
+    if kept:
+        text += f" (kept whole as {'observation' if len(kept) == 1 else 'observations'} {', '.join(kept)})"
+    return _one_line(text, 2 * NOTICE_PREVIEW_CHARS)
+
+
 class Chat:
     """The chat's core: reads lines, sends messages and commands, writes what happens to `out`."""
 
@@ -137,8 +147,7 @@ class Chat:
                 event, f"compacted: {event.tokens_before} → {event.tokens_after} tokens (epoch {event.epoch})"
             )
         elif isinstance(event, CompactionMasked):
-            tokens = f"{event.tokens_before} → {event.tokens_after} tokens"
-            self.notice(event, f"masked {event.masked} tool results: {tokens}")
+            self.notice(event, _masked_notice(event))
         elif isinstance(event, CompactionFailed):
             self.notice(event, f"compaction failed: {_one_line(event.message)}")
         elif isinstance(event, SessionSpawned):

@@ -7,6 +7,7 @@ import asyncio
 import io
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -152,3 +153,40 @@ def test_with_no_server_the_chat_says_so(capsys):
     url = f"ws://127.0.0.1:{free_port()}/ws/agent/"
     assert main(["--url", url, "--token", "pal_x"]) == 1
     assert f"Cannot connect to {url}" in capsys.readouterr().out
+
+
+def _log_text(lines: int, tag: str) -> str:
+    """About 2 KB a file: under the offload threshold, some 650 tokens."""
+    return "".join(
+        f"{tag} {i:04d} INFO worker started job {i * 7919 % 10007} in 12 ms\n" for i in range(lines)
+    )
+
+
+async def test_masked_tool_results_show_as_one_readable_line(server_env_sqlite, token, tmp_path):
+    files = tmp_path / "files"
+    files.mkdir()
+    for n in range(3):
+        (files / f"log{n}.txt").write_text(_log_text(40, f"R{n}"))
+    env = {**server_env_sqlite, "PALIMPSEST_FS_ROOT": str(files)}
+    # A window that holds about two of the results: the third read masks the older ones.
+    settings = {
+        "notepad": {"enabled": False},
+        "scratchpad": {"enabled": False},
+        "compaction": {"mask_keep_recent": 1},
+    }
+    out = io.StringIO()
+    with Daphne(env, tmp_path / "masking.log") as server:
+        async with connect(server.ws_url, token) as client:
+            session = await client.create_session(title="masking", context_window=4000, settings=settings)
+            chat = Chat(client, out, interactive=False)
+            await chat.start(session.id)
+            await chat.run(scripted(*(f'tool fs_read {{"path": "log{n}.txt"}}' for n in range(3))))
+    masked = [line for line in out.getvalue().splitlines() if line.startswith("  · masked ")]
+    assert masked, out.getvalue()
+    observation = "[0-9a-f]{16}"
+    assert re.fullmatch(
+        rf"  · masked 2 old tool results: \d+ → \d+ tokens \(kept whole as observations {observation}, "
+        rf"{observation}\)",
+        masked[0],
+    ), masked[0]
+    assert "tool_use_id" not in out.getvalue()
