@@ -12,6 +12,7 @@ import select
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -92,6 +93,25 @@ async def test_cancel_attach_and_a_sub_sessions_notices(server_env_sqlite, token
     assert f"Attached to {first.session.id} (terminal chat, idle, " in attached[2]
     assert attached[3].startswith("you> echo w0 w1")
     assert attached[-2:] == ["Usage: /attach SESSION_ID", "Unknown command /nonsense; /help lists them."]
+
+
+async def test_after_a_failed_attach_the_chat_stays_on_its_session(daphne: Daphne, token: str):
+    out = io.StringIO()
+    missing = str(uuid.uuid4())
+    async with connect(daphne.ws_url, token) as client:
+        chat = Chat(client, out, interactive=False)
+        await chat.start(None)
+        session = chat.session
+        await chat.run(scripted("echo one", "/attach nonsense", f"/attach {missing}", "echo two", "/notepad"))
+        assert chat.session is session and client.session is session
+    lines = out.getvalue().splitlines()
+    assert lines[2:] == [
+        "model> one",
+        "! session_not_found: no such session",
+        "! session_not_found: no such session",
+        "model> two",
+        "(the notepad is empty)",
+    ]
 
 
 def _read_until(fd: int, needle: str, seen: list[str]) -> str:
