@@ -167,6 +167,7 @@ class Client:
         self._reader: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()  # connected and (re)attached: frames may be sent
         self._fatal: PalimpsestError | None = None
+        self._ended = asyncio.Event()  # set with `_fatal`
         self._closing = False
         self._pending: dict[str, _Request] = {}
         self._subscribers: set[asyncio.Queue[Event | PalimpsestError]] = set()
@@ -229,6 +230,22 @@ class Client:
     def session(self) -> Session | None:
         """The session this connection is attached to, if any."""
         return self._session
+
+    @property
+    def failure(self) -> PalimpsestError | None:
+        """Why the client ended, once it has: `AuthenticationError` (the server closed the
+        connection with 4401: the token is wrong, or was revoked while connected),
+        `ConnectionLost` (the connection could not be restored, or `close` was called).
+        Every later call raises it."""
+        return self._fatal
+
+    async def wait_ended(self) -> PalimpsestError:
+        """Wait until the client ends; returns why (`failure`). A program that sits idle between
+        calls (a chat waiting for its user) learns of a revoked token at once this way, not at
+        its next call."""
+        await self._ended.wait()
+        assert self._fatal is not None
+        return self._fatal
 
     # -- sessions ------------------------------------------------------------------------
     async def create_session(
@@ -670,6 +687,7 @@ class Client:
         """End the client: every waiter gets `error`."""
         if self._fatal is None:
             self._fatal = error
+        self._ended.set()
         if self._switch is not None:
             self._switch_rollback(deliver=False)
         for request in self._pending.values():

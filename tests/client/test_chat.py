@@ -18,9 +18,11 @@ from pathlib import Path
 
 from palimpsest_client import connect
 from palimpsest_client.chat import Chat, main
-from tests.servers import BASE_DIR, Daphne, free_port
+from tests.servers import BASE_DIR, Daphne, free_port, manage
 
 PTY_WAIT_SECONDS = 60
+# The server re-checks tokens every 0.2 s in that test; the chat must not wait for a message.
+REVOKED_TOLD_WITHIN_SECONDS = 15
 
 
 async def scripted(*lines: str) -> AsyncIterator[str]:
@@ -161,6 +163,49 @@ def test_the_program_in_a_terminal(daphne: Daphne, token: str, tmp_path: Path):
             program.kill()
             program.wait()
         os.close(controller)
+
+
+def test_a_token_revoked_while_the_chat_waits_is_told_at_once(server_env_sqlite, token, tmp_path):
+    env = {**server_env_sqlite, "PALIMPSEST_TOKEN_RECHECK_SECONDS": "0.2"}
+    controller, terminal = pty.openpty()
+    seen: list[str] = []
+    with Daphne(env, tmp_path / "revoke.log") as server:
+        program = subprocess.Popen(
+            [sys.executable, "-m", "palimpsest_client", "chat", "--url", server.ws_url],
+            stdin=terminal,
+            stdout=terminal,
+            stderr=terminal,
+            cwd=BASE_DIR,
+            env={**os.environ, "PALIMPSEST_TOKEN": token},
+            close_fds=True,
+        )
+        os.close(terminal)
+        try:
+            _read_until(controller, "you> ", seen)
+            os.write(controller, b"echo before\n")
+            assert "model> before" in _read_until(controller, "you> ", seen)
+            manage("revoke_agent_token", "client-tests", env=env)
+            revoked_at = time.monotonic()
+            # Nothing more is typed: the chat says so by itself, and ends.
+            told = _read_until(controller, "`make chat` again", seen)
+            assert time.monotonic() - revoked_at < REVOKED_TOLD_WITHIN_SECONDS
+            assert program.wait(timeout=30) == 2
+        finally:
+            if program.poll() is None:
+                program.kill()
+                program.wait()
+            os.close(controller)
+    # On a line of its own, after the prompt that waited.
+    assert told.startswith("\r\nThe server closed the connection: the token was revoked (close code 4401).")
+    assert "delete .local/chat-token (or set PALIMPSEST_TOKEN to a valid token)" in told
+    assert "Traceback" not in "".join(seen)
+
+
+def test_a_refused_token_says_to_delete_the_saved_one(daphne: Daphne, capsys):
+    assert main(["--url", daphne.ws_url, "--token", "pal_wrong"]) == 2
+    told = capsys.readouterr().out
+    assert told.startswith("The server refused the token (close code 4401)")
+    assert "delete .local/chat-token (or set PALIMPSEST_TOKEN to a valid token)" in told
 
 
 def test_without_a_token_the_chat_says_how_to_make_one(monkeypatch, capsys):
