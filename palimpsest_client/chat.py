@@ -280,7 +280,16 @@ class Chat:
                 self.prompt()
 
     async def attach(self, session_id: str) -> None:
-        session = await self.client.attach(session_id)
+        try:
+            session = await self.client.attach(session_id)
+        except PalimpsestError:
+            # Refused, the client stays on the chat's session; but if the server attached it and a
+            # later step failed (reading the session's state), the chat follows the client.
+            switched = self.client.session
+            if switched is not None and switched is not self.session:
+                self.session = switched
+                self.line(f"Attached to {switched.id}, but its state could not be read:")
+            raise
         self.session = session
         title = session.info.get("title") or "untitled"
         self.line(

@@ -116,6 +116,36 @@ async def test_after_a_failed_attach_the_chat_stays_on_its_session(daphne: Daphn
     ]
 
 
+async def test_an_attach_whose_state_is_refused_leaves_the_chat_on_the_attached_session(
+    server_env_sqlite, token, tmp_path
+):
+    # Two frames a second: `session.attach` is let through, the `session.get` right after it is not.
+    env = {**server_env_sqlite, "PALIMPSEST_QUOTA_FRAMES_PER_SECOND": "2"}
+    out = io.StringIO()
+
+    async def typed(other: str) -> AsyncIterator[str]:
+        yield f"/attach {other}\n"
+        await asyncio.sleep(1.5)  # the quota refills
+        yield "echo on the other one\n"
+
+    with Daphne(env, tmp_path / "quota.log") as server:
+        async with connect(server.ws_url, token) as client:
+            other = await client.create_session(title="other")
+            await asyncio.sleep(1.5)
+            chat = Chat(client, out, interactive=False)
+            await chat.start(None)
+            await chat.run(typed(other.id))
+            assert chat.session is client.session
+            assert chat.session is not None and chat.session.id == other.id
+    lines = out.getvalue().splitlines()
+    assert lines[2:4] == [
+        f"Attached to {other.id}, but its state could not be read:",
+        "! rate_limited: too many frames: at most 2 a second per token (per server process); "
+        "this one was ignored",
+    ]
+    assert lines[-1] == "model> on the other one"
+
+
 def _read_until(fd: int, needle: str, seen: list[str]) -> str:
     """Read the pseudo-terminal until `needle` appears in what was read since the last call."""
     deadline = time.monotonic() + PTY_WAIT_SECONDS
