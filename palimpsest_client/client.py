@@ -425,6 +425,12 @@ class Client:
             return await future
         finally:
             self._pending.pop(request_id, None)
+            if future.done() and not future.cancelled():
+                # Also when `_send` raised the client's end, which `_fail` gave the future too:
+                # unretrieved, asyncio would print it with a traceback.
+                future.exception()
+            else:
+                future.cancel()
 
     # -- reading -------------------------------------------------------------------------
     async def _read_forever(self) -> None:
@@ -439,7 +445,7 @@ class Client:
             except Exception:
                 logger.exception("palimpsest_client: reading the connection failed")
                 await ws.close()
-            if self._closing:
+            if self._closing or self._fatal is not None:
                 return
             code = ws.close_code
             self._ready.clear()
@@ -524,6 +530,10 @@ class Client:
                 self._switch_rollback(deliver=True)
             elif frame.get("type") in ("session.created", "session.attached"):
                 self._switch_commit(frame)
+        if request_id is not None and request_id == self._reattach_id and frame.get("type") == "error":
+            self._reattach_id = None
+            self._on_reattach_refused(str(frame.get("code")), str(frame.get("message")))
+            return
         if frame.get("type") == "session.attached" and request_id == self._reattach_id:
             self._reattach_id = None
             self._on_attached()
@@ -548,6 +558,23 @@ class Client:
             )
         elif frame.get("type") in request.replies:
             request.future.set_result(frame)
+
+    def _on_reattach_refused(self, code: str, message: str) -> None:
+        """The server refused to re-attach after a reconnect. Over a quota, the client tries
+        again (a new connection, after the backoff); otherwise (the session was deleted
+        meanwhile, ...) nothing can restore it, and the client ends instead of waiting for ever."""
+        if code == "rate_limited":
+            self._spawn(self._drop_connection(reason="re-attach rate-limited"))
+            return
+        session_id = self._session.id if self._session is not None else None
+        self._fail(
+            ConnectionLost(
+                f"the connection was restored, but the server refused to re-attach to session "
+                f"{session_id} ({code}: {message})"
+            )
+        )
+        if self._ws is not None:
+            self._spawn(self._ws.close())
 
     def _on_event(self, event: Event) -> None:
         last = self._seqs.get(event.session_id, 0)
@@ -605,9 +632,9 @@ class Client:
             if request.resend and not request.future.done():
                 self._spawn(self._send(request.frame))
 
-    async def _drop_connection(self) -> None:
+    async def _drop_connection(self, reason: str = "sequence gap") -> None:
         if self._ws is not None:
-            await self._ws.close(code=1011, reason="sequence gap")
+            await self._ws.close(code=1011, reason=reason)
 
     # -- client tools --------------------------------------------------------------------
     def _answer_pending(self) -> None:
