@@ -727,7 +727,17 @@ class Client:
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._spawned_done)
+
+    def _spawned_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        # Retrieved here, or asyncio prints it with a traceback when the task is collected. The
+        # client's end (a tool answer ready after it, say) is told to the caller, not here.
+        error = task.exception()
+        if error is not None and not isinstance(error, PalimpsestError):
+            logger.error("palimpsest_client: a background task failed", exc_info=error)
 
 
 class Session:

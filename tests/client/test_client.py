@@ -4,6 +4,7 @@ sub-session's), cancelling, state, and the protocol's errors raised as exception
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import uuid
 
@@ -280,3 +281,30 @@ async def test_a_refused_attach_during_a_turn_loses_none_of_its_events(server_en
     assert "".join(e.text for e in events if isinstance(e, AssistantDelta)) == words
     assert isinstance(events[-1], TurnCompleted) and events[-1].stop_reason == "end_turn"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_a_tool_answer_ready_after_the_token_was_revoked_is_dropped_quietly(
+    server_env_sqlite, tmp_path, token, caplog
+):
+    env = {**server_env_sqlite, "PALIMPSEST_TOKEN_RECHECK_SECONDS": "0.2"}
+    release = asyncio.Event()
+
+    @tool("slow", "Answer when released.", {"type": "object"})
+    async def slow(args: dict) -> str:
+        await release.wait()
+        return "too late"
+
+    with Daphne(env, tmp_path / "revoke.log") as server:
+        async with connect(server.ws_url, token) as client:
+            session = await client.create_session(tools=[slow])
+            with pytest.raises(AuthenticationError):
+                async for event in session.send("tool slow {}"):
+                    if isinstance(event, ToolCall):
+                        await asyncio.to_thread(manage, "revoke_agent_token", "client-tests", env=env)
+            release.set()  # the handler ends after the client did: its answer cannot go out
+            for _ in range(20):
+                await asyncio.sleep(0)
+    # asyncio reports an exception nobody retrieved (with a traceback) when its task is collected.
+    del client, session
+    gc.collect()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
