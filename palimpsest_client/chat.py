@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, TextIO
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any, TextIO, TypeVar
 
 from palimpsest_client.client import DEFAULT_URL, Client, Session, connect
-from palimpsest_client.errors import AuthenticationError, ConnectionLost, PalimpsestError, ProtocolError
+from palimpsest_client.errors import AuthenticationError, PalimpsestError, ProtocolError
 from palimpsest_client.events import (
     AssistantDelta,
     AssistantMessage,
@@ -43,6 +44,7 @@ from palimpsest_client.events import (
     UserMessage,
 )
 
+T = TypeVar("T")
 TOKEN_ENV = "PALIMPSEST_TOKEN"
 URL_ENV = "PALIMPSEST_URL"
 PROMPT = "you> "
@@ -51,6 +53,21 @@ MODEL_PREFIX = "model> "
 NOTICE_PREVIEW_CHARS = 100
 # Messages of the conversation shown after /attach.
 ATTACH_SHOWN_MESSAGES = 10
+# Where `make chat` keeps the token it made (the Makefile's CHAT_TOKEN), and what to do when
+# the server refuses it.
+MAKE_CHAT_TOKEN_FILE = ".local/chat-token"
+NEW_TOKEN_HOWTO = (
+    f"With `make chat`, delete {MAKE_CHAT_TOKEN_FILE} (or set {TOKEN_ENV} to a valid token) and run\n"
+    "`make chat` again: it makes a new token. Otherwise create one with\n"
+    "  PALIMPSEST_DEV=1 .venv/bin/python manage.py create_agent_token NAME\n"
+)
+TOKEN_REFUSED = (
+    "The server refused the token (close code 4401): it is wrong, was revoked, or belongs to\n"
+    "another database.\n" + NEW_TOKEN_HOWTO
+)
+TOKEN_REVOKED = (
+    "The server closed the connection: the token was revoked (close code 4401).\n" + NEW_TOKEN_HOWTO
+)
 HELP = """Commands:
   /notepad        the session's notepad
   /scratchpad     its scratchpad (notes, plan, refs)
@@ -65,6 +82,16 @@ def _one_line(value: Any, limit: int = NOTICE_PREVIEW_CHARS) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _masked_notice(event: CompactionMasked) -> str:
+    count = len(event.masked)
+    results = "tool result" if count == 1 else "tool results"
+    text = f"masked {count} old {results}: {event.tokens_before} → {event.tokens_after} tokens"
+    kept = [str(m.get("observation_id")) for m in event.masked if m.get("observation_id")]
+    if kept:
+        text += f" (kept whole as {'observation' if len(kept) == 1 else 'observations'} {', '.join(kept)})"
+    return _one_line(text, 2 * NOTICE_PREVIEW_CHARS)
 
 
 class Chat:
@@ -137,8 +164,7 @@ class Chat:
                 event, f"compacted: {event.tokens_before} → {event.tokens_after} tokens (epoch {event.epoch})"
             )
         elif isinstance(event, CompactionMasked):
-            tokens = f"{event.tokens_before} → {event.tokens_after} tokens"
-            self.notice(event, f"masked {event.masked} tool results: {tokens}")
+            self.notice(event, _masked_notice(event))
         elif isinstance(event, CompactionFailed):
             self.notice(event, f"compaction failed: {_one_line(event.message)}")
         elif isinstance(event, SessionSpawned):
@@ -165,22 +191,42 @@ class Chat:
         self.line("Type a message, or /help.")
 
     async def run(self, lines: AsyncIterator[str]) -> None:
-        self.prompt()
-        async for raw in lines:
-            text = raw.strip()
-            self._prompted = False  # the user's line ended it
-            if text == "/quit":
-                break
-            if text:
-                await self.handle(text)
+        """Read `lines` until they end or /quit. Should the client end meanwhile (the token
+        revoked, the connection lost for good), its `failure` is raised at once, even while
+        the chat waits for a line."""
+        ended = asyncio.ensure_future(self.client.wait_ended())
+        try:
+            self.prompt()
+            while (raw := await self._unless_ended(anext(lines, None), ended)) is not None:
+                text = raw.strip()
+                self._prompted = False  # the user's line ended it
+                if text == "/quit":
+                    break
+                if text:
+                    await self.handle(text)
+                if self.turn is not None and not self.interactive:
+                    await self._unless_ended(self.turn, ended)  # piped input: one turn at a time
+                if self.turn is None:
+                    self.prompt()
             if self.turn is not None and not self.interactive:
-                await self.turn  # piped input: one turn at a time
-            if self.turn is None:
-                self.prompt()
-        if self.turn is not None and not self.interactive:
-            await self.turn
-        if self._line_open:
-            self.write("\n")
+                await self._unless_ended(self.turn, ended)
+        finally:
+            ended.cancel()
+            if self._line_open or self._prompted:
+                self.write("\n")
+                self._line_open = False
+
+    async def _unless_ended(self, awaitable: Awaitable[T], ended: asyncio.Future[PalimpsestError]) -> T:
+        """`awaitable`'s result, unless the client ends first: then (`awaitable` cancelled) why."""
+        waiting = asyncio.ensure_future(awaitable)
+        both: set[asyncio.Future[Any]] = {waiting, ended}
+        await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+        if waiting.done():
+            return waiting.result()
+        waiting.cancel()
+        with contextlib.suppress(BaseException):
+            await waiting
+        raise ended.result()
 
     async def handle(self, text: str) -> None:
         session = self.session
@@ -212,24 +258,38 @@ class Chat:
                 self.line("A turn is running: wait for it, or /cancel it.")
             else:
                 self.turn = asyncio.create_task(self.run_turn(session, text))
-        except ProtocolError as exc:
-            self.line(f"! {exc.code}: {exc.message}")
+        except PalimpsestError as exc:
+            if exc is self.client.failure:
+                raise  # the client's end: `run` tells it, once
+            self.error(exc)
+
+    def error(self, exc: PalimpsestError) -> None:
+        """A request that failed (the chat goes on)."""
+        self.line(f"! {exc.code}: {exc.message}" if isinstance(exc, ProtocolError) else f"! {exc}")
 
     async def run_turn(self, session: Session, text: str) -> None:
         try:
             async for event in session.send(text):
                 self.show(event)
-        except ProtocolError as exc:
-            self.line(f"! {exc.code}: {exc.message}")
-        except ConnectionLost as exc:
-            self.line(f"! {exc}")
+        except PalimpsestError as exc:
+            if exc is not self.client.failure:  # the client's end: `run` tells it, once
+                self.error(exc)
         finally:
             self.turn = None
-            if self.interactive:
+            if self.interactive and self.client.failure is None:
                 self.prompt()
 
     async def attach(self, session_id: str) -> None:
-        session = await self.client.attach(session_id)
+        try:
+            session = await self.client.attach(session_id)
+        except PalimpsestError:
+            # Refused, the client stays on the chat's session; but if the server attached it and a
+            # later step failed (reading the session's state), the chat follows the client.
+            switched = self.client.session
+            if switched is not None and switched is not self.session:
+                self.session = switched
+                self.line(f"Attached to {switched.id}, but its state could not be read:")
+            raise
         self.session = session
         title = session.info.get("title") or "untitled"
         self.line(
@@ -276,16 +336,15 @@ async def stdin_lines() -> AsyncIterator[str]:
 
 async def chat(url: str, token: str, session_id: str | None, out: TextIO, *, interactive: bool) -> int:
     """Run the chat on standard input; the exit status."""
+    started = False
     try:
         async with connect(url, token) as client:
             talk = Chat(client, out, interactive=interactive)
             await talk.start(session_id)
+            started = True
             await talk.run(stdin_lines())
     except AuthenticationError:
-        out.write(
-            "The server refused the token (4401). Create one with\n"
-            "  PALIMPSEST_DEV=1 .venv/bin/python manage.py create_agent_token NAME\n"
-        )
+        out.write(TOKEN_REVOKED if started else TOKEN_REFUSED)
         return 2
     except OSError as exc:
         out.write(f"Cannot connect to {url} ({exc}). Is the server running (make run)?\n")

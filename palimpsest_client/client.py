@@ -20,7 +20,7 @@ import json
 import logging
 import random
 import uuid
-from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, TypedDict
@@ -101,6 +101,39 @@ class _Memory:
     scratchpad: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class _Attachment:
+    """What the client holds of the session it is attached to (and its sub-sessions)."""
+
+    session: Session | None = None
+    # Per session of the attached tree: the last seq seen (gapless from 1).
+    seqs: dict[str, int] = field(default_factory=dict)
+    memory: dict[str, _Memory] = field(default_factory=dict)
+    # Client tools: handlers by name, calls waiting for a result, answers computed.
+    handlers: dict[str, ToolHandler] = field(default_factory=dict)
+    calls: dict[str, ToolCall] = field(default_factory=dict)
+    answers: dict[str, ToolAnswer] = field(default_factory=dict)
+
+
+@dataclass
+class _Switch:
+    """A `session.create` or `session.attach` sent and not yet answered. The server checks the
+    frame before it leaves the session the connection is attached to, so until the answer comes
+    the client keeps what it held of that session in `previous`: an error answer (or a lost
+    connection) puts it back, and the client stays where it was. Events that arrive meanwhile
+    wait in `events`, since only the answer tells whose they are. The answer settles it even
+    when its caller gave up waiting, so the client always holds what the server holds."""
+
+    request_id: str
+    previous: _Attachment
+    events: list[Event] = field(default_factory=list)
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    # The frame went out (before that, a caller who gives up takes the switch back at once).
+    sent: bool = False
+    # The session switched to, once the server said so.
+    session: Session | None = None
+
+
 @dataclass(frozen=True)
 class Reconnect:
     """How a dropped connection is restored: attempts `initial_delay` apart at first, the delay
@@ -134,6 +167,7 @@ class Client:
         self._reader: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()  # connected and (re)attached: frames may be sent
         self._fatal: PalimpsestError | None = None
+        self._ended = asyncio.Event()  # set with `_fatal`
         self._closing = False
         self._pending: dict[str, _Request] = {}
         self._subscribers: set[asyncio.Queue[Event | PalimpsestError]] = set()
@@ -144,6 +178,7 @@ class Client:
         self._replaying = False
         self._replay_sink: list[Event] | None = None
         self._reattach_id: str | None = None
+        self._switch: _Switch | None = None
         # Client tools: handlers by name, calls waiting for a result, answers computed.
         self._handlers: dict[str, ToolHandler] = {}
         self._calls: dict[str, ToolCall] = {}
@@ -196,6 +231,22 @@ class Client:
         """The session this connection is attached to, if any."""
         return self._session
 
+    @property
+    def failure(self) -> PalimpsestError | None:
+        """Why the client ended, once it has: `AuthenticationError` (the server closed the
+        connection with 4401: the token is wrong, or was revoked while connected),
+        `ConnectionLost` (the connection could not be restored, or `close` was called).
+        Every later call raises it."""
+        return self._fatal
+
+    async def wait_ended(self) -> PalimpsestError:
+        """Wait until the client ends; returns why (`failure`). A program that sits idle between
+        calls (a chat waiting for its user) learns of a revoked token at once this way, not at
+        its next call."""
+        await self._ended.wait()
+        assert self._fatal is not None
+        return self._fatal
+
     # -- sessions ------------------------------------------------------------------------
     async def create_session(
         self,
@@ -210,7 +261,8 @@ class Client:
         handlers: Mapping[str, ToolHandler] | None = None,
     ) -> Session:
         """Create a session and attach this connection to it. `tools` are declared to the
-        server and answered by their handlers; `handlers` answers tools by name too."""
+        server and answered by their handlers; `handlers` answers tools by name too. When the
+        server refuses (`InvalidRequest`, ...), the client stays attached where it was."""
         specs, by_name = tools_split(tools, handlers)
         frame: dict[str, Any] = {"type": "session.create"}
         for key, value in (
@@ -225,13 +277,11 @@ class Client:
                 frame[key] = value
         if specs:
             frame["tools"] = specs
-        self._detach()
-        reply = await self._request(frame, "session.created", resend=False)
-        state: SessionState = reply["session"]
-        self._seqs = {state["id"]: 0}
-        self._handlers = by_name
-        self._session = Session(self, state)
-        return self._session
+        switch = await self._switch_begin(_Attachment(handlers=by_name))
+        with self._switching(switch):
+            await self._request(frame, "session.created", resend=False, request_id=switch.request_id)
+        assert switch.session is not None  # set when the reply came (`_switch_commit`)
+        return switch.session
 
     async def attach(
         self,
@@ -243,34 +293,100 @@ class Client:
         """Attach this connection to an existing session (one of this token's) and its
         sub-sessions. The events after `since_seq` (all of them by default) are replayed into
         `session.replayed`; client tool calls still waiting for an answer are answered by
-        `handlers` (or by handlers registered later with `session.tool`)."""
-        self._detach()
-        _, self._handlers = tools_split((), handlers)
-        self._seqs = {session_id: since_seq}
+        `handlers` (or by handlers registered later with `session.tool`).
+
+        When the server refuses (`SessionNotFound`, ...) or the connection drops before it
+        answers, the client stays attached to the session it was attached to before."""
+        _, by_name = tools_split((), handlers)
+        switch = await self._switch_begin(_Attachment(seqs={session_id: since_seq}, handlers=by_name))
         self._replay_sink = []
         self._replaying = True
-        try:
+        with self._switching(switch):
             await self._request(
                 {"type": "session.attach", "session_id": session_id, "since_seq": since_seq},
                 "session.attached",
                 resend=False,
+                request_id=switch.request_id,
             )
-            replayed, self._replay_sink = self._replay_sink, None
-            state = await self._request({"type": "session.get"}, "session.state", resend=True)
-        finally:
-            self._replay_sink = None
-        self._session = Session(self, state["session"], replayed=replayed)
-        return self._session
+        session = switch.session
+        assert session is not None  # set when the reply came (`_switch_commit`)
+        state = await self._request({"type": "session.get"}, "session.state", resend=True)
+        session.info = state["session"]
+        return session
 
-    def _detach(self) -> None:
-        if self._session is not None:
-            self._session._attached = False
-        self._session = None
-        self._seqs = {}
-        self._memory = {}
-        self._calls.clear()
-        self._answers.clear()
-        self._handlers = {}
+    # -- switching sessions ------------------------------------------------------------------
+    def _attachment_set(self, attachment: _Attachment) -> _Attachment:
+        """Hold `attachment`; returns what was held."""
+        held = _Attachment(
+            self._session, self._seqs, self._memory, self._handlers, self._calls, self._answers
+        )
+        self._session = attachment.session
+        self._seqs = attachment.seqs
+        self._memory = attachment.memory
+        self._handlers = attachment.handlers
+        self._calls = attachment.calls
+        self._answers = attachment.answers
+        return held
+
+    async def _switch_begin(self, attachment: _Attachment) -> _Switch:
+        """Hold `attachment` (a session yet to be created or attached) while the frame that
+        asks for it, sent with the switch's request_id, is answered. One switch at a time:
+        the server handles them in order, and each must know what the one before left."""
+        while self._switch is not None:
+            await self._switch.settled.wait()
+        if self._fatal is not None:
+            raise self._fatal
+        switch = self._switch = _Switch(uuid.uuid4().hex, self._attachment_set(attachment))
+        return switch
+
+    @contextlib.contextmanager
+    def _switching(self, switch: _Switch) -> Iterator[None]:
+        """Around the wait for the switch's answer: a caller who gives up before its frame went
+        out takes the switch back (after, the answer or the connection's end settles it)."""
+        try:
+            yield
+        finally:
+            if self._switch is switch and not switch.sent:
+                self._switch_rollback(deliver=True)
+
+    def _switch_commit(self, reply: dict[str, Any]) -> None:
+        """The server switched (`session.created` or `session.attached`): the previous session
+        is left, and the waiting events that belong to the new tree are taken."""
+        switch, self._switch = self._switch, None
+        assert switch is not None
+        if switch.previous.session is not None:
+            switch.previous.session._attached = False
+        if reply.get("type") == "session.created":
+            state: SessionState = reply["session"]
+            tree = {state["id"]}
+        else:
+            # Its state comes with `session.get`; a reconnect re-attaches to it meanwhile.
+            state = SessionState(id=str(reply.get("session_id")))
+            tree = {state["id"]} | {str(d.get("session_id")) for d in reply.get("descendants") or []}
+        # The others came before the server switched: the previous tree's (a new session has
+        # no events yet).
+        for event in switch.events:
+            if event.session_id in tree:
+                self._on_event(event)
+        switch.session = self._session = Session(self, state, replayed=self._replay_sink)
+        self._replay_sink = None
+        switch.settled.set()
+
+    def _switch_rollback(self, *, deliver: bool) -> None:
+        """The switch failed: hold the previous session again. `deliver`: the events that
+        arrived meanwhile are its own (the server refused the frame, so never switched)."""
+        switch, self._switch = self._switch, None
+        assert switch is not None
+        self._attachment_set(switch.previous)
+        self._replay_sink = None
+        self._replaying = False
+        if deliver:
+            for event in switch.events:
+                self._on_event(event)
+            # A call of the previous session whose handler finished meanwhile was not answered.
+            # (Otherwise the connection is down, and re-attaching answers what still waits.)
+            self._answer_pending()
+        switch.settled.set()
 
     # -- sending -------------------------------------------------------------------------
     async def _wait_ready(self) -> ClientConnection:
@@ -293,18 +409,28 @@ class Client:
         with contextlib.suppress(ConnectionClosed):
             await ws.send(json.dumps(frame, ensure_ascii=False))
 
-    async def _request(self, frame: dict[str, Any], *replies: str, resend: bool) -> dict[str, Any]:
+    async def _request(
+        self, frame: dict[str, Any], *replies: str, resend: bool, request_id: str | None = None
+    ) -> dict[str, Any]:
         """Send `frame` and wait for its reply (a frame of one of `replies` types with its
         request_id); an error frame is raised as a `ProtocolError` with its code."""
-        request_id = uuid.uuid4().hex
+        request_id = request_id or uuid.uuid4().hex
         frame = {**frame, "request_id": request_id}
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = _Request(frame, future, frozenset(replies), resend)
         try:
             await self._send(frame)
+            if self._switch is not None and self._switch.request_id == request_id:
+                self._switch.sent = True
             return await future
         finally:
             self._pending.pop(request_id, None)
+            if future.done() and not future.cancelled():
+                # Also when `_send` raised the client's end, which `_fail` gave the future too:
+                # unretrieved, asyncio would print it with a traceback.
+                future.exception()
+            else:
+                future.cancel()
 
     # -- reading -------------------------------------------------------------------------
     async def _read_forever(self) -> None:
@@ -319,10 +445,14 @@ class Client:
             except Exception:
                 logger.exception("palimpsest_client: reading the connection failed")
                 await ws.close()
-            if self._closing:
+            if self._closing or self._fatal is not None:
                 return
             code = ws.close_code
             self._ready.clear()
+            if self._switch is not None:
+                # Unanswered: the server may or may not have switched. The previous session is
+                # held again and re-attached below, which settles it (its events come again).
+                self._switch_rollback(deliver=False)
             if code == CLOSE_UNAUTHORIZED:
                 self._fail(AuthenticationError("the server refused the token (close code 4401)", code))
                 return
@@ -391,7 +521,19 @@ class Client:
             return
         request_id = frame.get("request_id")
         if is_event(frame):
-            self._on_event(event_from_frame(frame))
+            if self._switch is not None:
+                self._switch.events.append(event_from_frame(frame))
+            else:
+                self._on_event(event_from_frame(frame))
+        if self._switch is not None and request_id == self._switch.request_id:
+            if frame.get("type") == "error" and not is_event(frame):
+                self._switch_rollback(deliver=True)
+            elif frame.get("type") in ("session.created", "session.attached"):
+                self._switch_commit(frame)
+        if request_id is not None and request_id == self._reattach_id and frame.get("type") == "error":
+            self._reattach_id = None
+            self._on_reattach_refused(str(frame.get("code")), str(frame.get("message")))
+            return
         if frame.get("type") == "session.attached" and request_id == self._reattach_id:
             self._reattach_id = None
             self._on_attached()
@@ -416,6 +558,23 @@ class Client:
             )
         elif frame.get("type") in request.replies:
             request.future.set_result(frame)
+
+    def _on_reattach_refused(self, code: str, message: str) -> None:
+        """The server refused to re-attach after a reconnect. Over a quota, the client tries
+        again (a new connection, after the backoff); otherwise (the session was deleted
+        meanwhile, ...) nothing can restore it, and the client ends instead of waiting for ever."""
+        if code == "rate_limited":
+            self._spawn(self._drop_connection(reason="re-attach rate-limited"))
+            return
+        session_id = self._session.id if self._session is not None else None
+        self._fail(
+            ConnectionLost(
+                f"the connection was restored, but the server refused to re-attach to session "
+                f"{session_id} ({code}: {message})"
+            )
+        )
+        if self._ws is not None:
+            self._spawn(self._ws.close())
 
     def _on_event(self, event: Event) -> None:
         last = self._seqs.get(event.session_id, 0)
@@ -473,9 +632,9 @@ class Client:
             if request.resend and not request.future.done():
                 self._spawn(self._send(request.frame))
 
-    async def _drop_connection(self) -> None:
+    async def _drop_connection(self, reason: str = "sequence gap") -> None:
         if self._ws is not None:
-            await self._ws.close(code=1011, reason="sequence gap")
+            await self._ws.close(code=1011, reason=reason)
 
     # -- client tools --------------------------------------------------------------------
     def _answer_pending(self) -> None:
@@ -555,6 +714,9 @@ class Client:
         """End the client: every waiter gets `error`."""
         if self._fatal is None:
             self._fatal = error
+        self._ended.set()
+        if self._switch is not None:
+            self._switch_rollback(deliver=False)
         for request in self._pending.values():
             if not request.future.done():
                 request.future.set_exception(error)
@@ -565,7 +727,17 @@ class Client:
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._spawned_done)
+
+    def _spawned_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        # Retrieved here, or asyncio prints it with a traceback when the task is collected. The
+        # client's end (a tool answer ready after it, say) is told to the caller, not here.
+        error = task.exception()
+        if error is not None and not isinstance(error, PalimpsestError):
+            logger.error("palimpsest_client: a background task failed", exc_info=error)
 
 
 class Session:

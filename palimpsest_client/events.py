@@ -112,8 +112,11 @@ class CompactionCompleted(Event):
 
 @dataclass(frozen=True)
 class CompactionMasked(Event):
+    """Compaction's cheap tier masked old tool results (no summary). `masked` lists them, each
+    `{tool_use_id, observation_id, size_chars, tokens_saved}`: the observation keeps it whole."""
+
     TYPE: ClassVar[str] = "compaction.masked"
-    masked: int = 0
+    masked: list[dict[str, Any]] = field(default_factory=list)
     tokens_before: int = 0
     tokens_after: int = 0
 

@@ -7,18 +7,22 @@ import asyncio
 import io
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from palimpsest_client import connect
 from palimpsest_client.chat import Chat, main
-from tests.servers import BASE_DIR, Daphne, free_port
+from tests.servers import BASE_DIR, Daphne, free_port, manage
 
 PTY_WAIT_SECONDS = 60
+# The server re-checks tokens every 0.2 s in that test; the chat must not wait for a message.
+REVOKED_TOLD_WITHIN_SECONDS = 15
 
 
 async def scripted(*lines: str) -> AsyncIterator[str]:
@@ -93,6 +97,55 @@ async def test_cancel_attach_and_a_sub_sessions_notices(server_env_sqlite, token
     assert attached[-2:] == ["Usage: /attach SESSION_ID", "Unknown command /nonsense; /help lists them."]
 
 
+async def test_after_a_failed_attach_the_chat_stays_on_its_session(daphne: Daphne, token: str):
+    out = io.StringIO()
+    missing = str(uuid.uuid4())
+    async with connect(daphne.ws_url, token) as client:
+        chat = Chat(client, out, interactive=False)
+        await chat.start(None)
+        session = chat.session
+        await chat.run(scripted("echo one", "/attach nonsense", f"/attach {missing}", "echo two", "/notepad"))
+        assert chat.session is session and client.session is session
+    lines = out.getvalue().splitlines()
+    assert lines[2:] == [
+        "model> one",
+        "! session_not_found: no such session",
+        "! session_not_found: no such session",
+        "model> two",
+        "(the notepad is empty)",
+    ]
+
+
+async def test_an_attach_whose_state_is_refused_leaves_the_chat_on_the_attached_session(
+    server_env_sqlite, token, tmp_path
+):
+    # Two frames a second: `session.attach` is let through, the `session.get` right after it is not.
+    env = {**server_env_sqlite, "PALIMPSEST_QUOTA_FRAMES_PER_SECOND": "2"}
+    out = io.StringIO()
+
+    async def typed(other: str) -> AsyncIterator[str]:
+        yield f"/attach {other}\n"
+        await asyncio.sleep(1.5)  # the quota refills
+        yield "echo on the other one\n"
+
+    with Daphne(env, tmp_path / "quota.log") as server:
+        async with connect(server.ws_url, token) as client:
+            other = await client.create_session(title="other")
+            await asyncio.sleep(1.5)
+            chat = Chat(client, out, interactive=False)
+            await chat.start(None)
+            await chat.run(typed(other.id))
+            assert chat.session is client.session
+            assert chat.session is not None and chat.session.id == other.id
+    lines = out.getvalue().splitlines()
+    assert lines[2:4] == [
+        f"Attached to {other.id}, but its state could not be read:",
+        "! rate_limited: too many frames: at most 2 a second per token (per server process); "
+        "this one was ignored",
+    ]
+    assert lines[-1] == "model> on the other one"
+
+
 def _read_until(fd: int, needle: str, seen: list[str]) -> str:
     """Read the pseudo-terminal until `needle` appears in what was read since the last call."""
     deadline = time.monotonic() + PTY_WAIT_SECONDS
@@ -142,6 +195,49 @@ def test_the_program_in_a_terminal(daphne: Daphne, token: str, tmp_path: Path):
         os.close(controller)
 
 
+def test_a_token_revoked_while_the_chat_waits_is_told_at_once(server_env_sqlite, token, tmp_path):
+    env = {**server_env_sqlite, "PALIMPSEST_TOKEN_RECHECK_SECONDS": "0.2"}
+    controller, terminal = pty.openpty()
+    seen: list[str] = []
+    with Daphne(env, tmp_path / "revoke.log") as server:
+        program = subprocess.Popen(
+            [sys.executable, "-m", "palimpsest_client", "chat", "--url", server.ws_url],
+            stdin=terminal,
+            stdout=terminal,
+            stderr=terminal,
+            cwd=BASE_DIR,
+            env={**os.environ, "PALIMPSEST_TOKEN": token},
+            close_fds=True,
+        )
+        os.close(terminal)
+        try:
+            _read_until(controller, "you> ", seen)
+            os.write(controller, b"echo before\n")
+            assert "model> before" in _read_until(controller, "you> ", seen)
+            manage("revoke_agent_token", "client-tests", env=env)
+            revoked_at = time.monotonic()
+            # Nothing more is typed: the chat says so by itself, and ends.
+            told = _read_until(controller, "`make chat` again", seen)
+            assert time.monotonic() - revoked_at < REVOKED_TOLD_WITHIN_SECONDS
+            assert program.wait(timeout=30) == 2
+        finally:
+            if program.poll() is None:
+                program.kill()
+                program.wait()
+            os.close(controller)
+    # On a line of its own, after the prompt that waited.
+    assert told.startswith("\r\nThe server closed the connection: the token was revoked (close code 4401).")
+    assert "delete .local/chat-token (or set PALIMPSEST_TOKEN to a valid token)" in told
+    assert "Traceback" not in "".join(seen)
+
+
+def test_a_refused_token_says_to_delete_the_saved_one(daphne: Daphne, capsys):
+    assert main(["--url", daphne.ws_url, "--token", "pal_wrong"]) == 2
+    told = capsys.readouterr().out
+    assert told.startswith("The server refused the token (close code 4401)")
+    assert "delete .local/chat-token (or set PALIMPSEST_TOKEN to a valid token)" in told
+
+
 def test_without_a_token_the_chat_says_how_to_make_one(monkeypatch, capsys):
     monkeypatch.delenv("PALIMPSEST_TOKEN", raising=False)
     assert main(["--url", "ws://127.0.0.1:9/ws/agent/"]) == 2
@@ -152,3 +248,40 @@ def test_with_no_server_the_chat_says_so(capsys):
     url = f"ws://127.0.0.1:{free_port()}/ws/agent/"
     assert main(["--url", url, "--token", "pal_x"]) == 1
     assert f"Cannot connect to {url}" in capsys.readouterr().out
+
+
+def _log_text(lines: int, tag: str) -> str:
+    """About 2 KB a file: under the offload threshold, some 650 tokens."""
+    return "".join(
+        f"{tag} {i:04d} INFO worker started job {i * 7919 % 10007} in 12 ms\n" for i in range(lines)
+    )
+
+
+async def test_masked_tool_results_show_as_one_readable_line(server_env_sqlite, token, tmp_path):
+    files = tmp_path / "files"
+    files.mkdir()
+    for n in range(3):
+        (files / f"log{n}.txt").write_text(_log_text(40, f"R{n}"))
+    env = {**server_env_sqlite, "PALIMPSEST_FS_ROOT": str(files)}
+    # A window that holds about two of the results: the third read masks the older ones.
+    settings = {
+        "notepad": {"enabled": False},
+        "scratchpad": {"enabled": False},
+        "compaction": {"mask_keep_recent": 1},
+    }
+    out = io.StringIO()
+    with Daphne(env, tmp_path / "masking.log") as server:
+        async with connect(server.ws_url, token) as client:
+            session = await client.create_session(title="masking", context_window=4000, settings=settings)
+            chat = Chat(client, out, interactive=False)
+            await chat.start(session.id)
+            await chat.run(scripted(*(f'tool fs_read {{"path": "log{n}.txt"}}' for n in range(3))))
+    masked = [line for line in out.getvalue().splitlines() if line.startswith("  · masked ")]
+    assert masked, out.getvalue()
+    observation = "[0-9a-f]{16}"
+    assert re.fullmatch(
+        rf"  · masked 2 old tool results: \d+ → \d+ tokens \(kept whole as observations {observation}, "
+        rf"{observation}\)",
+        masked[0],
+    ), masked[0]
+    assert "tool_use_id" not in out.getvalue()

@@ -4,7 +4,9 @@ sub-session's), cancelling, state, and the protocol's errors raised as exception
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import uuid
 
 import pytest
 
@@ -236,3 +238,73 @@ async def test_a_token_revoked_mid_session_ends_the_iteration(server_env_sqlite,
                     if isinstance(event, ToolCall):
                         await asyncio.to_thread(manage, "revoke_agent_token", "client-tests", env=env)
             assert client.reconnects == 0
+
+
+async def test_a_refused_attach_or_create_leaves_the_client_on_its_session(daphne, token):
+    async with connect(daphne.ws_url, token) as client:
+        session = await client.create_session(title="stays")
+        first = await collect(session, "remember: the key is blue")
+        with pytest.raises(SessionNotFound):
+            await client.attach("nonsense")
+        with pytest.raises(SessionNotFound):
+            await client.attach(str(uuid.uuid4()))
+        with pytest.raises(InvalidRequest):
+            await client.create_session(model="m" * 101)
+        assert client.session is session
+        assert session.notepad() == "the key is blue\n"  # what the events said, kept
+        second = await collect(session, "echo still here")
+        assert (await session.state())["title"] == "stays"
+    assert [e for e in second if isinstance(e, AssistantMessage)][-1].text == "still here"
+    assert_gapless(first + second)
+    assert second[0].seq == first[-1].seq + 1
+    assert client.reconnects == 0
+
+
+async def test_a_refused_attach_during_a_turn_loses_none_of_its_events(server_env_sqlite, tmp_path, token):
+    # A turn of about a second: the attach is answered while it streams.
+    env = {**server_env_sqlite, "PALIMPSEST_SCRIPTED_CHUNK_DELAY_SECONDS": "0.01"}
+    words = " ".join(f"w{n}" for n in range(1000))
+    with Daphne(env, tmp_path / "attach.log") as server:
+        async with connect(server.ws_url, token, reconnect=Reconnect(initial_delay=0.01)) as client:
+            session = await client.create_session()
+            events: list[Event] = []
+            refused: list[ProtocolError] = []
+            async with asyncio.timeout(60):
+                async for event in session.send(f"echo {words}"):
+                    events.append(event)
+                    if isinstance(event, AssistantDelta) and not refused:
+                        # The turn's deltas go on arriving while the server answers this.
+                        with pytest.raises(SessionNotFound) as missing:
+                            await client.attach(str(uuid.uuid4()))
+                        refused.append(missing.value)
+            assert client.session is session and client.reconnects == 0
+    assert "".join(e.text for e in events if isinstance(e, AssistantDelta)) == words
+    assert isinstance(events[-1], TurnCompleted) and events[-1].stop_reason == "end_turn"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_a_tool_answer_ready_after_the_token_was_revoked_is_dropped_quietly(
+    server_env_sqlite, tmp_path, token, caplog
+):
+    env = {**server_env_sqlite, "PALIMPSEST_TOKEN_RECHECK_SECONDS": "0.2"}
+    release = asyncio.Event()
+
+    @tool("slow", "Answer when released.", {"type": "object"})
+    async def slow(args: dict) -> str:
+        await release.wait()
+        return "too late"
+
+    with Daphne(env, tmp_path / "revoke.log") as server:
+        async with connect(server.ws_url, token) as client:
+            session = await client.create_session(tools=[slow])
+            with pytest.raises(AuthenticationError):
+                async for event in session.send("tool slow {}"):
+                    if isinstance(event, ToolCall):
+                        await asyncio.to_thread(manage, "revoke_agent_token", "client-tests", env=env)
+            release.set()  # the handler ends after the client did: its answer cannot go out
+            for _ in range(20):
+                await asyncio.sleep(0)
+    # asyncio reports an exception nobody retrieved (with a traceback) when its task is collected.
+    del client, session
+    gc.collect()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]

@@ -5,11 +5,15 @@ no gap and no duplicate, and ends with the turn's `turn.completed`."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 from pathlib import Path
 
+import pytest
+
 from palimpsest_client import (
     AssistantDelta,
+    ConnectionLost,
     ErrorEvent,
     Event,
     Reconnect,
@@ -19,7 +23,7 @@ from palimpsest_client import (
     connect,
     tool,
 )
-from tests.servers import Daphne
+from tests.servers import Daphne, manage
 
 QUICK = Reconnect(initial_delay=0.1, max_delay=0.5)
 LONG_ANSWER = " ".join(f"word{n}" for n in range(40))
@@ -137,3 +141,41 @@ async def test_a_server_killed_while_a_sub_sessions_client_tool_runs_closes_the_
     # after the reconnect was used, and it finished.
     assert completed[child] == "end_turn"
     assert not [e for e in events if isinstance(e, ErrorEvent) and e.session_id == child]
+
+
+async def test_a_session_deleted_while_the_connection_was_down_ends_the_client(
+    server_env_sqlite, token, tmp_path, caplog
+):
+    server = Daphne(server_env_sqlite, tmp_path / "first.log").start()
+    restarted: Daphne | None = None
+    try:
+        async with connect(server.ws_url, token, reconnect=QUICK) as client:
+            session = await client.create_session(title="deleted")
+            before = [e async for e in session.send("echo hello")]
+            kill(server)
+            # Deleted (by an operator, say) before the client is back: re-attaching is refused.
+            await asyncio.to_thread(
+                manage,
+                "shell",
+                "-c",
+                "from sessions_app.models import AgentSession; "
+                f"AgentSession.objects.filter(pk='{session.id}').delete()",
+                env=server_env_sqlite,
+            )
+            restarted = await asyncio.to_thread(restart, server, tmp_path / "second.log")
+            # The client says so instead of waiting for ever for a re-attach that cannot come.
+            with pytest.raises(
+                ConnectionLost, match=r"refused to re-attach to session .* \(session_not_found"
+            ):
+                await asyncio.wait_for(session.state(), timeout=60)
+            assert client.failure is not None and client.reconnects == 1
+    finally:
+        server.stop()
+        if restarted is not None:
+            restarted.stop()
+    assert before[-1].stop_reason == "end_turn"  # type: ignore[attr-defined]
+    # asyncio reports an exception nobody retrieved when its future is collected (the client's
+    # `failure` holds the traceback that holds it).
+    del client, session
+    gc.collect()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
