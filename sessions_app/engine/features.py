@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import cache
 from typing import Any
 
@@ -22,10 +22,13 @@ from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 from sessions_app.engine.contract import (
+    ArchiveSection,
     ContextSection,
     DashboardPanel,
     Feature,
     FeatureLifecycle,
+    GaugeRow,
+    HistorySaving,
     HistoryView,
     ResultStore,
     SandboxFactory,
@@ -81,10 +84,29 @@ class FeatureSet:
         self.lifecycles: tuple[tuple[str, FeatureLifecycle], ...] = tuple(
             (f.name, f.lifecycle) for f in self.features
         )
-        self.panels: tuple[DashboardPanel, ...] = tuple(p for f in self.features for p in f.dashboard.panels)
-        self.admin_inlines: tuple[str, ...] = tuple(
-            i for f in self.features for i in f.dashboard.admin_inlines
+        # What operators see of the features (`FeatureDashboard`), in feature order: the
+        # dashboard and the admin read these, the engine none.
+        boards = [f.dashboard for f in self.features]
+        self.panels: tuple[DashboardPanel, ...] = tuple(p for b in boards for p in b.panels)
+        self.dashboard_urls: tuple[str, ...] = tuple(b.urls for b in boards if b.urls)
+        self.memory_histories: dict[str, Callable[[uuid.UUID], str]] = {}
+        for board in boards:
+            for name, url in board.histories.items():
+                if name in self.memory_histories:
+                    raise ValueError(f"two features keep a history named {name!r}")
+                self.memory_histories[name] = url
+        self.archive_sections: tuple[ArchiveSection, ...] = tuple(s for b in boards for s in b.archive)
+        self.gauge_rows: tuple[GaugeRow, ...] = tuple(r for b in boards for r in b.gauge_rows)
+        self.history_savings: tuple[HistorySaving, ...] = tuple(
+            b.history_saving for b in boards if b.history_saving is not None
         )
+        self.delegating_tools: frozenset[str] = frozenset(t for b in boards for t in b.delegating_tools)
+        self.admin_fields: tuple[str, ...] = tuple(b.admin_fields for b in boards if b.admin_fields)
+        panel_names: set[str] = set()
+        for panel in self.panels:
+            if panel.name in panel_names:
+                raise ValueError(f"two features offer a dashboard panel named {panel.name!r}")
+            panel_names.add(panel.name)
 
     def tool(self, name: str) -> ToolSpec | None:
         return self._tools_by_name.get(name)
