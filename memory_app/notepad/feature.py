@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memory_app.notepad.context import NOTEPAD_POSITION_MESSAGE, NOTEPAD_POSITION_SYSTEM, NOTEPAD_SECTION
+from memory_app.notepad.dashboard import DASHBOARD
 from memory_app.notepad.sandbox_api import SANDBOX_NAME, sandbox_notepad
 from memory_app.notepad.scripted import rule_forget, rule_notepad, rule_remember
 from memory_app.notepad.tools import READ_NOTEPAD, UPDATE_NOTEPAD, WRITE_NOTEPAD
@@ -21,4 +22,5 @@ FEATURE = Feature(
     sections=[NOTEPAD_SECTION],
     sandbox={SANDBOX_NAME: sandbox_notepad},
     scripted_rules=[rule_remember, rule_forget, rule_notepad],
+    dashboard=DASHBOARD,
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memory_app.scratchpad.context import SECTION
+from memory_app.scratchpad.dashboard import DASHBOARD
 from memory_app.scratchpad.scripted import scratchpad_note, scratchpad_plan, scratchpad_ref, scratchpad_show
 from memory_app.scratchpad.settings import SETTINGS, SETTINGS_RULES
 from memory_app.scratchpad.tools import SPEC
@@ -15,4 +16,5 @@ FEATURE = Feature(
     tools=[SPEC],
     sections=[SECTION],
     scripted_rules=[scratchpad_plan, scratchpad_note, scratchpad_ref, scratchpad_show],
+    dashboard=DASHBOARD,
 )

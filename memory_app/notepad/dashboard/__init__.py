@@ -1,0 +1,8 @@
+"""What operators see of the notepad (`FEATURE.dashboard`): its fields on the session's admin
+page."""
+
+from __future__ import annotations
+
+from sessions_app.engine.contract import FeatureDashboard
+
+DASHBOARD = FeatureDashboard(admin_fields="memory_app.notepad.admin.SessionNotepadFields")
