@@ -20,17 +20,16 @@ from django.utils.safestring import SafeString, mark_safe
 from memory_app.subsessions.selectors import DELEGATING_TOOLS
 from sessions_app.authors import operator_author
 from sessions_app.dashboard import selectors, transcript
+from sessions_app.engine.features import features
 from sessions_app.models import AgentSession
 from sessions_app.usage import session_usage
 
-# Events after which the next request's size has changed.
+# Events after which the next request's size has changed (and the features' `GaugeRow.events`).
 GAUGE_EVENTS = frozenset(
     {
         "user.message",
         "usage",
         "turn.completed",
-        "notepad.updated",
-        "scratchpad.updated",
         "compaction.completed",
         "compaction.masked",
         "tool.result",
@@ -95,6 +94,7 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
     parts: list[str] = []
     items: list[str] = []
     touched = _Touched()
+    gauge_events = GAUGE_EVENTS.union(*(row.events for row in features().gauge_rows))
     for event in events:
         kind = event["type"]
         if kind == "assistant.delta":
@@ -111,7 +111,7 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
             render_to_string("dashboard/session.html#transcript-item", {"session": session, "item": item})
             for item in transcript.items_from_event(event)
         ]
-        touched.gauge |= kind in GAUGE_EVENTS
+        touched.gauge |= kind in gauge_events
         touched.status |= kind in STATUS_EVENTS
         touched.notepad |= kind == "notepad.updated"
         touched.inspector |= kind in MODEL_CALL_EVENTS

@@ -1,8 +1,14 @@
-"""What operators see of the notepad (`FEATURE.dashboard`): its fields on the session's admin
-page."""
+"""What operators see of the notepad (`FEATURE.dashboard`): its row of the context gauge and its
+fields on the session's admin page."""
 
 from __future__ import annotations
 
-from sessions_app.engine.contract import FeatureDashboard
+from memory_app.notepad.context import NOTEPAD_SECTION
+from sessions_app.engine.contract import FeatureDashboard, GaugeRow
 
-DASHBOARD = FeatureDashboard(admin_fields="memory_app.notepad.admin.SessionNotepadFields")
+NOTEPAD_UPDATED = "notepad.updated"
+
+DASHBOARD = FeatureDashboard(
+    gauge_rows=[GaugeRow(section=NOTEPAD_SECTION.name, label="Notepad", events=frozenset({NOTEPAD_UPDATED}))],
+    admin_fields="memory_app.notepad.admin.SessionNotepadFields",
+)

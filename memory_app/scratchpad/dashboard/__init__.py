@@ -1,8 +1,14 @@
-"""What operators see of the scratchpad (`FEATURE.dashboard`): its fields on the session's admin
-page."""
+"""What operators see of the scratchpad (`FEATURE.dashboard`): its row of the context gauge and
+its fields on the session's admin page."""
 
 from __future__ import annotations
 
-from sessions_app.engine.contract import FeatureDashboard
+from memory_app.scratchpad.context import SECTION
+from sessions_app.engine.contract import FeatureDashboard, GaugeRow
 
-DASHBOARD = FeatureDashboard(admin_fields="memory_app.scratchpad.admin.SessionScratchpadFields")
+SCRATCHPAD_UPDATED = "scratchpad.updated"
+
+DASHBOARD = FeatureDashboard(
+    gauge_rows=[GaugeRow(section=SECTION.name, label="Scratchpad", events=frozenset({SCRATCHPAD_UPDATED}))],
+    admin_fields="memory_app.scratchpad.admin.SessionScratchpadFields",
+)

@@ -14,7 +14,13 @@ the names below are the package's public surface.
 from __future__ import annotations
 
 from sessions_app.dashboard.selectors.common import NotFound, session_get_for_operator
-from sessions_app.dashboard.selectors.gauge import GAUGE_LABELS, ContextGauge, GaugePart, context_gauge
+from sessions_app.dashboard.selectors.gauge import (
+    GAUGE_LABELS,
+    ContextGauge,
+    GaugePart,
+    SavedTokens,
+    context_gauge,
+)
 from sessions_app.dashboard.selectors.history import (
     ARCHIVE_MESSAGES_PAGE_SIZE,
     TIMELINE_SIZE,
@@ -100,6 +106,7 @@ __all__ = [
     "LineDiff",
     "MemoryHistory",
     "NotFound",
+    "SavedTokens",
     "SpaceView",
     "TranscriptPage",
     "archive_messages_page",
