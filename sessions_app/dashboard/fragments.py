@@ -17,9 +17,9 @@ from django.template.loader import render_to_string
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from memory_app.subsessions.selectors import DELEGATING_TOOLS
 from sessions_app.authors import operator_author
 from sessions_app.dashboard import selectors, transcript
+from sessions_app.dashboard.panels import panels_live
 from sessions_app.engine.features import features
 from sessions_app.models import AgentSession
 from sessions_app.usage import session_usage
@@ -61,7 +61,6 @@ class _Touched:
     inspector: bool = False
     usage: bool = False  # a model call was recorded: the session's usage totals moved
     new_epoch: int | None = None
-    family: bool = False  # the session's sub-sessions
 
 
 def _rendered(parts: Sequence[str]) -> SafeString:
@@ -116,10 +115,6 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
         touched.notepad |= kind == "notepad.updated"
         touched.inspector |= kind in MODEL_CALL_EVENTS
         touched.usage |= kind in MODEL_CALL_EVENTS or kind == "error"
-        # A child was spawned, or returned: the page's list of sub-sessions changed.
-        touched.family |= kind == "session.spawned" or (
-            kind == "tool.result" and event.get("name") in DELEGATING_TOOLS
-        )
         if kind == "scratchpad.updated":
             touched.spaces.add(str(event.get("space")))
         if kind == "tool.result" and event.get("observation_id"):
@@ -153,6 +148,7 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
     parts.append(_oob_prepend_timeline(events))
     if session is not None:
         parts += _panels(session, touched, base)
+        parts += panels_live(session, events, operator)
     parts.append(
         format_html('<span id="last-seq" data-seq="{}" hidden hx-swap-oob="true"></span>', events[-1]["seq"])
     )
@@ -198,8 +194,6 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
         parts.append(
             format_html('<span id="inspector-signal" hidden hx-swap-oob="true">{}</span>', session.pk)
         )
-    if touched.family:
-        parts.append(family_fragment(session))
     if touched.new_epoch is not None:
         parts.append(
             render_to_string("dashboard/archive.html#live", {**base, "new_epoch": touched.new_epoch})
@@ -213,16 +207,3 @@ def session_row_fragment(*, session_id: str, filters: dict[str, Any]) -> str:
     if row is None:
         return format_html('<tr id="session-row-{}" data-remove hx-swap-oob="delete"></tr>', session_id)
     return render_to_string("dashboard/session_list.html#session-row", {"s": row, "oob": True})
-
-
-FAMILY_TEMPLATE = "dashboard/_subsession_family.html"
-
-
-def family_context(session: AgentSession) -> dict:
-    """The session page's block of its parent, root and sub-sessions."""
-    return {"session": session, "family": selectors.session_family(session=session)}
-
-
-def family_fragment(session: AgentSession) -> str:
-    """That block, to swap in live (`hx-swap-oob`)."""
-    return render_to_string(FAMILY_TEMPLATE, {**family_context(session), "oob": True})

@@ -17,7 +17,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from sessions_app import services
-from sessions_app.dashboard import selectors
+from sessions_app.dashboard import panels, selectors
 from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.forms import MessageForm
 from sessions_app.dashboard.views.common import HtmxHttpRequest, session_or_404
@@ -55,6 +55,7 @@ def session_page_context(session: AgentSession) -> dict[str, Any]:
 def session_detail(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)
     context = session_page_context(session)
+    context["head_panels"] = panels.head_panels(session, request)
     tab = request.GET.get("tab", "")
     context["tab"] = tab if tab in TABS else "context"
     # Bookmarked archive and request: the lazy panel loads with them.
