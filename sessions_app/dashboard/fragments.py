@@ -1,23 +1,22 @@
 """What the dashboard websockets push: HTML fragments that htmx's `ws` extension swaps in.
 
 Each fragment names its target (`hx-swap-oob`): transcript items are appended, streamed text
-is appended to the running step's bubble, panels (status, gauge, notepad, scratchpad,
-observations, the prompt inspector's refresh) are replaced. A batch of events (a replay, a gap
-fill) renders every panel it touched once.
+is appended to the running step's bubble, panels (status, gauge, usage, the prompt inspector's
+refresh) are replaced, and each feature's panels give their own (`DashboardPanel.live`). A batch
+of events (a replay, a gap fill) renders every panel it touched once.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.template.loader import render_to_string
-from django.utils.html import escape, format_html
+from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from sessions_app.authors import operator_author
 from sessions_app.dashboard import selectors, transcript
 from sessions_app.dashboard.panels import panels_live
 from sessions_app.engine.features import features
@@ -55,9 +54,6 @@ MODEL_CALL_EVENTS = frozenset({"usage", "compaction.completed", "turn.completed"
 class _Touched:
     gauge: bool = False
     status: bool = False
-    notepad: bool = False
-    spaces: set[str] = field(default_factory=set)
-    observations: bool = False
     inspector: bool = False
     usage: bool = False  # a model call was recorded: the session's usage totals moved
     new_epoch: int | None = None
@@ -112,38 +108,10 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
         ]
         touched.gauge |= kind in gauge_events
         touched.status |= kind in STATUS_EVENTS
-        touched.notepad |= kind == "notepad.updated"
         touched.inspector |= kind in MODEL_CALL_EVENTS
         touched.usage |= kind in MODEL_CALL_EVENTS or kind == "error"
-        if kind == "scratchpad.updated":
-            touched.spaces.add(str(event.get("space")))
-        if kind == "tool.result" and event.get("observation_id"):
-            touched.observations = True
         if kind == "compaction.completed":
             touched.new_epoch = event.get("epoch")
-        if kind == "notepad.updated" and event.get("author") != operator_author(operator):
-            parts.append(
-                format_html(
-                    '<p id="notepad-live-notice" class="notice warn live-notice" hx-swap-oob="true">'
-                    "The notepad changed while you edit (now version {} by {}): saving will show both "
-                    "texts.</p>",
-                    event.get("version"),
-                    event.get("author"),
-                )
-            )
-        if kind == "scratchpad.updated" and event.get("author") != operator_author(operator):
-            space = escape(str(event.get("space")))
-            parts.append(
-                format_html(
-                    '<p id="scratchpad-{}-live-notice" class="notice warn live-notice" hx-swap-oob="true">'
-                    "The {} changed while you edit (now version {} by {}): saving will show both "
-                    "texts.</p>",
-                    space,
-                    space,
-                    event.get("version"),
-                    event.get("author"),
-                )
-            )
     parts.append(_oob_append("#transcript-items", items))
     parts.append(_oob_prepend_timeline(events))
     if session is not None:
@@ -173,18 +141,6 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
     if touched.gauge:
         gauge = selectors.context_gauge(session=session)
         parts.append(render_to_string("dashboard/context.html#gauge", {**base, "gauge": gauge}))
-    if touched.notepad:
-        context = {**base, **selectors.notepad_panel(session_id=session.pk)}
-        parts.append(render_to_string("dashboard/notepad.html#view", context))
-        parts.append(render_to_string("dashboard/notepad.html#revisions", context))
-    for space in selectors.scratchpad_spaces(session=session) if touched.spaces else []:
-        if space.name in touched.spaces:
-            parts.append(render_to_string("dashboard/scratchpad.html#space-view", {**base, "space": space}))
-    if touched.observations:
-        observations = selectors.observations_of(session_id=session.pk)
-        parts.append(
-            render_to_string("dashboard/observations.html#list", {**base, "observations": observations})
-        )
     if touched.usage:
         parts.append(
             render_to_string("dashboard/usage.html#panel", {**base, "usage": session_usage(session)})

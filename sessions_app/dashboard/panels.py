@@ -1,19 +1,52 @@
 """The parts of the session page that features fill (`DashboardPanel`s, `features().panels`),
-rendered when the page loads and brought up to date by the dashboard's websocket. The dashboard
-names no feature: it shows what each offers, in feature order."""
+rendered when the page loads and brought up to date by the dashboard's websocket, and the page's
+tabs: its own and the features' panels, each with its key. The dashboard names no feature: it
+shows what each offers, in feature order."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
-from sessions_app.engine.contract import PANEL_HEAD, DashboardPanel
+from sessions_app.engine.contract import PANEL_HEAD, PANEL_TAB, DashboardPanel
 from sessions_app.engine.features import features
 from sessions_app.models import AgentSession
+
+TRANSCRIPT_TAB = "transcript"
+DEFAULT_TAB = "context"
+# The page's own tabs, before and after the features': the transcript is a tab only where the
+# page is too narrow for the side panels (dashboard.css).
+FIRST_TABS = ((TRANSCRIPT_TAB, "Transcript"), (DEFAULT_TAB, "Context"))
+LAST_TABS = (("archives", "Archives"), ("inspector", "Prompt"), ("timeline", "Timeline"))
+# Tabs have the keys 0 to 9, in order (dashboard.js); any after the tenth has none.
+TAB_KEYS = 10
+
+
+@dataclass(frozen=True)
+class Tab:
+    name: str
+    label: str
+    key: str  # the key that opens it, "" for none
+
+
+def session_tabs() -> list[Tab]:
+    """The session page's tabs, in order: the transcript and the context, the features' panels,
+    then archives, the prompt inspector and the timeline."""
+    named = [
+        *FIRST_TABS,
+        *((panel.name, panel.title) for panel in panels_at(PANEL_TAB)),
+        *LAST_TABS,
+    ]
+    if len({name for name, _ in named}) < len(named):
+        raise ValueError(f"a feature's panel has the name of another tab: {[name for name, _ in named]}")
+    return [
+        Tab(name, label, str(index) if index < TAB_KEYS else "") for index, (name, label) in enumerate(named)
+    ]
 
 
 def panels_at(place: str) -> list[DashboardPanel]:
@@ -26,7 +59,21 @@ def panel_render(
 ) -> SafeString:
     """The panel as the page shows it: its template with the session and what it reads."""
     context = {"session": session, **panel.context(session)}
+    # A rendered template: autoescaped, so safe as a whole.
     return SafeString(render_to_string(panel.template, context, request=request))
+
+
+@dataclass(frozen=True)
+class RenderedPanel:
+    name: str
+    html: SafeString
+
+
+def tab_panels(session: AgentSession, request: HttpRequest | None = None) -> list[RenderedPanel]:
+    """The features' tab panels, rendered."""
+    return [
+        RenderedPanel(panel.name, panel_render(panel, session, request)) for panel in panels_at(PANEL_TAB)
+    ]
 
 
 def head_panels(session: AgentSession, request: HttpRequest | None = None) -> list[SafeString]:

@@ -1,7 +1,8 @@
 """Every read of the operator dashboard, composed from the apps' selectors, one module per
 concern: `sessions` (the list), `history` (transcript, archives, stream, timeline), `gauge`,
-`inspector`, `memory` (notepad, scratchpad, observations), `memory_history` (their changes),
-`subsessions` (trees of sessions).
+`inspector`, `memory_history` (the history pages of a memory a feature keeps versions of),
+`subsessions` (trees of sessions). What the features show in their panels they read themselves,
+from their own selectors.
 
 Operators may see every session, but a session, archive, model call or observation named in a
 URL is always looked up within its session: a bad or foreign id is `NotFound`, never a crash.
@@ -43,16 +44,6 @@ from sessions_app.dashboard.selectors.inspector import (
     model_call_get,
     request_inspect,
 )
-from sessions_app.dashboard.selectors.memory import (
-    NOTEPAD_REVISIONS_SHOWN,
-    OBSERVATIONS_SHOWN,
-    SCRATCHPAD_REVISIONS_SHOWN,
-    SpaceView,
-    notepad_panel,
-    observation_get_for_operator,
-    observations_of,
-    scratchpad_spaces,
-)
 from sessions_app.dashboard.selectors.memory_history import (
     HISTORY_PAGE_SIZE,
     DiffLine,
@@ -85,9 +76,6 @@ __all__ = [
     "HISTORY_PAGE_SIZE",
     "GAUGE_LABELS",
     "INSPECTOR_MESSAGES_SHOWN",
-    "NOTEPAD_REVISIONS_SHOWN",
-    "OBSERVATIONS_SHOWN",
-    "SCRATCHPAD_REVISIONS_SHOWN",
     "SESSION_LIST_PAGE_SIZE",
     "TIMELINE_SIZE",
     "TRANSCRIPT_PAGE_SIZE",
@@ -106,7 +94,6 @@ __all__ = [
     "MemoryHistory",
     "NotFound",
     "SavedTokens",
-    "SpaceView",
     "TranscriptPage",
     "TreeRow",
     "archive_messages_page",
@@ -116,12 +103,8 @@ __all__ = [
     "line_diff",
     "model_call_get",
     "notepad_history",
-    "notepad_panel",
-    "observation_get_for_operator",
-    "observations_of",
     "request_inspect",
     "scratchpad_history",
-    "scratchpad_spaces",
     "session_get_for_operator",
     "session_list",
     "session_list_row",

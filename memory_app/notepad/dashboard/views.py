@@ -1,0 +1,80 @@
+"""The notepad's views on the dashboard: its panel, its editor (under the conflict rule) and one
+version's text."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.http import Http404, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from memory_app.notepad import selectors as notepad_selectors
+from memory_app.notepad import services as notepad_services
+from memory_app.notepad.dashboard.forms import NotepadForm
+from memory_app.notepad.dashboard.panels import TEMPLATE
+from memory_app.notepad.dashboard.selectors import notepad_panel as notepad_panel_context
+from memory_app.notepad.models import NotepadRevision
+from sessions_app.authors import operator_author
+from sessions_app.dashboard.auth import operator_required
+from sessions_app.dashboard.views.common import HtmxHttpRequest, operator_name, session_or_404
+
+
+@require_GET
+@operator_required
+def notepad_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    session = session_or_404(session_id)
+    context = {"session": session, **notepad_panel_context(session_id=session.pk)}
+    return render(request, f"{TEMPLATE}#panel", context)
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def notepad_edit(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    """GET: the editor, from the current version. POST: save it through the service.
+
+    A notepad that changed since the editor opened is never overwritten: the editor comes back
+    with both texts, its base moved to the current version, so saving again (after merging)
+    replaces it on purpose.
+    """
+    session = session_or_404(session_id)
+    if request.method == "GET":
+        state = notepad_selectors.notepad_get(session_id=session.pk)
+        form = NotepadForm(initial={"content": state.content, "base_version": state.version})
+        return render(request, f"{TEMPLATE}#editor", {"session": session, "form": form})
+    form = NotepadForm(request.POST)
+    if not form.is_valid():
+        return render(request, f"{TEMPLATE}#editor", {"session": session, "form": form}, status=422)
+    try:
+        revision = notepad_services.notepad_write(
+            session_id=session.pk,
+            content=form.cleaned_data["content"],
+            author=operator_author(operator_name(request)),
+            expected_version=form.cleaned_data["base_version"],
+        )
+    except notepad_services.NotepadConflict as conflict:
+        form = NotepadForm(
+            initial={"content": form.cleaned_data["content"], "base_version": conflict.version}
+        )
+        context = {"session": session, "form": form, "conflict": conflict}
+        return render(request, f"{TEMPLATE}#editor", context, status=409)
+    except notepad_services.NotepadEditError as exc:
+        form.add_error("content", str(exc))
+        return render(request, f"{TEMPLATE}#editor", {"session": session, "form": form}, status=422)
+    context = {
+        "session": session,
+        "saved_version": revision.version,
+        **notepad_panel_context(session_id=session.pk),
+    }
+    return render(request, f"{TEMPLATE}#saved", context)
+
+
+@require_GET
+@operator_required
+def notepad_revision(request: HtmxHttpRequest, session_id: uuid.UUID, version: int) -> HttpResponse:
+    session = session_or_404(session_id)
+    try:
+        state = notepad_selectors.notepad_at_version(session_id=session.pk, version=version)
+    except NotepadRevision.DoesNotExist:
+        raise Http404("No such version.") from None
+    return render(request, f"{TEMPLATE}#revision", {"session": session, "state": state})
