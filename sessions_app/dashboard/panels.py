@@ -1,10 +1,12 @@
-"""The parts of the session page that features fill (`DashboardPanel`s, `features().panels`),
-rendered when the page loads and brought up to date by the dashboard's websocket, and the page's
-tabs: its own and the features' panels, each with its key. The dashboard names no feature: it
-shows what each offers, in feature order."""
+"""What the features show on the dashboard (`FeatureDashboard`), as the dashboard's pages use it:
+the parts of the session page they fill (`DashboardPanel`s), rendered when the page loads and
+brought up to date by the dashboard's websocket; the page's tabs (its own and the features'
+panels, each with its key); the archive stepper's sections; the memories with a history. The
+dashboard names no feature: it shows what each offers, in feature order."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +17,7 @@ from django.utils.safestring import SafeString
 
 from sessions_app.engine.contract import PANEL_HEAD, PANEL_TAB, DashboardPanel
 from sessions_app.engine.features import features
-from sessions_app.models import AgentSession
+from sessions_app.models import AgentSession, Archive
 
 TRANSCRIPT_TAB = "transcript"
 DEFAULT_TAB = "context"
@@ -89,3 +91,24 @@ def panels_live(session: AgentSession, events: Sequence[Mapping[str, Any]], oper
         if panel.live is not None
         for fragment in panel.live(session, events, operator)
     ]
+
+
+def archive_sections(
+    session: AgentSession, archive: Archive, request: HttpRequest | None = None
+) -> list[SafeString]:
+    """What each feature shows of itself as it stood when `archive` was made, rendered."""
+    return [
+        SafeString(
+            render_to_string(
+                section.template,
+                {"session": session, **section.context(session.pk, archive.created_at)},
+                request=request,
+            )
+        )
+        for section in features().archive_sections
+    ]
+
+
+def memory_history_links(session_id: uuid.UUID) -> list[tuple[str, str]]:
+    """Every memory the features keep a history of, with its history page's URL, in order."""
+    return [(name, url(session_id)) for name, url in features().memory_histories.items()]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from sessions_app.dashboard.views import memory_history, records, session, sessions, subsessions
+from sessions_app.dashboard.views import records, session, sessions, subsessions
 from sessions_app.engine.features import features
 
 app_name = "dashboard"
@@ -22,24 +22,6 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/compact/", session.compaction_start, name="compact"),
     path("sessions/<uuid:session_id>/context/", session.context_panel, name="context"),
     path("sessions/<uuid:session_id>/timeline/", session.timeline_panel, name="timeline"),
-    path(
-        "sessions/<uuid:session_id>/notepad/history/", memory_history.notepad_history, name="notepad_history"
-    ),
-    path(
-        "sessions/<uuid:session_id>/notepad/history/<int:version>/restore/",
-        memory_history.notepad_restore,
-        name="notepad_restore",
-    ),
-    path(
-        "sessions/<uuid:session_id>/scratchpad/<str:space>/history/",
-        memory_history.scratchpad_history,
-        name="scratchpad_history",
-    ),
-    path(
-        "sessions/<uuid:session_id>/scratchpad/<str:space>/history/<int:version>/restore/",
-        memory_history.scratchpad_restore,
-        name="scratchpad_restore",
-    ),
     path("sessions/<uuid:session_id>/archives/", records.archive_panel, name="archive"),
     path(
         "sessions/<uuid:session_id>/archives/<int:epoch>/messages/",

@@ -1,20 +1,24 @@
-"""The notepad's tab of the session page: the text now (markdown), its latest changes and its
-editor, brought up to date live when the notepad changes."""
+"""The notepad on the dashboard's pages: its tab of the session page (the text now, as markdown,
+its latest changes and its editor), brought up to date live when the notepad changes; the
+notepad as an archive found it, in the archive stepper; and its history page's URL."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.html import format_html
 
-from memory_app.notepad.dashboard.selectors import notepad_panel
+from memory_app.notepad.dashboard.selectors import notepad_panel, notepad_then
 from sessions_app.authors import operator_author
-from sessions_app.engine.contract import DashboardPanel
+from sessions_app.engine.contract import ArchiveSection, DashboardPanel
 from sessions_app.models import AgentSession
 
 TEMPLATE = "notepad/dashboard.html"
+PANEL_NAME = "notepad"  # its tab's
 NOTEPAD_UPDATED = "notepad.updated"
 
 
@@ -46,5 +50,11 @@ def panel_live(session: AgentSession, events: Sequence[Mapping[str, Any]], opera
 
 
 PANEL = DashboardPanel(
-    name="notepad", title="Notepad", template=f"{TEMPLATE}#panel", context=panel_context, live=panel_live
+    name=PANEL_NAME, title="Notepad", template=f"{TEMPLATE}#panel", context=panel_context, live=panel_live
 )
+
+ARCHIVE_SECTION = ArchiveSection(template=f"{TEMPLATE}#archive", context=notepad_then)
+
+
+def notepad_history_url(session_id: uuid.UUID) -> str:
+    return reverse("dashboard:notepad_history", args=[session_id])

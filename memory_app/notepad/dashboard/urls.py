@@ -15,4 +15,10 @@ urlpatterns = [
         views.notepad_revision,
         name="notepad_revision",
     ),
+    path("sessions/<uuid:session_id>/notepad/history/", views.notepad_history, name="notepad_history"),
+    path(
+        "sessions/<uuid:session_id>/notepad/history/<int:version>/restore/",
+        views.notepad_restore,
+        name="notepad_restore",
+    ),
 ]

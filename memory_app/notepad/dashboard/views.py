@@ -1,5 +1,5 @@
-"""The notepad's views on the dashboard: its panel, its editor (under the conflict rule) and one
-version's text."""
+"""The notepad's views on the dashboard: its panel, its editor (under the conflict rule), one
+version's text, and its history pages (every change, diffs, restore)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,28 @@ import uuid
 
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from memory_app.notepad import selectors as notepad_selectors
 from memory_app.notepad import services as notepad_services
 from memory_app.notepad.dashboard.forms import NotepadForm
-from memory_app.notepad.dashboard.panels import TEMPLATE
+from memory_app.notepad.dashboard.panels import PANEL_NAME, TEMPLATE
+from memory_app.notepad.dashboard.selectors import NOTEPAD
+from memory_app.notepad.dashboard.selectors import notepad_history as notepad_history_read
 from memory_app.notepad.dashboard.selectors import notepad_panel as notepad_panel_context
 from memory_app.notepad.models import NotepadRevision
 from sessions_app.authors import operator_author
 from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.views.common import HtmxHttpRequest, operator_name, session_or_404
+from sessions_app.dashboard.views.memory_history import (
+    HistoryPages,
+    RestoreConflict,
+    RestoreRefused,
+    history_page,
+    history_restore,
+)
+from sessions_app.models import AgentSession
 
 
 @require_GET
@@ -78,3 +89,49 @@ def notepad_revision(request: HtmxHttpRequest, session_id: uuid.UUID, version: i
     except NotepadRevision.DoesNotExist:
         raise Http404("No such version.") from None
     return render(request, f"{TEMPLATE}#revision", {"session": session, "state": state})
+
+
+# ---------------------------------------------------------------------------
+# History
+# ---------------------------------------------------------------------------
+def _history_pages(session: AgentSession) -> HistoryPages:
+    return HistoryPages(
+        memory=NOTEPAD,
+        what="notepad",
+        tab=PANEL_NAME,
+        history=lambda **query: notepad_history_read(session_id=session.pk, **query),
+        restore_url=lambda version: reverse("dashboard:notepad_restore", args=[session.pk, version]),
+    )
+
+
+@require_GET
+@operator_required
+def notepad_history(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    session = session_or_404(session_id)
+    return history_page(request, session, _history_pages(session))
+
+
+@require_POST
+@operator_required
+def notepad_restore(request: HtmxHttpRequest, session_id: uuid.UUID, version: int) -> HttpResponse:
+    session = session_or_404(session_id)
+    try:
+        text = notepad_selectors.notepad_at_version(session_id=session.pk, version=version).content
+    except NotepadRevision.DoesNotExist:
+        raise Http404("No such version of the notepad.") from None
+
+    def save(content: str, base_version: int) -> int:
+        try:
+            revision = notepad_services.notepad_write(
+                session_id=session.pk,
+                content=content,
+                author=operator_author(operator_name(request)),
+                expected_version=base_version,
+            )
+        except notepad_services.NotepadConflict as conflict:
+            raise RestoreConflict(conflict.version, conflict.content) from conflict
+        except notepad_services.NotepadEditError as exc:
+            raise RestoreRefused(str(exc)) from exc
+        return revision.version
+
+    return history_restore(request, session, _history_pages(session), version=version, text=text, save=save)

@@ -1,20 +1,25 @@
-"""The scratchpad's tab of the session page: each space with its use of its limit, its latest
-changes and its editor, brought up to date live when a space changes."""
+"""The scratchpad on the dashboard's pages: its tab of the session page (each space with its use
+of its limit, its latest changes and its editor), brought up to date live when a space changes,
+and each space's history page's URL."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.html import format_html
 
 from memory_app.scratchpad.dashboard.selectors import scratchpad_spaces
+from memory_app.scratchpad.models import ScratchpadSpace
 from sessions_app.authors import operator_author
 from sessions_app.engine.contract import DashboardPanel
 from sessions_app.models import AgentSession
 
 TEMPLATE = "scratchpad/dashboard.html"
+PANEL_NAME = "scratchpad"  # its tab's
 SCRATCHPAD_UPDATED = "scratchpad.updated"
 
 
@@ -57,3 +62,12 @@ PANEL = DashboardPanel(
     context=panel_context,
     live=panel_live,
 )
+
+
+def space_history_url(space: str) -> Callable[[uuid.UUID], str]:
+    """The URL of the space's history page for a session."""
+    return lambda session_id: reverse("dashboard:scratchpad_history", args=[session_id, space])
+
+
+# Each space's history (a space's name is the memory's).
+HISTORIES = {space: space_history_url(space) for space in ScratchpadSpace.values}

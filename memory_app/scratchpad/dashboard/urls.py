@@ -13,4 +13,14 @@ urlpatterns = [
         views.scratchpad_edit,
         name="scratchpad_edit",
     ),
+    path(
+        "sessions/<uuid:session_id>/scratchpad/<str:space>/history/",
+        views.scratchpad_history,
+        name="scratchpad_history",
+    ),
+    path(
+        "sessions/<uuid:session_id>/scratchpad/<str:space>/history/<int:version>/restore/",
+        views.scratchpad_restore,
+        name="scratchpad_restore",
+    ),
 ]
