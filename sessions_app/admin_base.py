@@ -21,8 +21,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 class SessionAdminFields(forms.Form):
-    """A feature's fields on the session's admin page (`FeatureDashboard.admin_fields`), e.g. the
-    notepad's text, written through the feature's own services.
+    """A feature's fields on the session's admin page (`FeatureDashboard.admin_fields`), such as a
+    memory's text, written through the feature's own services.
 
     `sessions_app.admin` builds the session's form from its own `ModelForm` and every feature's
     fields class, in feature order: a subclass is a mixin of that form, so `self.instance` is the

@@ -32,7 +32,7 @@ class HistoryPages:
     """One memory's history pages, as the feature's views describe them."""
 
     memory: str  # its name among the features' histories
-    what: str  # as the pages' texts name it: "notepad", "notes space"
+    what: str  # as the pages' texts name it ("the {what} changed while you were editing")
     tab: str  # the session page's tab that shows it (the pages lead back there)
     # The history as a page's query asks for it (`version`, `at`, `against`, `before`): the
     # feature's selector, which raises `selectors.NotFound` for a version never written.
