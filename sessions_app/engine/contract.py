@@ -506,7 +506,7 @@ class FeatureDashboard:
     - `delegating_tools`: the names of its tools whose call starts a sub-session (the child's
       `spawned_by_tool_use_id` is the call's id) and whose result begins with
       `{"session_id": "<the child's id>"`: the transcript links such a call and its result to
-      the child, and the session page's panels hear of the child's return;
+      the child;
     - `admin_fields`: the dotted path of a `sessions_app.admin_base.SessionAdminFields`
       subclass: its fields on the session's admin page, written through the feature's services.
     """

@@ -12,11 +12,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from memory_app.notepad import selectors as notepad_selectors
 from memory_app.notepad import services as notepad_services
+from memory_app.notepad.dashboard import selectors as dashboard_selectors
 from memory_app.notepad.dashboard.forms import NotepadForm
 from memory_app.notepad.dashboard.panels import PANEL_NAME, TEMPLATE
-from memory_app.notepad.dashboard.selectors import NOTEPAD
-from memory_app.notepad.dashboard.selectors import notepad_history as notepad_history_read
-from memory_app.notepad.dashboard.selectors import notepad_panel as notepad_panel_context
 from memory_app.notepad.models import NotepadRevision
 from sessions_app.authors import operator_author
 from sessions_app.dashboard.auth import operator_required
@@ -35,7 +33,7 @@ from sessions_app.models import AgentSession
 @operator_required
 def notepad_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)
-    context = {"session": session, **notepad_panel_context(session_id=session.pk)}
+    context = {"session": session, **dashboard_selectors.notepad_panel(session_id=session.pk)}
     return render(request, f"{TEMPLATE}#panel", context)
 
 
@@ -75,7 +73,7 @@ def notepad_edit(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRespons
     context = {
         "session": session,
         "saved_version": revision.version,
-        **notepad_panel_context(session_id=session.pk),
+        **dashboard_selectors.notepad_panel(session_id=session.pk),
     }
     return render(request, f"{TEMPLATE}#saved", context)
 
@@ -96,10 +94,10 @@ def notepad_revision(request: HtmxHttpRequest, session_id: uuid.UUID, version: i
 # ---------------------------------------------------------------------------
 def _history_pages(session: AgentSession) -> HistoryPages:
     return HistoryPages(
-        memory=NOTEPAD,
+        memory=dashboard_selectors.NOTEPAD,
         what="notepad",
         tab=PANEL_NAME,
-        history=lambda **query: notepad_history_read(session_id=session.pk, **query),
+        history=lambda **query: dashboard_selectors.notepad_history(session_id=session.pk, **query),
         restore_url=lambda version: reverse("dashboard:notepad_restore", args=[session.pk, version]),
     )
 

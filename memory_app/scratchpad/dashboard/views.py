@@ -13,10 +13,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from memory_app.scratchpad import selectors as scratchpad_selectors
 from memory_app.scratchpad import services as scratchpad_services
+from memory_app.scratchpad.dashboard import selectors as dashboard_selectors
 from memory_app.scratchpad.dashboard.forms import ScratchpadSpaceForm, space_value
 from memory_app.scratchpad.dashboard.panels import PANEL_NAME, TEMPLATE
-from memory_app.scratchpad.dashboard.selectors import scratchpad_history as scratchpad_history_read
-from memory_app.scratchpad.dashboard.selectors import scratchpad_spaces, space_text
 from memory_app.scratchpad.models import ScratchpadRevision, ScratchpadSpace
 from sessions_app.authors import operator_author
 from sessions_app.dashboard.auth import operator_required
@@ -32,7 +31,7 @@ from sessions_app.models import AgentSession
 
 
 def _space_context(session: AgentSession, space: str) -> dict[str, Any]:
-    spaces = scratchpad_spaces(session=session, only=space)
+    spaces = dashboard_selectors.scratchpad_spaces(session=session, only=space)
     return {"session": session, "space": spaces[0]}
 
 
@@ -76,7 +75,7 @@ def scratchpad_edit(request: HtmxHttpRequest, session_id: uuid.UUID, space: str)
                 **context,
                 "form": form,
                 "conflict": conflict,
-                "conflict_text": space_text(conflict.current_value),
+                "conflict_text": dashboard_selectors.space_text(conflict.current_value),
             },
             status=409,
         )
@@ -100,7 +99,9 @@ def _history_pages(session: AgentSession, space: str) -> HistoryPages:
         memory=space,
         what=f"{space} space",
         tab=PANEL_NAME,
-        history=lambda **query: scratchpad_history_read(session_id=session.pk, space=space, **query),
+        history=lambda **query: dashboard_selectors.scratchpad_history(
+            session_id=session.pk, space=space, **query
+        ),
         restore_url=lambda version: reverse(
             "dashboard:scratchpad_restore", args=[session.pk, space, version]
         ),
@@ -129,7 +130,7 @@ def scratchpad_restore(
     except ScratchpadRevision.DoesNotExist:
         raise Http404("No such version of this space.") from None
 
-    restored = space_text(value)
+    restored = dashboard_selectors.space_text(value)
 
     def save(text: str, base_version: int) -> int:
         try:
@@ -143,7 +144,9 @@ def scratchpad_restore(
                 expected_version=base_version,
             )
         except scratchpad_services.ScratchpadConflict as conflict:
-            raise RestoreConflict(conflict.current_version, space_text(conflict.current_value)) from conflict
+            raise RestoreConflict(
+                conflict.current_version, dashboard_selectors.space_text(conflict.current_value)
+            ) from conflict
         except scratchpad_services.ScratchpadInvalidValue as exc:
             raise RestoreRefused(str(exc)) from exc
         return change.version
