@@ -29,8 +29,8 @@ from sessions_app.usage import session_usage
 
 
 def session_page_context(session: AgentSession) -> dict[str, Any]:
-    """What the session page shows when it loads (every panel of its own but the lazy ones; the
-    features' panels: `panels`)."""
+    """What the session page shows when it loads: its own panels but the lazy ones (the
+    features' panels come from `panels`)."""
     last_seq = session.last_seq  # before the transcript: what is newer arrives over the websocket
     context: dict[str, Any] = {
         "session": session,
