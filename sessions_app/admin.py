@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from functools import lru_cache
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
+from django.forms.models import ModelFormMetaclass
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.cache import add_never_cache_headers
+from django.utils.module_loading import import_string
 
-from memory_app.notepad.admin import SessionNotepadAdminMixin, SessionNotepadForm
-from memory_app.scratchpad.admin import SessionScratchpadFields, scratchpad_save
 from sessions_app import services, tokens
-from sessions_app.admin_base import ReadOnlyAdmin
-from sessions_app.engine.features import features
+from sessions_app.admin_base import ReadOnlyAdmin, SessionAdminFields
+from sessions_app.authors import operator_author
+from sessions_app.engine.features import FeatureSet, features
 from sessions_app.models import (
     AgentSession,
     AgentToken,
@@ -93,15 +95,27 @@ class AgentTokenAdmin(admin.ModelAdmin):
         self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
 
 
-class AgentSessionForm(SessionNotepadForm, SessionScratchpadFields):
-    """The session, its notepad and its scratchpad spaces; settings and tools validated as the
-    protocol validates them (an invalid object would otherwise reach the engine)."""
+class AgentSessionForm(forms.ModelForm):
+    """The session, with settings and tools validated as the protocol validates them (an invalid
+    object would otherwise reach the engine), and each feature's fields (`session_form_class`)."""
+
+    # The features' fields classes this form is made of, in feature order.
+    field_parts: tuple[type[SessionAdminFields], ...] = ()
+
+    class Meta:
+        model = AgentSession
+        fields = "__all__"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.scratchpad_edits: dict[str, Any] = {}
         if not self.instance._state.adding:
-            self.scratchpad_initial(self.instance.pk)
+            for part in self.field_parts:
+                part.fields_load(self._as_fields, self.instance.pk)
+
+    @property
+    def _as_fields(self) -> SessionAdminFields:
+        # The form's class has each of `field_parts` among its bases (`session_form_class`).
+        return cast(SessionAdminFields, self)
 
     def clean_settings(self) -> dict:
         try:
@@ -119,9 +133,28 @@ class AgentSessionForm(SessionNotepadForm, SessionScratchpadFields):
 
     def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
-        if cleaned is not None and not self.instance._state.adding:
-            self.scratchpad_edits = self.scratchpad_clean(self.instance.pk, cleaned)
+        if cleaned is not None:
+            for part in self.field_parts:
+                part.fields_clean(self._as_fields, cleaned)
         return cleaned
+
+    def features_save(self, author: str) -> None:
+        """Write each feature's fields through its services (after the session's row is saved)."""
+        for part in self.field_parts:
+            part.fields_save(self._as_fields, self.instance.pk, author)
+
+
+@lru_cache(maxsize=1)
+def session_form_class(feature_set: FeatureSet) -> type[AgentSessionForm]:
+    """The session's admin form for these features: `AgentSessionForm` and each feature's
+    `FeatureDashboard.admin_fields` class (their fields come after the session's own)."""
+    parts = tuple(import_string(path) for path in feature_set.admin_fields)
+    for part in parts:
+        if not issubclass(part, SessionAdminFields):
+            raise TypeError(f"{part.__module__}.{part.__qualname__} is not a SessionAdminFields")
+    namespace = {"field_parts": parts, "__module__": __name__}
+    form_class = ModelFormMetaclass("AgentSessionForm", (AgentSessionForm, *parts), namespace)
+    return cast(type[AgentSessionForm], form_class)
 
 
 class SessionRowAdmin(admin.ModelAdmin):
@@ -143,7 +176,7 @@ class SessionRowAdmin(admin.ModelAdmin):
 
 
 @admin.register(AgentSession)
-class AgentSessionAdmin(SessionNotepadAdminMixin, SessionRowAdmin):
+class AgentSessionAdmin(SessionRowAdmin):
     form = AgentSessionForm
     list_display = [
         "__str__",
@@ -178,15 +211,14 @@ class AgentSessionAdmin(SessionNotepadAdminMixin, SessionRowAdmin):
         "spawned_by_tool_use_id",
     ]
 
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        # The features' fields, as `PALIMPSEST_FEATURES` names them now (a test may change it).
+        kwargs["form"] = session_form_class(features())
+        return super().get_form(request, obj, change, **kwargs)
+
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
-        if change and form.scratchpad_edits:
-            scratchpad_save(
-                session_id=obj.pk,
-                edits=form.scratchpad_edits,
-                cleaned=form.cleaned_data,
-                username=request.user.get_username(),
-            )
+        form.features_save(operator_author(request.user.get_username()))
 
 
 @admin.register(Message)

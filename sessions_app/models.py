@@ -84,8 +84,8 @@ class AgentSession(TimestampedModel):
     # lease writes nothing once another process has taken the same turn over.
     lease_holder = models.UUIDField(null=True, blank=True, editable=False)
     cancel_requested = models.BooleanField(default=False, editable=False)
-    # The session notepad (seed 000): null until first written. Changed only through
-    # `memory_app.notepad.services` (row lock, version check, revision, event), hence not editable here.
+    # The session notepad (seed 000): null until first written. Changed only through the notepad
+    # feature's services (row lock, version check, revision, event), hence not editable here.
     notepad = models.TextField(null=True, blank=True, editable=False)
     notepad_version = models.PositiveIntegerField(default=0, editable=False)
     # Summary calls that failed in a row: at COMPACTION_BREAKER_FAILURES the engine stops trying

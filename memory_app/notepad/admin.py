@@ -1,12 +1,13 @@
 """The session notepad in the Django admin.
 
-The session notepad is edited on the session's admin page (`SessionNotepadAdminMixin`, used by
-`sessions_app.admin.AgentSessionAdmin`) through the same service as the agent, with optimistic
-concurrency; its revisions are read-only.
+The session notepad is edited on the session's admin page (`SessionNotepadFields`, this
+feature's `FeatureDashboard.admin_fields`) through the same service as the agent, with
+optimistic concurrency; its revisions are read-only.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django import forms
@@ -16,8 +17,7 @@ from django.utils.html import format_html
 
 from memory_app.notepad import selectors, services
 from memory_app.notepad.models import NotepadRevision
-from sessions_app.authors import operator_author
-from sessions_app.models import AgentSession
+from sessions_app.admin_base import SessionAdminFields
 
 CONFLICT_PRE_STYLE = "white-space: pre-wrap; max-height: 24em; overflow: auto;"
 
@@ -25,12 +25,12 @@ CONFLICT_PRE_STYLE = "white-space: pre-wrap; max-height: 24em; overflow: auto;"
 # ---------------------------------------------------------------------------
 # Session notepad (seed 000)
 # ---------------------------------------------------------------------------
-class SessionNotepadForm(forms.ModelForm):
-    """The session form plus its notepad and the notepad version the operator started from.
+class SessionNotepadFields(SessionAdminFields):
+    """The session's notepad and the notepad version the operator started from.
 
     The admin runs a change form's POST in one transaction (`ModelAdmin.changeform_view`): the
-    row lock taken while validating is held until `save_model` writes through the service, so
-    the check and the write cannot be separated by another edit.
+    row lock taken while validating is held until the session is saved and the notepad written
+    through the service, so the check and the write cannot be separated by another edit.
     """
 
     notepad_content = forms.CharField(
@@ -42,35 +42,29 @@ class SessionNotepadForm(forms.ModelForm):
     )
     notepad_base_version = forms.IntegerField(min_value=0, required=False, widget=forms.HiddenInput)
 
-    class Meta:
-        model = AgentSession
-        fields = "__all__"
+    notepad_edited = False
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.notepad_edited = False
-        if not self.instance._state.adding:
-            state = selectors.notepad_get(session_id=self.instance.pk)
-            self.fields["notepad_content"].initial = state.content
-            self.fields["notepad_base_version"].initial = state.version
+    def fields_load(self, session_id: uuid.UUID) -> None:
+        state = selectors.notepad_get(session_id=session_id)
+        self.fields["notepad_content"].initial = state.content
+        self.fields["notepad_base_version"].initial = state.version
 
     def clean_notepad_content(self) -> str:
         # Browsers submit a textarea's line breaks as CRLF; the notepad keeps the agent's "\n".
         return (self.cleaned_data.get("notepad_content") or "").replace("\r\n", "\n")
 
-    def clean(self) -> dict[str, Any] | None:
-        cleaned = super().clean()
-        if cleaned is not None and "notepad_content" in cleaned:
-            self._clean_notepad(cleaned["notepad_content"], cleaned.get("notepad_base_version") or 0)
-        return cleaned
-
-    def _clean_notepad(self, content: str, base: int) -> None:
+    def fields_clean(self, cleaned: dict[str, Any]) -> None:
+        if "notepad_content" not in cleaned:
+            return
+        content, base = cleaned["notepad_content"], cleaned.get("notepad_base_version") or 0
         if len(content) > services.NOTEPAD_MAX_CHARS:
             self.add_error(
                 "notepad_content", f"The notepad is limited to {services.NOTEPAD_MAX_CHARS:,} characters."
             )
             return
         if self.instance._state.adding:
+            # A new session's notepad is written when the operator gave it a text.
+            self.notepad_edited = bool(content)
             return
         current = selectors.notepad_get(session_id=self.instance.pk, for_update=True)
         try:
@@ -110,23 +104,15 @@ class SessionNotepadForm(forms.ModelForm):
         )
         self.add_error("notepad_content", forms.ValidationError(message, code="notepad_conflict"))
 
-
-class SessionNotepadAdminMixin(admin.ModelAdmin):
-    """For the session's ModelAdmin: edit the notepad through `memory_app.notepad.services`."""
-
-    form = SessionNotepadForm
-
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        super().save_model(request, obj, form, change)
-        edited = form.notepad_edited if change else bool(form.cleaned_data.get("notepad_content"))
-        if not edited:
+    def fields_save(self, session_id: uuid.UUID, author: str) -> None:
+        if not self.notepad_edited:
             return
         services.notepad_write(
-            session_id=obj.pk,
-            content=form.cleaned_data["notepad_content"],
-            author=operator_author(request.user.get_username()),
-            # Checked (under lock) in the form's clean: a conflict cannot happen here.
-            expected_version=form.cleaned_data.get("notepad_base_version") or 0,
+            session_id=session_id,
+            content=self.cleaned_data["notepad_content"],
+            author=author,
+            # Checked (under lock) in `fields_clean`: a conflict cannot happen here.
+            expected_version=self.cleaned_data.get("notepad_base_version") or 0,
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memory_app.notepad.context import NOTEPAD_POSITION_MESSAGE, NOTEPAD_POSITION_SYSTEM, NOTEPAD_SECTION
+from memory_app.notepad.dashboard import DASHBOARD
 from memory_app.notepad.prompts import NOTEPAD_HEADING
 from memory_app.notepad.sandbox_api import SANDBOX_NAME, sandbox_notepad
 from memory_app.notepad.scripted import rule_forget, rule_notepad, rule_remember
@@ -23,4 +24,5 @@ FEATURE = Feature(
     sandbox={SANDBOX_NAME: sandbox_notepad},
     scripted_rules=[rule_remember, rule_forget, rule_notepad],
     context_openings=[NOTEPAD_HEADING + "\n"],
+    dashboard=DASHBOARD,
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from memory_app.observations.dashboard import DASHBOARD
 from memory_app.observations.hooks import OBSERVATION_HOOK
 from memory_app.observations.scripted import rule_read_grep
 from memory_app.observations.selectors import SCOPE_SESSION, SCOPE_TURN
@@ -28,4 +29,5 @@ FEATURE = Feature(
     hooks=[OBSERVATION_HOOK],
     result_store=MASKED_RESULT_STORE,
     scripted_rules=[rule_read_grep],
+    dashboard=DASHBOARD,
 )

@@ -1,14 +1,15 @@
 """The scratchpad in the Django admin.
 
-The three spaces are edited on the session's admin page (`SessionScratchpadFields`, used by
-`sessions_app.admin`) through `scratchpad_services.scratchpad_space_set`, with the same
-optimistic concurrency as the dashboard: an edit names the version it started from, and a space
-the agent changed meanwhile is refused with its current value, never overwritten. The rows
-themselves and the revision trail are read-only here.
+The three spaces are edited on the session's admin page (`SessionScratchpadFields`, this
+feature's `FeatureDashboard.admin_fields`) through `scratchpad_services.scratchpad_space_set`,
+with the same optimistic concurrency as the dashboard: an edit names the version it started
+from, and a space the agent changed meanwhile is refused with its current value, never
+overwritten. The rows themselves and the revision trail are read-only here.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django import forms
@@ -18,13 +19,12 @@ from django.http import HttpRequest, QueryDict
 from memory_app.scratchpad import services as scratchpad_services
 from memory_app.scratchpad.models import Scratchpad, ScratchpadRevision, ScratchpadSpace
 from memory_app.scratchpad.selectors import scratchpad_get
-from sessions_app.admin_base import ReadOnlyAdmin
-from sessions_app.authors import operator_author
+from sessions_app.admin_base import ReadOnlyAdmin, SessionAdminFields
 
 SPACES = (ScratchpadSpace.NOTES, ScratchpadSpace.PLAN, ScratchpadSpace.REFS)
 
 
-class SessionScratchpadFields(forms.Form):
+class SessionScratchpadFields(SessionAdminFields):
     """The scratchpad's spaces as fields of the session's admin form (refs: one per line)."""
 
     scratchpad_notes = forms.CharField(
@@ -49,7 +49,10 @@ class SessionScratchpadFields(forms.Form):
     scratchpad_plan_version = forms.IntegerField(min_value=0, required=False, widget=forms.HiddenInput)
     scratchpad_refs_version = forms.IntegerField(min_value=0, required=False, widget=forms.HiddenInput)
 
-    def scratchpad_initial(self, session_id: Any) -> None:
+    # The spaces the operator changed, {space: value}, for `fields_save`.
+    scratchpad_edits: dict[str, Any]
+
+    def fields_load(self, session_id: uuid.UUID) -> None:
         view = scratchpad_get(session_id=session_id)
         self.fields["scratchpad_notes"].initial = view.notes
         self.fields["scratchpad_plan"].initial = view.plan
@@ -57,12 +60,16 @@ class SessionScratchpadFields(forms.Form):
         for space in SPACES:
             self.fields[f"scratchpad_{space}_version"].initial = getattr(view, f"{space}_version")
 
-    def scratchpad_clean(self, session_id: Any, cleaned: dict[str, Any]) -> dict[str, Any]:
-        """The spaces the operator changed, {space: value}; stale ones become form errors.
+    def fields_clean(self, cleaned: dict[str, Any]) -> None:
+        """Keep the spaces the operator changed; stale ones become form errors.
 
         Runs inside the admin's transaction with the session row locked, so what it checks still
-        holds when `scratchpad_save` writes.
+        holds when `fields_save` writes. A new session's spaces are not edited here.
         """
+        self.scratchpad_edits = {}
+        if self.instance._state.adding:
+            return
+        session_id = self.instance.pk
         session = scratchpad_services.scratchpad_session_lock(session_id)
         limits = scratchpad_services.ScratchpadLimits.from_settings(session.settings)
         view = scratchpad_get(session_id=session_id)
@@ -89,7 +96,7 @@ class SessionScratchpadFields(forms.Form):
                 self._scratchpad_refuse_stale(space, current, getattr(view, space))
                 continue
             edits[space] = value
-        return edits
+        self.scratchpad_edits = edits
 
     def _scratchpad_refuse_stale(self, space: str, version: int, value: Any) -> None:
         data = self.data.copy() if isinstance(self.data, QueryDict) else dict(self.data)
@@ -106,18 +113,15 @@ class SessionScratchpadFields(forms.Form):
             ),
         )
 
-
-def scratchpad_save(
-    *, session_id: Any, edits: dict[str, Any], cleaned: dict[str, Any], username: str
-) -> None:
-    for space, value in edits.items():
-        scratchpad_services.scratchpad_space_set(
-            session_id=session_id,
-            space=space,
-            value=value,
-            author=operator_author(username),
-            expected_version=cleaned.get(f"scratchpad_{space}_version") or 0,
-        )
+    def fields_save(self, session_id: uuid.UUID, author: str) -> None:
+        for space, value in self.scratchpad_edits.items():
+            scratchpad_services.scratchpad_space_set(
+                session_id=session_id,
+                space=space,
+                value=value,
+                author=author,
+                expected_version=self.cleaned_data.get(f"scratchpad_{space}_version") or 0,
+            )
 
 
 @admin.register(Scratchpad)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from memory_app.scratchpad import prompts
 from memory_app.scratchpad.context import SECTION
+from memory_app.scratchpad.dashboard import DASHBOARD
 from memory_app.scratchpad.scripted import scratchpad_note, scratchpad_plan, scratchpad_ref, scratchpad_show
 from memory_app.scratchpad.settings import SETTINGS, SETTINGS_RULES
 from memory_app.scratchpad.tools import SPEC
@@ -17,4 +18,5 @@ FEATURE = Feature(
     sections=[SECTION],
     scripted_rules=[scratchpad_plan, scratchpad_note, scratchpad_ref, scratchpad_show],
     context_openings=[prompts.HINT_OPENING, prompts.BLOCK_START],
+    dashboard=DASHBOARD,
 )

@@ -6,6 +6,7 @@ so this package has no models of its own."""
 from __future__ import annotations
 
 from memory_app.subsessions.context import CHILD_SECTION
+from memory_app.subsessions.dashboard import DASHBOARD
 from memory_app.subsessions.scripted import rule_child_reports, rule_fork, rule_spawn
 from memory_app.subsessions.tools import FORK_SESSION_TOOL, REPORT_RESULT_TOOL, SPAWN_SESSION_TOOL
 from sessions_app.engine.contract import Feature
@@ -30,4 +31,5 @@ FEATURE = Feature(
     tools=[SPAWN_SESSION_TOOL, FORK_SESSION_TOOL, REPORT_RESULT_TOOL],
     sections=[CHILD_SECTION],
     scripted_rules=[rule_spawn, rule_fork, rule_child_reports],
+    dashboard=DASHBOARD,
 )

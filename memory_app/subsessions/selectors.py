@@ -1,5 +1,5 @@
 """Every read about sub-sessions: a child's outcome for its parent's call, a session's children
-and its tree as the dashboard shows them.
+as the dashboard shows them.
 
 Sessions are named by id: callers (the engine for its own session, the dashboard for staff) have
 established access already.
@@ -8,7 +8,6 @@ established access already.
 from __future__ import annotations
 
 import uuid
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,24 +111,4 @@ def subsession_children(*, session_id: uuid.UUID) -> list[ChildRow]:
             rows.append(ChildRow(child, STATUS_CANCELLED, ""))
         else:
             rows.append(ChildRow(child, "", ""))
-    return rows
-
-
-@dataclass(frozen=True)
-class TreeRow:
-    session: AgentSession
-    level: int  # 1 for a child of the root
-
-
-def subsession_tree(*, root_id: uuid.UUID) -> list[TreeRow]:
-    """Every descendant of the root `root_id`, depth first (children oldest first). One query."""
-    by_parent: dict[uuid.UUID | None, list[AgentSession]] = defaultdict(list)
-    for session in AgentSession.objects.filter(root_session_id=root_id).order_by("created_at", "pk"):
-        by_parent[session.parent_session_id].append(session)
-    rows: list[TreeRow] = []
-    stack = [(child, 1) for child in reversed(by_parent[root_id])]
-    while stack:
-        session, level = stack.pop()
-        rows.append(TreeRow(session, level))
-        stack += [(child, level + 1) for child in reversed(by_parent[session.pk])]
     return rows

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memory_app.tasks.context import TASKS_SECTION, tasks_warning_notes
+from memory_app.tasks.dashboard import DASHBOARD
 from memory_app.tasks.scripted import rule_task, rule_task_steps
 from memory_app.tasks.selectors import tasks_history_view
 from memory_app.tasks.tools import BEGIN_TASK, END_TASK
@@ -17,4 +18,5 @@ FEATURE = Feature(
     scripted_rules=[rule_task, rule_task_steps],
     history_view=tasks_history_view,
     warning_notes=tasks_warning_notes,
+    dashboard=DASHBOARD,
 )

@@ -9,7 +9,6 @@ from typing import Any
 
 from django import forms
 
-from memory_app.scratchpad.models import ScratchpadSpace
 from sessions_app.engine.features import features
 from sessions_app.validation import (
     MAX_CONTEXT_WINDOW,
@@ -23,11 +22,10 @@ from sessions_app.validation import (
 
 # One message an operator types; a client's frame may be larger, but a browser form need not be.
 MESSAGE_MAX_CHARS = 200_000
-OBSERVATION_MODES = ("head", "tail", "range", "lines", "grep")
 
 
-def _lf(text: str) -> str:
-    # Browsers submit a textarea's line breaks as CRLF; what the agent wrote uses "\n".
+def newlines_lf(text: str) -> str:
+    """A textarea's text with the agent's line breaks: browsers submit CRLF, the agent writes "\\n"."""
     return text.replace("\r\n", "\n")
 
 
@@ -136,7 +134,7 @@ class SessionCreateForm(forms.Form):
         return list(groups.values())
 
     def clean_system_prompt(self) -> str:
-        return _lf(self.cleaned_data.get("system_prompt") or "")
+        return newlines_lf(self.cleaned_data.get("system_prompt") or "")
 
     def clean_settings(self) -> dict | None:
         raw = (self.cleaned_data.get("settings") or "").strip()
@@ -205,44 +203,7 @@ class MessageForm(forms.Form):
     )
 
     def clean_content(self) -> str:
-        content = _lf(self.cleaned_data["content"])
+        content = newlines_lf(self.cleaned_data["content"])
         if not content.strip():
             raise forms.ValidationError("Write something first.")
         return content
-
-
-class NotepadForm(forms.Form):
-    content = forms.CharField(required=False, strip=False, widget=forms.Textarea(attrs={"rows": 14}))
-    # The version the operator's editor started from: a notepad that moved on is a conflict.
-    base_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
-
-    def clean_content(self) -> str:
-        return _lf(self.cleaned_data.get("content") or "")
-
-
-class ScratchpadSpaceForm(forms.Form):
-    space = forms.ChoiceField(choices=ScratchpadSpace.choices, widget=forms.HiddenInput)
-    value = forms.CharField(required=False, strip=False, widget=forms.Textarea(attrs={"rows": 6}))
-    base_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
-
-    def space_value(self) -> str | list[str]:
-        """The value as the space holds it: text, or for refs one ref a line."""
-        text = _lf(self.cleaned_data.get("value") or "")
-        if self.cleaned_data["space"] == ScratchpadSpace.REFS:
-            return [line.strip() for line in text.split("\n") if line.strip()]
-        return text
-
-
-class ObservationReadForm(forms.Form):
-    mode = forms.ChoiceField(choices=[(m, m) for m in OBSERVATION_MODES], initial="head")
-    n = forms.IntegerField(required=False, min_value=1)
-    start = forms.IntegerField(required=False, min_value=0)
-    end = forms.IntegerField(required=False, min_value=1)
-    start_line = forms.IntegerField(required=False, min_value=1)
-    end_line = forms.IntegerField(required=False, min_value=1)
-    pattern = forms.CharField(required=False, strip=False)
-    context = forms.IntegerField(required=False, min_value=0)
-
-    def read_arguments(self) -> dict[str, Any]:
-        """The read's arguments, as `scratchpad_read` takes them (unset ones left out)."""
-        return {k: v for k, v in self.cleaned_data.items() if k != "mode" and v not in (None, "")}

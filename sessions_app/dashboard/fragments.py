@@ -1,36 +1,34 @@
 """What the dashboard websockets push: HTML fragments that htmx's `ws` extension swaps in.
 
 Each fragment names its target (`hx-swap-oob`): transcript items are appended, streamed text
-is appended to the running step's bubble, panels (status, gauge, notepad, scratchpad,
-observations, the prompt inspector's refresh) are replaced. A batch of events (a replay, a gap
-fill) renders every panel it touched once.
+is appended to the running step's bubble, panels (status, gauge, usage, the prompt inspector's
+refresh) are replaced, and each feature's panels give their own (`DashboardPanel.live`). A batch
+of events (a replay, a gap fill) renders every panel it touched once.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.template.loader import render_to_string
-from django.utils.html import escape, format_html
+from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from memory_app.subsessions.selectors import DELEGATING_TOOLS
-from sessions_app.authors import operator_author
 from sessions_app.dashboard import selectors, transcript
+from sessions_app.dashboard.panels import panels_live
+from sessions_app.engine.features import features
 from sessions_app.models import AgentSession
 from sessions_app.usage import session_usage
 
-# Events after which the next request's size has changed.
+# Events after which the next request's size has changed (and the features' `GaugeRow.events`).
 GAUGE_EVENTS = frozenset(
     {
         "user.message",
         "usage",
         "turn.completed",
-        "notepad.updated",
-        "scratchpad.updated",
         "compaction.completed",
         "compaction.masked",
         "tool.result",
@@ -56,13 +54,9 @@ MODEL_CALL_EVENTS = frozenset({"usage", "compaction.completed", "turn.completed"
 class _Touched:
     gauge: bool = False
     status: bool = False
-    notepad: bool = False
-    spaces: set[str] = field(default_factory=set)
-    observations: bool = False
     inspector: bool = False
     usage: bool = False  # a model call was recorded: the session's usage totals moved
     new_epoch: int | None = None
-    family: bool = False  # the session's sub-sessions
 
 
 def _rendered(parts: Sequence[str]) -> SafeString:
@@ -95,6 +89,7 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
     parts: list[str] = []
     items: list[str] = []
     touched = _Touched()
+    gauge_events = GAUGE_EVENTS.union(*(row.events for row in features().gauge_rows))
     for event in events:
         kind = event["type"]
         if kind == "assistant.delta":
@@ -111,48 +106,17 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
             render_to_string("dashboard/session.html#transcript-item", {"session": session, "item": item})
             for item in transcript.items_from_event(event)
         ]
-        touched.gauge |= kind in GAUGE_EVENTS
+        touched.gauge |= kind in gauge_events
         touched.status |= kind in STATUS_EVENTS
-        touched.notepad |= kind == "notepad.updated"
         touched.inspector |= kind in MODEL_CALL_EVENTS
         touched.usage |= kind in MODEL_CALL_EVENTS or kind == "error"
-        # A child was spawned, or returned: the page's list of sub-sessions changed.
-        touched.family |= kind == "session.spawned" or (
-            kind == "tool.result" and event.get("name") in DELEGATING_TOOLS
-        )
-        if kind == "scratchpad.updated":
-            touched.spaces.add(str(event.get("space")))
-        if kind == "tool.result" and event.get("observation_id"):
-            touched.observations = True
         if kind == "compaction.completed":
             touched.new_epoch = event.get("epoch")
-        if kind == "notepad.updated" and event.get("author") != operator_author(operator):
-            parts.append(
-                format_html(
-                    '<p id="notepad-live-notice" class="notice warn live-notice" hx-swap-oob="true">'
-                    "The notepad changed while you edit (now version {} by {}): saving will show both "
-                    "texts.</p>",
-                    event.get("version"),
-                    event.get("author"),
-                )
-            )
-        if kind == "scratchpad.updated" and event.get("author") != operator_author(operator):
-            space = escape(str(event.get("space")))
-            parts.append(
-                format_html(
-                    '<p id="scratchpad-{}-live-notice" class="notice warn live-notice" hx-swap-oob="true">'
-                    "The {} changed while you edit (now version {} by {}): saving will show both "
-                    "texts.</p>",
-                    space,
-                    space,
-                    event.get("version"),
-                    event.get("author"),
-                )
-            )
     parts.append(_oob_append("#transcript-items", items))
     parts.append(_oob_prepend_timeline(events))
     if session is not None:
         parts += _panels(session, touched, base)
+        parts += panels_live(session, events, operator)
     parts.append(
         format_html('<span id="last-seq" data-seq="{}" hidden hx-swap-oob="true"></span>', events[-1]["seq"])
     )
@@ -177,18 +141,6 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
     if touched.gauge:
         gauge = selectors.context_gauge(session=session)
         parts.append(render_to_string("dashboard/context.html#gauge", {**base, "gauge": gauge}))
-    if touched.notepad:
-        context = {**base, **selectors.notepad_panel(session_id=session.pk)}
-        parts.append(render_to_string("dashboard/notepad.html#view", context))
-        parts.append(render_to_string("dashboard/notepad.html#revisions", context))
-    for space in selectors.scratchpad_spaces(session=session) if touched.spaces else []:
-        if space.name in touched.spaces:
-            parts.append(render_to_string("dashboard/scratchpad.html#space-view", {**base, "space": space}))
-    if touched.observations:
-        observations = selectors.observations_of(session_id=session.pk)
-        parts.append(
-            render_to_string("dashboard/observations.html#list", {**base, "observations": observations})
-        )
     if touched.usage:
         parts.append(
             render_to_string("dashboard/usage.html#panel", {**base, "usage": session_usage(session)})
@@ -198,8 +150,6 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
         parts.append(
             format_html('<span id="inspector-signal" hidden hx-swap-oob="true">{}</span>', session.pk)
         )
-    if touched.family:
-        parts.append(family_fragment(session))
     if touched.new_epoch is not None:
         parts.append(
             render_to_string("dashboard/archive.html#live", {**base, "new_epoch": touched.new_epoch})
@@ -213,16 +163,3 @@ def session_row_fragment(*, session_id: str, filters: dict[str, Any]) -> str:
     if row is None:
         return format_html('<tr id="session-row-{}" data-remove hx-swap-oob="delete"></tr>', session_id)
     return render_to_string("dashboard/session_list.html#session-row", {"s": row, "oob": True})
-
-
-FAMILY_TEMPLATE = "dashboard/_subsession_family.html"
-
-
-def family_context(session: AgentSession) -> dict:
-    """The session page's block of its parent, root and sub-sessions."""
-    return {"session": session, "family": selectors.session_family(session=session)}
-
-
-def family_fragment(session: AgentSession) -> str:
-    """That block, to swap in live (`hx-swap-oob`)."""
-    return render_to_string(FAMILY_TEMPLATE, {**family_context(session), "oob": True})

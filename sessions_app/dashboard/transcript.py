@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_app.subsessions.selectors import DELEGATING_TOOLS
 from sessions_app.common.content import content_text
+from sessions_app.engine.features import features
 from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
 from sessions_app.models import Archive, Message
 
@@ -26,9 +26,9 @@ WARNING = "warning"
 ERROR = "error"
 # A turn that ended other than by the model's own end (cancelled, max steps, error).
 TURN_END = "turn_end"
-# A sub-session started by one of the session's spawn/fork calls (live, from `session.spawned`).
+# A sub-session started by one of the session's delegating calls (live, from `session.spawned`).
 SPAWNED = "spawned"
-# The child's id at the start of a spawn/fork call's result (`{"session_id": ...}`).
+# The child's id at the start of a delegating call's result (`{"session_id": ...}`).
 _CHILD_ID_RE = re.compile(r'^\{"session_id": "([0-9a-f-]{36})"')
 
 
@@ -108,7 +108,7 @@ class ToolUse:
     input_json: str
     # The input's `code` (run_sandbox_code), shown as code.
     code: str = ""
-    # The sub-session a spawn/fork call made (filled in by `subsessions.transcript_link_children`).
+    # The sub-session a delegating call started (filled in by `transcript_link_children`).
     child_id: str = ""
     # The input as blocks to read (pretty JSON, long fields apart, code as code).
     blocks: tuple[Block, ...] = ()
@@ -132,7 +132,7 @@ class TranscriptItem:
     position: int | None = None
     # compaction: its receipt in one line (trigger, kept, masked, duration, tokens).
     receipt: str = ""
-    # spawned, and a spawn/fork call's tool_result: the sub-session it concerns.
+    # spawned, and a delegating call's tool_result: the sub-session it concerns.
     child_id: str = ""
     # tool_result of run_sandbox_code: {exit_code, stdout, stderr, timed_out, duration_ms}.
     run: dict[str, Any] | None = None
@@ -200,8 +200,9 @@ def _tool_uses(blocks: Iterable[Any]) -> list[ToolUse]:
 
 
 def child_of_result(name: str, text: str) -> str:
-    """The sub-session a spawn/fork call's result names ("" for any other result)."""
-    if name not in DELEGATING_TOOLS:
+    """The sub-session a delegating call's result names (`FeatureDashboard.delegating_tools`;
+    "" for any other result)."""
+    if name not in features().delegating_tools:
         return ""
     match = _CHILD_ID_RE.match(text)
     return match.group(1) if match else ""

@@ -1,8 +1,12 @@
+"""The dashboard's URLs: its own views, then each feature's (`FeatureDashboard.urls`), in feature
+order, included at the root without a namespace of their own: their names join `dashboard:`."""
+
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import include, path
 
-from sessions_app.dashboard.views import memory, memory_history, records, session, sessions, subsessions
+from sessions_app.dashboard.views import records, session, sessions, subsessions
+from sessions_app.engine.features import features
 
 app_name = "dashboard"
 
@@ -18,42 +22,6 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/compact/", session.compaction_start, name="compact"),
     path("sessions/<uuid:session_id>/context/", session.context_panel, name="context"),
     path("sessions/<uuid:session_id>/timeline/", session.timeline_panel, name="timeline"),
-    path("sessions/<uuid:session_id>/notepad/", memory.notepad_panel, name="notepad"),
-    path("sessions/<uuid:session_id>/notepad/edit/", memory.notepad_edit, name="notepad_edit"),
-    path(
-        "sessions/<uuid:session_id>/notepad/versions/<int:version>/",
-        memory.notepad_revision,
-        name="notepad_revision",
-    ),
-    path(
-        "sessions/<uuid:session_id>/notepad/history/", memory_history.notepad_history, name="notepad_history"
-    ),
-    path(
-        "sessions/<uuid:session_id>/notepad/history/<int:version>/restore/",
-        memory_history.notepad_restore,
-        name="notepad_restore",
-    ),
-    path(
-        "sessions/<uuid:session_id>/scratchpad/<str:space>/history/",
-        memory_history.scratchpad_history,
-        name="scratchpad_history",
-    ),
-    path(
-        "sessions/<uuid:session_id>/scratchpad/<str:space>/history/<int:version>/restore/",
-        memory_history.scratchpad_restore,
-        name="scratchpad_restore",
-    ),
-    path(
-        "sessions/<uuid:session_id>/scratchpad/<str:space>/edit/",
-        memory.scratchpad_edit,
-        name="scratchpad_edit",
-    ),
-    path("sessions/<uuid:session_id>/observations/", memory.observation_list, name="observations"),
-    path(
-        "sessions/<uuid:session_id>/observations/<str:observation_id>/",
-        memory.observation_view,
-        name="observation",
-    ),
     path("sessions/<uuid:session_id>/archives/", records.archive_panel, name="archive"),
     path(
         "sessions/<uuid:session_id>/archives/<int:epoch>/messages/",
@@ -66,4 +34,6 @@ urlpatterns = [
         records.model_call_request_json,
         name="model_call_request",
     ),
+    # Each feature's views (`FeatureDashboard.urls`), their names in this namespace.
+    *(path("", include(module)) for module in features().dashboard_urls),
 ]

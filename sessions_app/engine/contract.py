@@ -17,7 +17,9 @@ What a `Feature` offers, slot by slot (`docs/architecture.md` has the table and 
 - `result_store`, `history_view`, `warning_notes`: compaction's cheap tier, how an epoch's
   history is shown, what the pre-compaction warning adds;
 - `lifecycle`: its part of a session's export, import, deletion and long-term search index;
-- `dashboard`: its panels on the operator's session page and its admin inlines.
+- `dashboard`: what operators see of it (`FeatureDashboard`): its panels on the dashboard's
+  session page, its views' URLs, its memories' histories, its part of the archive stepper and of
+  the context gauge, its tools that start sub-sessions, its fields on the session's admin page.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import functools
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from sessions_app.common.canonical import sorted_json
@@ -33,13 +36,18 @@ from sessions_app.common.estimate import json_text
 from sessions_app.common.types import ModelCallData, PlannedToolCall, ToolOutcome
 
 __all__ = [
+    "PANEL_HEAD",
+    "PANEL_TAB",
+    "ArchiveSection",
     "ContextSection",
     "DashboardPanel",
     "EndTurn",
     "Feature",
     "FeatureDashboard",
     "FeatureLifecycle",
+    "GaugeRow",
     "Handler",
+    "HistorySaving",
     "HistoryView",
     "HistoryViewSource",
     "ModelCallData",
@@ -425,29 +433,103 @@ class FeatureLifecycle:
     search_documents: Callable[[uuid.UUID], Sequence[SearchDocument]] | None = None
 
 
+# ---------------------------------------------------------------------------
+# What operators see of a feature: the dashboard and the admin
+# ---------------------------------------------------------------------------
+
+# Where a panel sits on the session page (`DashboardPanel.place`).
+PANEL_TAB = "tab"  # a tab of its own among the side panels, between Context and Archives
+PANEL_HEAD = "head"  # under the session's title, above the transcript, whatever the tab
+
+
 @dataclass(frozen=True)
 class DashboardPanel:
-    """A panel of the operator's session page: `template` is rendered with `context(session_id)`
-    (a dict, built in a DB thread) under the heading `title`; `tab` names the page tab it sits
-    in."""
+    """A part of the operator's session page that a feature fills, in the dashboard's websocket
+    too.
+
+    - `name`: unique among the features' panels; a tab's name in the page's address (`?tab=`);
+    - `template` (a template or a `{% partialdef %}` of one): rendered with the session's row as
+      `session` and what `context(session)` reads;
+    - `title`: the label of its tab;
+    - `live(session, events, operator)`: the HTML fragments (`hx-swap-oob`) that bring the panel
+      up to date after a batch of the session's events (none where no event concerns it), as the
+      operator `operator` sees it (a notice of someone else's change). The dashboard's websocket
+      calls it in a DB thread, for every batch but one of streamed text alone;
+    - `place`: `PANEL_TAB` or `PANEL_HEAD`.
+
+    `session` is the session's row (`AgentSession`: the contract names no model).
+    """
 
     name: str
-    title: str
     template: str
-    context: Callable[[uuid.UUID], Mapping[str, Any]]
-    tab: str = "memory"
+    context: Callable[[Any], Mapping[str, Any]]
+    title: str = ""
+    live: Callable[[Any, Sequence[Mapping[str, Any]], str], Sequence[str]] | None = None
+    place: str = PANEL_TAB
+
+
+@dataclass(frozen=True)
+class ArchiveSection:
+    """What the dashboard's archive stepper shows of a feature as it stood when an epoch was
+    archived (the notepad then): `template` rendered with `context(session_id, moment)`, the
+    archive having been made at `moment` (in a DB thread)."""
+
+    template: str
+    context: Callable[[uuid.UUID, datetime], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class GaugeRow:
+    """A row of the dashboard's context gauge: the per-call tokens of the feature's context
+    section named `section` (`BuiltRequest.sections`), under `label`, counted apart from System.
+    The gauge is refreshed live after any of `events`, the feature's events that change what the
+    section shows."""
+
+    section: str
+    label: str
+    events: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class HistorySaving:
+    """Stored history that a feature keeps out of requests (its `history_view`: a finished task's
+    calls): the context gauge takes `tokens(session_id, epoch)` (in a DB thread) off its History
+    row and shows them apart, under `label`."""
+
+    label: str
+    tokens: Callable[[uuid.UUID, int], int]
 
 
 @dataclass(frozen=True)
 class FeatureDashboard:
-    """What a feature shows operators: panels on the session page, URL patterns of its own views
-    (mounted under the session's dashboard URLs, named `<feature>:<name>`), and admin inlines of
-    its models on the session's admin page. Views and inlines are given as dotted paths or lazy
-    callables, so that the engine, which reads this, imports none of them."""
+    """What a feature shows operators, on the dashboard and in the admin. Views and admin fields
+    are named by dotted path, so that the engine, which loads the features, imports none of them.
+
+    - `panels`: its parts of the session page (`DashboardPanel`), in order;
+    - `urls`: the dotted path of a URL module of its own views (`urlpatterns`, no `app_name`),
+      included at the dashboard's root: its URL names join the `dashboard:` namespace, so they
+      start with the feature's name (`dashboard:notepad_edit`);
+    - `histories`: the memories it keeps every version of, name → the URL of that memory's
+      history page for a session id (the history pages switch between them; the archive
+      stepper links to each as it was when the epoch was archived);
+    - `archive`: what the archive stepper shows of it (`ArchiveSection`s);
+    - `gauge_rows`, `history_saving`: its parts of the context gauge;
+    - `delegating_tools`: the names of its tools whose call starts a sub-session (the child's
+      `spawned_by_tool_use_id` is the call's id) and whose result begins with
+      `{"session_id": "<the child's id>"`: the transcript links such a call and its result to
+      the child;
+    - `admin_fields`: the dotted path of a `sessions_app.admin_base.SessionAdminFields`
+      subclass: its fields on the session's admin page, written through the feature's services.
+    """
 
     panels: Sequence[DashboardPanel] = ()
-    urls: str | None = None  # dotted path of a module with `urlpatterns` and `app_name`
-    admin_inlines: Sequence[str] = ()  # dotted paths of InlineModelAdmin classes
+    urls: str | None = None
+    histories: Mapping[str, Callable[[uuid.UUID], str]] = field(default_factory=dict)
+    archive: Sequence[ArchiveSection] = ()
+    gauge_rows: Sequence[GaugeRow] = ()
+    history_saving: HistorySaving | None = None
+    delegating_tools: Collection[str] = ()
+    admin_fields: str | None = None
 
 
 # ---------------------------------------------------------------------------

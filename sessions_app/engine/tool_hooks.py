@@ -1,5 +1,5 @@
 """Hooks around a turn's tool calls, for features that transform them without the engine knowing
-the feature (observation offload and `{{stepN.field}}` references, in memory_app).
+the feature (the observations feature's offload and `{{stepN.field}}` references).
 
 A feature lists its hooks in its `Feature` (`Feature.hooks`); the turn loop calls those of every
 feature, in feature order:

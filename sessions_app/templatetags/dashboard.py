@@ -9,6 +9,7 @@ from django import template
 from django.utils.safestring import SafeString
 
 from sessions_app.common.content import content_text
+from sessions_app.dashboard import panels
 from sessions_app.dashboard.markdown import markdown_to_html
 from sessions_app.dashboard.selectors import history
 from sessions_app.dashboard.selectors.history import TimelineRow
@@ -18,6 +19,14 @@ register = template.Library()
 
 SUMMARY_CHARS = 140
 PAYLOAD_SHOWN_CHARS = 4000
+
+
+@register.simple_tag
+def panel_keys() -> dict[str, str]:
+    """The session page's keys of its panels (every tab but the transcript's), for the shortcuts
+    dialog: `first`, `last` and the panels' `labels`."""
+    keyed = [tab for tab in panels.session_tabs() if tab.key and tab.name != panels.TRANSCRIPT_TAB]
+    return {"first": keyed[0].key, "last": keyed[-1].key, "labels": ", ".join(tab.label for tab in keyed)}
 
 
 @register.filter

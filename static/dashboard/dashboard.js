@@ -116,6 +116,9 @@
     panels.querySelectorAll("[data-tab-button]").forEach((b) => {
       b.setAttribute("aria-selected", b.dataset.tabButton === name ? "true" : "false");
     });
+    panels.querySelectorAll(".panel[data-panel]").forEach((p) => {
+      p.classList.toggle("shown", p.dataset.panel === name);
+    });
     if (name === "inspector") {
       const inspector = document.querySelector("#inspector[data-follow][data-stale]");
       if (inspector) { delete inspector.dataset.stale; htmx.trigger(inspector, "refresh"); }
@@ -173,7 +176,10 @@
 
   // Keyboard: Ctrl+Enter (or Cmd+Enter) sends the message; single keys (listed in base.html's
   // #shortcuts dialog) act only when the cursor is not in a text field.
-  const TAB_KEYS = ["transcript", "context", "notepad", "scratchpad", "observations", "archives", "inspector", "timeline"];
+  // The tab a digit opens: the page gives each tab its key (aria-keyshortcuts).
+  function tabOfKey(key) {
+    return document.querySelector(`[data-tab-button][aria-keyshortcuts="${key}"]`);
+  }
   function typing(target) {
     return target.closest && (target.closest("input, textarea, select, [contenteditable]") !== null);
   }
@@ -214,8 +220,8 @@
       const running = document.querySelector("#session-status.status-running, #session-status.status-compacting");
       const cancel = document.querySelector("[data-cancel-turn]");
       if (running && cancel) cancel.click(); else handled = false;
-    } else if (page && /^[0-7]$/.test(event.key)) {
-      showTab(TAB_KEYS[Number(event.key)]);
+    } else if (page && /^[0-9]$/.test(event.key) && tabOfKey(event.key)) {
+      showTab(tabOfKey(event.key).dataset.tabButton);
     } else handled = false;
     if (handled) event.preventDefault();
   });

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from memory_app.notepad import selectors as notepad_selectors
 from memory_app.notepad import services as notepad_services
+from memory_app.notepad.dashboard.selectors import notepad_history
 from memory_app.notepad.models import NotepadRevision
 from memory_app.scratchpad import services as scratchpad_services
 from memory_app.scratchpad.models import ScratchpadRevision
@@ -142,11 +143,11 @@ def test_history_comes_a_page_at_a_time():
     session = session_new()
     for index in range(5):
         agent_writes(session, f"text {index}\n")
-    first = selectors.notepad_history(session_id=session.pk, limit=2)
+    first = notepad_history(session_id=session.pk, limit=2)
     assert [e.version for e in first.entries] == [5, 4] and first.older_before == 4
-    second = selectors.notepad_history(session_id=session.pk, before=first.older_before, limit=2)
+    second = notepad_history(session_id=session.pk, before=first.older_before, limit=2)
     assert [e.version for e in second.entries] == [3, 2] and second.older_before == 2
-    last = selectors.notepad_history(session_id=session.pk, before=second.older_before, limit=2)
+    last = notepad_history(session_id=session.pk, before=second.older_before, limit=2)
     assert [e.version for e in last.entries] == [1] and last.older_before is None
 
 

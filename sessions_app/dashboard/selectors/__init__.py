@@ -1,7 +1,8 @@
 """Every read of the operator dashboard, composed from the apps' selectors, one module per
 concern: `sessions` (the list), `history` (transcript, archives, stream, timeline), `gauge`,
-`inspector`, `memory` (notepad, scratchpad, observations), `memory_history` (their changes),
-`subsessions` (trees of sessions).
+`inspector`, `memory_history` (the history pages of a memory a feature keeps versions of),
+`subsessions` (trees of sessions). What the features show in their panels they read themselves,
+from their own selectors.
 
 Operators may see every session, but a session, archive, model call or observation named in a
 URL is always looked up within its session: a bad or foreign id is `NotFound`, never a crash.
@@ -14,7 +15,13 @@ the names below are the package's public surface.
 from __future__ import annotations
 
 from sessions_app.dashboard.selectors.common import NotFound, session_get_for_operator
-from sessions_app.dashboard.selectors.gauge import GAUGE_LABELS, ContextGauge, GaugePart, context_gauge
+from sessions_app.dashboard.selectors.gauge import (
+    GAUGE_LABELS,
+    ContextGauge,
+    GaugePart,
+    SavedTokens,
+    context_gauge,
+)
 from sessions_app.dashboard.selectors.history import (
     ARCHIVE_MESSAGES_PAGE_SIZE,
     TIMELINE_SIZE,
@@ -37,26 +44,16 @@ from sessions_app.dashboard.selectors.inspector import (
     model_call_get,
     request_inspect,
 )
-from sessions_app.dashboard.selectors.memory import (
-    NOTEPAD_REVISIONS_SHOWN,
-    OBSERVATIONS_SHOWN,
-    SCRATCHPAD_REVISIONS_SHOWN,
-    SpaceView,
-    notepad_panel,
-    observation_get_for_operator,
-    observations_of,
-    scratchpad_spaces,
-)
 from sessions_app.dashboard.selectors.memory_history import (
     HISTORY_PAGE_SIZE,
+    Against,
     DiffLine,
     HistoryEntry,
     LineDiff,
     MemoryHistory,
+    history_version_choose,
     line_diff,
-    notepad_history,
-    scratchpad_history,
-    space_text,
+    memory_history_make,
 )
 from sessions_app.dashboard.selectors.sessions import (
     SESSION_LIST_PAGE_SIZE,
@@ -67,9 +64,9 @@ from sessions_app.dashboard.selectors.sessions import (
 )
 from sessions_app.dashboard.selectors.subsessions import (
     TREE_ROWS_SHOWN,
-    Family,
+    TreeRow,
     descendant_count,
-    session_family,
+    session_tree,
     subsession_tree_shown,
     transcript_link_children,
 )
@@ -79,18 +76,15 @@ __all__ = [
     "HISTORY_PAGE_SIZE",
     "GAUGE_LABELS",
     "INSPECTOR_MESSAGES_SHOWN",
-    "NOTEPAD_REVISIONS_SHOWN",
-    "OBSERVATIONS_SHOWN",
-    "SCRATCHPAD_REVISIONS_SHOWN",
     "SESSION_LIST_PAGE_SIZE",
     "TIMELINE_SIZE",
     "TRANSCRIPT_PAGE_SIZE",
     "TREE_ROWS_SHOWN",
+    "Against",
     "ArchiveStep",
     "ArchivedPage",
     "ContextGauge",
     "DiffLine",
-    "Family",
     "GaugePart",
     "HistoryEntry",
     "InspectedBlock",
@@ -100,28 +94,24 @@ __all__ = [
     "LineDiff",
     "MemoryHistory",
     "NotFound",
-    "SpaceView",
+    "SavedTokens",
     "TranscriptPage",
+    "TreeRow",
     "archive_messages_page",
     "archive_step",
     "context_gauge",
     "descendant_count",
+    "history_version_choose",
     "line_diff",
+    "memory_history_make",
     "model_call_get",
-    "notepad_history",
-    "notepad_panel",
-    "observation_get_for_operator",
-    "observations_of",
     "request_inspect",
-    "scratchpad_history",
-    "scratchpad_spaces",
-    "session_family",
     "session_get_for_operator",
     "session_list",
     "session_list_row",
     "session_models",
     "session_owners",
-    "space_text",
+    "session_tree",
     "stream_in_progress",
     "subsession_tree_shown",
     "timeline",

@@ -1,14 +1,17 @@
-"""The context gauge: how full the next request will be, section by section."""
+"""The context gauge: how full the next request will be, section by section.
+
+Its rows are System, then each feature's `GaugeRow` (a context section's per-call tokens), in
+feature order, then History and Tools; history a feature keeps out of requests
+(`HistorySaving`) is taken off History and shown apart."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db.models import Sum
 from django.db.models.functions import Coalesce
 
-from memory_app.tasks.selectors import tasks_tokens_saved
 from sessions_app.engine.compaction import budget
 from sessions_app.engine.context import build_request
 from sessions_app.engine.features import features
@@ -25,6 +28,12 @@ class GaugePart:
 
 
 @dataclass(frozen=True)
+class SavedTokens:
+    label: str
+    tokens: int
+
+
+@dataclass(frozen=True)
 class ContextGauge:
     parts: list[GaugePart]
     estimated_tokens: int
@@ -32,8 +41,8 @@ class ContextGauge:
     window: int
     last_prompt_tokens: int | None
     token_ratio: float
-    # Tokens of the history that finished tasks keep out of requests (task scoping's collapse).
-    collapsed_tokens: int = 0
+    # Tokens of the history that features keep out of requests (their `HistorySaving`).
+    saved: list[SavedTokens] = field(default_factory=list)
 
     @property
     def estimated_percent(self) -> float:
@@ -48,13 +57,8 @@ class ContextGauge:
         return self.estimated_tokens > self.threshold_tokens
 
 
-GAUGE_LABELS = {
-    "system": "System",
-    "notepad": "Notepad",
-    "scratchpad": "Scratchpad",
-    "history": "History",
-    "tools": "Tools",
-}
+SYSTEM, HISTORY, TOOLS = "system", "history", "tools"
+GAUGE_LABELS = {SYSTEM: "System", HISTORY: "History", TOOLS: "Tools"}
 
 
 def apportion(total: int, weights: dict[str, int]) -> dict[str, int]:
@@ -80,30 +84,33 @@ def context_gauge(*, session: AgentSession) -> ContextGauge:
     estimate compaction decides on (`budget.estimate_prompt_tokens`: the provider's count of
     the previous prompt plus the session's token ratio times what changed).
     """
-    snapshot = features().snapshot(session)
+    feature_set = features()
+    snapshot = feature_set.snapshot(session)
     built = build_request(
         session=snapshot,
         history=[],
-        server_tools=features().tools_for_session(snapshot),
-        sections=features().sections,
+        server_tools=feature_set.tools_for_session(snapshot),
+        sections=feature_set.sections,
         max_tokens=settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
     )
     history = Message.objects.filter(session_id=session.pk, epoch=session.epoch).aggregate(
         total=Coalesce(Sum("token_estimate"), 0)
     )["total"]
-    collapsed = min(history, tasks_tokens_saved(session_id=session.pk, epoch=session.epoch))
-    history -= collapsed
-    # The notepad's and scratchpad's rows are the memory they show on this call; their guidance
-    # (and every other feature's) is stable system text, counted under System.
-    notepad = built.sections.get("notepad", 0)
-    scratchpad = built.sections.get("scratchpad", 0)
+    saved: list[tuple[str, int]] = []
+    for saving in feature_set.history_savings:
+        tokens = min(history, saving.tokens(session.pk, session.epoch))
+        history -= tokens
+        saved.append((saving.label, tokens))
+    # A feature's row is the memory its section shows on this call; its guidance (and every
+    # other feature's) is stable system text, counted under System.
+    shown = {row.section: built.sections.get(row.section, 0) for row in feature_set.gauge_rows}
+    labels = {**GAUGE_LABELS, **{row.section: row.label for row in feature_set.gauge_rows}}
     prompt_text = built.breakdown["system"] + built.breakdown["dynamic_system"] + built.breakdown["transient"]
     local = {
-        "system": prompt_text - notepad - scratchpad,
-        "notepad": notepad,
-        "scratchpad": scratchpad,
-        "history": history,
-        "tools": built.breakdown["tools"],
+        SYSTEM: prompt_text - sum(shown.values()),
+        **shown,
+        HISTORY: history,
+        TOOLS: built.breakdown["tools"],
     }
     local_total = sum(local.values())
     estimated = budget.estimate_prompt_tokens(snapshot, local_total)
@@ -112,7 +119,7 @@ def context_gauge(*, session: AgentSession) -> ContextGauge:
     parts = [
         GaugePart(
             key,
-            GAUGE_LABELS[key],
+            labels[key],
             scaled[key],
             100.0 * scaled[key] / window,
             100.0 * tokens / local_total if local_total else 0.0,
@@ -127,5 +134,5 @@ def context_gauge(*, session: AgentSession) -> ContextGauge:
         window=window,
         last_prompt_tokens=session.last_prompt_tokens,
         token_ratio=session.token_ratio,
-        collapsed_tokens=round(collapsed * scale),
+        saved=[SavedTokens(label, round(tokens * scale)) for label, tokens in saved],
     )

@@ -14,7 +14,6 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from memory_app.notepad import selectors as notepad_selectors
 from sessions_app.dashboard import transcript
 from sessions_app.dashboard.selectors.common import NotFound
 from sessions_app.dashboard.selectors.subsessions import transcript_link_children
@@ -151,7 +150,6 @@ class ArchiveStep:
     position: int  # 1-based among the session's archives
     previous_epoch: int | None
     next_epoch: int | None
-    notepad: notepad_selectors.NotepadState  # as it was when the archive was made
 
 
 def archive_step(*, session_id: uuid.UUID, epoch: Any = None) -> ArchiveStep | None:
@@ -175,7 +173,6 @@ def archive_step(*, session_id: uuid.UUID, epoch: Any = None) -> ArchiveStep | N
         position=index + 1,
         previous_epoch=epochs[index - 1] if index > 0 else None,
         next_epoch=epochs[index + 1] if index + 1 < len(epochs) else None,
-        notepad=notepad_selectors.notepad_as_of(session_id=session_id, moment=archive.created_at),
     )
 
 

@@ -1,20 +1,16 @@
-"""The memory history views: every change of the notepad or of one scratchpad space (who, which
-operation, when), one change's text and a line diff against the change before it or against the
-text now. Composed from the memory features' selectors; the diff is Python's difflib.
+"""The history of a memory a feature keeps every version of (`FeatureDashboard.histories`):
+every change (who, which operation, when), one change's text and a line diff against the change
+before it or against the text now. A feature's selector reads its versions and builds the page
+with `memory_history_make`; the diff is Python's difflib.
 """
 
 from __future__ import annotations
 
 import difflib
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from memory_app.notepad import selectors as notepad_selectors
-from memory_app.notepad.models import NotepadRevision
-from memory_app.scratchpad import selectors as scratchpad_selectors
-from memory_app.scratchpad.models import ScratchpadRevision, ScratchpadSpace
 from sessions_app.dashboard.selectors.common import NotFound
 
 HISTORY_PAGE_SIZE = 50
@@ -84,7 +80,7 @@ class MemoryHistory:
     """One memory's history page: `entries` (newest first, one page), the `selected` change with
     its `text`, and the diff against `compare_version` (the change before, or the text now)."""
 
-    memory: str  # "notepad", or a space's name
+    memory: str  # its name (`FeatureDashboard.histories`)
     current_version: int
     current_text: str
     entries: list[HistoryEntry]
@@ -101,22 +97,12 @@ class MemoryHistory:
         return self.selected_version == self.current_version
 
 
-def space_text(value: str | list[str]) -> str:
-    """A space's value as text (refs: one a line), as its editor shows it."""
-    return "\n".join(value) if isinstance(value, list) else value
-
-
-def _page(rows: list, *, limit: int) -> tuple[list, int | None]:
-    older = rows[limit - 1].version if len(rows) > limit else None
-    return rows[:limit], older
-
-
-def _history(
+def memory_history_make(
     *,
     memory: str,
     current_version: int,
     current_text: str,
-    rows: list,
+    rows: list[HistoryEntry],
     limit: int,
     selected: HistoryEntry | None,
     selected_version: int,
@@ -124,7 +110,11 @@ def _history(
     against: Against,
     previous_text: str = "",
 ) -> MemoryHistory:
-    entries, older = _page(rows, limit=limit)
+    """A memory's history page: `rows`, its changes newest first (one more than `limit`, to know
+    whether an older page follows), the `selected` change and its `text` (`previous_text`, the
+    text of the change before it), compared `against` the change before or the text now."""
+    entries = rows[:limit]
+    older = rows[limit - 1].version if len(rows) > limit else None
     if against == "current":
         compare_version, before, after = current_version, text, current_text
     else:
@@ -144,106 +134,10 @@ def _history(
     )
 
 
-def _selected_version(*, version: int | None, current: int, as_of: int | None) -> int:
+def history_version_choose(*, version: int | None, current: int, as_of: int | None) -> int:
+    """The change a history page selects: `version`, else the one current at the page's moment
+    (`as_of`), else the latest. Raises `NotFound` for a version that was never written."""
     chosen = version if version is not None else as_of if as_of is not None else current
     if chosen < 0 or chosen > current:
         raise NotFound
     return chosen
-
-
-def notepad_history(
-    *,
-    session_id: uuid.UUID,
-    version: int | None = None,
-    at: datetime | None = None,
-    against: Against = "previous",
-    before: int | None = None,
-    limit: int = HISTORY_PAGE_SIZE,
-) -> MemoryHistory:
-    """The notepad's history with change `version` selected (or the one current at `at`, or the
-    latest). Raises `NotFound` for a version that was never written."""
-    now = notepad_selectors.notepad_get(session_id=session_id)
-    as_of = notepad_selectors.notepad_as_of(session_id=session_id, moment=at).version if at else None
-    chosen = _selected_version(version=version, current=now.version, as_of=as_of)
-    rows = notepad_selectors.notepad_revisions_before(session_id=session_id, before=before, limit=limit + 1)
-    selected: HistoryEntry | None = None
-    text = previous = ""
-    if chosen > 0:
-        try:
-            revision = notepad_selectors.notepad_revision_get(session_id=session_id, version=chosen)
-            if chosen > 1 and against == "previous":
-                previous = notepad_selectors.notepad_at_version(
-                    session_id=session_id, version=chosen - 1
-                ).content
-        except NotepadRevision.DoesNotExist:
-            raise NotFound from None
-        selected = HistoryEntry(revision.version, revision.author, revision.operation, revision.created_at)
-        text = revision.content
-    return _history(
-        memory="notepad",
-        current_version=now.version,
-        current_text=now.content,
-        rows=[HistoryEntry(r.version, r.author, r.operation, r.created_at) for r in rows],
-        limit=limit,
-        selected=selected,
-        selected_version=chosen,
-        text=text,
-        against=against,
-        previous_text=previous,
-    )
-
-
-def scratchpad_history(
-    *,
-    session_id: uuid.UUID,
-    space: str,
-    version: int | None = None,
-    at: datetime | None = None,
-    against: Against = "previous",
-    before: int | None = None,
-    limit: int = HISTORY_PAGE_SIZE,
-) -> MemoryHistory:
-    """One scratchpad space's history, as `notepad_history`. Raises `NotFound` for an unknown
-    space or a version that was never written."""
-    if space not in ScratchpadSpace.values:
-        raise NotFound
-    now = scratchpad_selectors.scratchpad_get(session_id=session_id)
-    current_version: int = getattr(now, f"{space}_version")
-    as_of = (
-        scratchpad_selectors.scratchpad_version_as_of(session_id=session_id, space=space, moment=at)
-        if at
-        else None
-    )
-    chosen = _selected_version(version=version, current=current_version, as_of=as_of)
-    rows = scratchpad_selectors.scratchpad_revisions_before(
-        session_id=session_id, space=space, before=before, limit=limit + 1
-    )
-    selected: HistoryEntry | None = None
-    text = previous = ""
-    if chosen > 0:
-        try:
-            revision = scratchpad_selectors.scratchpad_revision_get(
-                session_id=session_id, space=space, version=chosen
-            )
-            if chosen > 1 and against == "previous":
-                previous = space_text(
-                    scratchpad_selectors.scratchpad_value_at_version(
-                        session_id=session_id, space=space, version=chosen - 1
-                    )
-                )
-        except ScratchpadRevision.DoesNotExist:
-            raise NotFound from None
-        selected = HistoryEntry(revision.version, revision.author, revision.action, revision.created_at)
-        text = space_text(revision.value)
-    return _history(
-        memory=space,
-        current_version=current_version,
-        current_text=space_text(getattr(now, space)),
-        rows=[HistoryEntry(r.version, r.author, r.action, r.created_at) for r in rows],
-        limit=limit,
-        selected=selected,
-        selected_version=chosen,
-        text=text,
-        against=against,
-        previous_text=previous,
-    )

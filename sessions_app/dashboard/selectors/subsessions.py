@@ -1,19 +1,20 @@
-"""Sub-sessions as the dashboard shows them (seed 000's spawn_session / fork_session): how many
-sessions a root's tree holds (the list), a session's parent, root and children (its page), and
-which child each spawn/fork call of a transcript made."""
+"""Trees of sessions as the dashboard shows them (a session's place in its tree is on its row:
+`parent_session`, `root_session`, `depth`): how many sessions a root's tree holds and the tree
+itself (the list), and which child each delegating call of a transcript started (the features'
+`delegating_tools`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass
 
 from django.db.models import Count, IntegerField, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
-from memory_app.subsessions import selectors as subsession_selectors
-from memory_app.subsessions.selectors import ChildRow, TreeRow
 from sessions_app.dashboard import transcript
+from sessions_app.engine.features import features
 from sessions_app.models import AgentSession
 
 # A root's tree shown in the session list is bounded: a runaway fan-out must not make a huge page.
@@ -33,45 +34,37 @@ def descendant_count() -> Coalesce:
 
 
 @dataclass(frozen=True)
-class Family:
-    parent: AgentSession | None
-    # The root, when it is not the parent (None for a root and for a child of the root).
-    root: AgentSession | None
-    children: list[ChildRow]
+class TreeRow:
+    session: AgentSession
+    level: int  # 1 for a child of the root
 
 
-def session_family(*, session: AgentSession) -> Family:
-    """The session's parent and root, and its children with what each returned. Three queries
-    at most."""
-    parent = root = None
-    if session.parent_session_id is not None:
-        related = {
-            s.pk: s
-            for s in AgentSession.objects.filter(pk__in={session.parent_session_id, session.root_id}).only(
-                "id", "title", "status"
-            )
-        }
-        parent = related.get(session.parent_session_id)
-        root = related.get(session.root_id) if session.root_id != session.parent_session_id else None
-    return Family(parent, root, subsession_selectors.subsession_children(session_id=session.pk))
+def session_tree(*, root_id: uuid.UUID) -> list[TreeRow]:
+    """Every descendant of the root `root_id`, depth first (children oldest first). One query."""
+    by_parent: dict[uuid.UUID | None, list[AgentSession]] = defaultdict(list)
+    for session in AgentSession.objects.filter(root_session_id=root_id).order_by("created_at", "pk"):
+        by_parent[session.parent_session_id].append(session)
+    rows: list[TreeRow] = []
+    stack = [(child, 1) for child in reversed(by_parent[root_id])]
+    while stack:
+        session, level = stack.pop()
+        rows.append(TreeRow(session, level))
+        stack += [(child, level + 1) for child in reversed(by_parent[session.pk])]
+    return rows
 
 
 def subsession_tree_shown(*, root_id: uuid.UUID) -> tuple[list[TreeRow], int]:
     """The root's descendants as the list shows them, and how many more there are. One query."""
-    rows = subsession_selectors.subsession_tree(root_id=root_id)
+    rows = session_tree(root_id=root_id)
     return rows[:TREE_ROWS_SHOWN], max(0, len(rows) - TREE_ROWS_SHOWN)
 
 
 def transcript_link_children(
     *, session_id: uuid.UUID, items: list[transcript.TranscriptItem]
 ) -> list[transcript.TranscriptItem]:
-    """The items with each spawn/fork call linked to the child it made. One query, if any."""
-    ids = [
-        use.id
-        for item in items
-        for use in item.tool_uses
-        if use.name in subsession_selectors.DELEGATING_TOOLS
-    ]
+    """The items with each delegating call linked to the child it started. One query, if any."""
+    delegating = features().delegating_tools
+    ids = [use.id for item in items for use in item.tool_uses if use.name in delegating]
     if not ids:
         return items
     children = {

@@ -1,6 +1,8 @@
 """The operator dashboard's pages, partials and actions, one module per part of the dashboard:
-`sessions` (the list), `session` (the session page), `memory` (notepad, scratchpad,
-observations), `records` (archives, prompt inspector). `urls.py` names each view.
+`sessions` (the list), `session` (the session page), `subsessions` (a root's tree), `records`
+(archives, prompt inspector), and `memory_history`, the history pages a feature's views answer
+with. `urls.py` names each view; each feature's own views are in its package
+(`FeatureDashboard.urls`).
 
 Pages render whole templates; htmx requests get a partial of the same template
 (`"page.html#part"`). Every action goes through a service; every read through a selector.

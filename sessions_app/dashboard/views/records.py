@@ -10,9 +10,8 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from memory_app.scratchpad.models import ScratchpadSpace
 from sessions_app import selectors as session_selectors
-from sessions_app.dashboard import selectors
+from sessions_app.dashboard import panels, selectors
 from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.views.common import HtmxHttpRequest, session_or_404
 
@@ -28,9 +27,12 @@ def archive_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRespon
         step = selectors.archive_step(session_id=session.pk, epoch=request.GET.get("epoch"))
     except selectors.NotFound:
         raise Http404("No archive of that epoch.") from None
-    context: dict[str, Any] = {"session": session, "step": step, "memory_spaces": ScratchpadSpace.values}
+    context: dict[str, Any] = {"session": session, "step": step}
     if step is not None:
         context["archived"] = selectors.archive_messages_page(archive=step.archive)
+        # The features as they stood then, and their memories' histories at that moment.
+        context["archive_sections"] = panels.archive_sections(session, step.archive, request)
+        context["memory_histories"] = panels.memory_history_links(session.pk)
     return render(request, "dashboard/archive.html#stepper", context)
 
 

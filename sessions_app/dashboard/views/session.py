@@ -17,7 +17,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from sessions_app import services
-from sessions_app.dashboard import selectors
+from sessions_app.dashboard import panels, selectors
 from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.forms import MessageForm
 from sessions_app.dashboard.views.common import HtmxHttpRequest, session_or_404
@@ -27,12 +27,10 @@ from sessions_app.engine.operator import compaction_operator_start
 from sessions_app.models import AgentSession
 from sessions_app.usage import session_usage
 
-# "transcript" is a tab only where the page is too narrow for the side panels (dashboard.css).
-TABS = ("transcript", "context", "notepad", "scratchpad", "observations", "archives", "inspector", "timeline")
-
 
 def session_page_context(session: AgentSession) -> dict[str, Any]:
-    """What the session page shows when it loads (every panel but the lazy ones)."""
+    """What the session page shows when it loads: its own panels but the lazy ones (the
+    features' panels come from `panels`)."""
     last_seq = session.last_seq  # before the transcript: what is newer arrives over the websocket
     context: dict[str, Any] = {
         "session": session,
@@ -42,11 +40,8 @@ def session_page_context(session: AgentSession) -> dict[str, Any]:
         "gauge": selectors.context_gauge(session=session),
         "usage": session_usage(session),
         "timeline": selectors.timeline(session_id=session.pk),
-        "observations": selectors.observations_of(session_id=session.pk),
         "message_form": MessageForm(),
     }
-    context.update(selectors.notepad_panel(session_id=session.pk))
-    context["spaces"] = selectors.scratchpad_spaces(session=session)
     return context
 
 
@@ -55,8 +50,11 @@ def session_page_context(session: AgentSession) -> dict[str, Any]:
 def session_detail(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)
     context = session_page_context(session)
+    context["head_panels"] = panels.head_panels(session, request)
+    context["tab_panels"] = panels.tab_panels(session, request)
+    context["tabs"] = panels.session_tabs()
     tab = request.GET.get("tab", "")
-    context["tab"] = tab if tab in TABS else "context"
+    context["tab"] = tab if tab in {t.name for t in context["tabs"]} else panels.DEFAULT_TAB
     # Bookmarked archive and request: the lazy panel loads with them.
     context["archive_query"] = urlencode({"epoch": request.GET["epoch"]}) if request.GET.get("epoch") else ""
     context["call_query"] = urlencode({"call": request.GET["call"]}) if request.GET.get("call") else ""
