@@ -75,6 +75,7 @@ sandbox:
 		else echo "bwrap is missing: install Debian's bubblewrap package (sudo apt-get install bubblewrap), or set PALIMPSEST_SANDBOX=off"; exit 1; fi; }
 
 lint: $(STAMP)
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .

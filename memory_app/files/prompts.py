@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# The `encoding` that returns a file's bytes as base64 (observations keeps such a result as bytes).
+BINARY_ENCODING = "binary"
+
 FS_READ_DESCRIPTION = (
     "Reads a file from the server's shared folder. `path` is relative to that folder (an absolute "
     "path must lie inside it). Text is decoded with `encoding` (default utf-8); `encoding: "

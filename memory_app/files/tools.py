@@ -21,8 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
-from memory_app.files.prompts import FS_READ_DESCRIPTION, FS_READ_SCHEMA
-from memory_app.observations.content import BINARY_ENCODING
+from memory_app.files.prompts import BINARY_ENCODING, FS_READ_DESCRIPTION, FS_READ_SCHEMA
 from sessions_app.engine.contract import SessionSnapshot, ToolContext, ToolError, ToolSpec
 
 FS_READ = "fs_read"

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory_app.files.prompts import BINARY_ENCODING  # fs_read's results are what it keeps as bytes
 from memory_app.observations.models import ObservationKind
 from memory_app.observations.prompts import OFFLOAD_NOTE, SUMMARY_BINARY
 from sessions_app.common.content import content_text, text_clip_middle
@@ -36,7 +37,6 @@ SUMMARY_HEAD_CHARS = 500
 SUMMARY_TAIL_CHARS = 500
 # A result's non-content fields are kept as metadata only up to this size of JSON.
 METADATA_MAX_BYTES = 2048
-BINARY_ENCODING = "binary"
 SCRATCHPAD_READ = "scratchpad_read"  # the seed's tool name
 
 

@@ -11,9 +11,6 @@ feature implements is `engine.contract`; nothing registers itself by being impor
 
 from __future__ import annotations
 
-import copy
-import uuid
-from collections.abc import Collection, Sequence
 from functools import cache
 from typing import Any
 
@@ -21,132 +18,11 @@ from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-from sessions_app.engine.contract import (
-    ContextSection,
-    DashboardPanel,
-    Feature,
-    FeatureLifecycle,
-    HistoryView,
-    ResultStore,
-    SandboxFactory,
-    ScriptedRule,
-    SessionSnapshot,
-    ToolCallHook,
-    ToolSpec,
-)
+from sessions_app.engine.contract import Feature, SessionSnapshot
 from sessions_app.engine.core import CORE_FEATURE
-from sessions_app.engine.tool_input import tool_schema_unsupported
-from sessions_app.validation import SettingsSchema
+from sessions_app.engine.feature_set import FeatureSet
 
 __all__ = ["FeatureSet", "features", "session_snapshot"]
-
-
-class FeatureSet:
-    """The features of this process, in order, and what the engine reads off them."""
-
-    def __init__(self, features: Sequence[Feature]) -> None:
-        self.features = tuple(features)
-        self.tools: tuple[ToolSpec, ...] = tuple(t for f in self.features for t in f.tools)
-        self._tools_by_name: dict[str, ToolSpec] = {}
-        for spec in self.tools:
-            if spec.name in self._tools_by_name:
-                raise ValueError(f"two features offer a server tool named {spec.name!r}")
-            # Every call's input is checked against it: a keyword the checker does not check would
-            # be a promise to the model that nothing keeps.
-            unchecked = tool_schema_unsupported(spec.input_check_schema)
-            if unchecked:
-                raise ValueError(
-                    f"the tool {spec.name!r} has a schema the argument check does not cover: "
-                    + ", ".join(unchecked)
-                )
-            self._tools_by_name[spec.name] = spec
-        self.sections: tuple[ContextSection, ...] = tuple(s for f in self.features for s in f.sections)
-        self.hooks: tuple[ToolCallHook, ...] = tuple(h for f in self.features for h in f.hooks)
-        self.scripted_rules: tuple[ScriptedRule, ...] = tuple(
-            r for f in self.features for r in f.scripted_rules
-        )
-        self.context_openings: tuple[str, ...] = tuple(o for f in self.features for o in f.context_openings)
-        stores = [f.result_store for f in self.features if f.result_store is not None]
-        if len(stores) > 1:
-            raise ValueError("two features offer a result store")
-        self.result_store: ResultStore | None = stores[0] if stores else None
-        self.view_sources = tuple(f.history_view for f in self.features if f.history_view is not None)
-        self.note_sources = tuple(f.warning_notes for f in self.features if f.warning_notes is not None)
-        self.sandbox_factories: dict[str, SandboxFactory] = {}
-        self.default_settings: dict[str, Any] = {}
-        self.settings_rules: dict[str, Any] = {}
-        for feature in self.features:
-            for name, factory in feature.sandbox.items():
-                if name in self.sandbox_factories:
-                    raise ValueError(f"two features offer a sandbox API named {name!r}")
-                self.sandbox_factories[name] = factory
-            for key, value in feature.settings.items():
-                if key in self.default_settings:
-                    raise ValueError(f"two features own the setting {key!r}")
-                if key not in feature.settings_rules:
-                    raise ValueError(f"feature {feature.name!r} has no validation rule for setting {key!r}")
-                self.default_settings[key] = copy.deepcopy(value)
-                self.settings_rules[key] = feature.settings_rules[key]
-        self.settings_schema = SettingsSchema(rules=self.settings_rules, defaults=self.default_settings)
-        self.lifecycles: tuple[tuple[str, FeatureLifecycle], ...] = tuple(
-            (f.name, f.lifecycle) for f in self.features
-        )
-        self.panels: tuple[DashboardPanel, ...] = tuple(p for f in self.features for p in f.dashboard.panels)
-        self.admin_inlines: tuple[str, ...] = tuple(
-            i for f in self.features for i in f.dashboard.admin_inlines
-        )
-
-    def tool(self, name: str) -> ToolSpec | None:
-        return self._tools_by_name.get(name)
-
-    def tool_names(self) -> set[str]:
-        return set(self._tools_by_name)
-
-    def tools_for_session(
-        self, session: SessionSnapshot, *, turn_id: uuid.UUID | None = None
-    ) -> list[ToolSpec]:
-        """The tools offered to the session's model (in `turn_id`, when given), in feature order."""
-        return [
-            spec
-            for spec in self.tools
-            if spec.enabled(session)
-            and (
-                spec.offered_in_turn is None
-                or (turn_id is not None and spec.offered_in_turn(session, turn_id))
-            )
-        ]
-
-    def offered_names(self, session: Any) -> list[str]:
-        """The names of the server tools a session row's model is offered now, in order."""
-        return [spec.name for spec in self.tools_for_session(self.snapshot(session))]
-
-    def sandbox_for(self, session: SessionSnapshot) -> dict[str, Any]:
-        """The sandbox APIs of `session`, for one tool call's `ToolContext.sandbox`."""
-        built = {name: make(session) for name, make in self.sandbox_factories.items()}
-        return {name: api for name, api in built.items() if api is not None}
-
-    def history_view(self, session_id: uuid.UUID, epoch: int, results: Collection[str]) -> HistoryView:
-        """Every feature's view of the epoch, combined (runs in a DB thread)."""
-        hidden: set[str] = set()
-        replacements: dict[str, str] = {}
-        for source in self.view_sources:
-            view = source(session_id, epoch, results)
-            hidden |= view.hidden
-            replacements.update(view.replacements)
-        return HistoryView(frozenset(hidden), replacements)
-
-    def warning_notes(self, session: SessionSnapshot) -> list[str]:
-        """What features add to the pre-compaction warning (runs in a DB thread)."""
-        return [note for source in self.note_sources for note in source(session)]
-
-    def snapshot(self, session: Any, *, with_notepad: bool = False) -> SessionSnapshot:
-        """The snapshot of a session row, with these features' default settings."""
-        return SessionSnapshot.from_session(
-            session, defaults=self.default_settings, with_notepad=with_notepad
-        )
-
-    def help_lines(self) -> list[str]:
-        return [line for rule in self.scripted_rules if (line := getattr(rule, "help_line", None))]
 
 
 @cache

@@ -23,7 +23,7 @@ from sessions_app import selectors
 from sessions_app.common.caches import SizedLRUCache
 from sessions_app.engine.context import PreparedHistory, StoredMessage
 from sessions_app.engine.contract import HistoryView
-from sessions_app.engine.features import features
+from sessions_app.engine.feature_set import FeatureSet
 from sessions_app.fastpath.rows import count_where, values_where
 from sessions_app.models import MaskedResult
 
@@ -55,7 +55,9 @@ def history_forget(session_id: uuid.UUID) -> None:
         _histories.pop(session_id)
 
 
-def history_for(session_id: uuid.UUID, epoch: int, *, newest: StoredMessage | None = None) -> PreparedHistory:
+def history_for(
+    session_id: uuid.UUID, epoch: int, *, feature_set: FeatureSet, newest: StoredMessage | None = None
+) -> PreparedHistory:
     """The epoch's history, from the cache plus what was stored since (runs in the DB thread).
 
     `newest`: the epoch's newest message, just stored by the caller (a turn's start, its user
@@ -73,7 +75,7 @@ def history_for(session_id: uuid.UUID, epoch: int, *, newest: StoredMessage | No
         and history.last_position == newest.position - 1
     ):
         history.append(newest)
-        history_view_refresh(session_id, history)
+        history_view_refresh(feature_set, session_id, history)
         history_remember(session_id, history)
         return history
     if history is None or history.epoch != epoch:
@@ -84,7 +86,7 @@ def history_for(session_id: uuid.UUID, epoch: int, *, newest: StoredMessage | No
             StoredMessage(m.position, m.role, m.content, m.token_estimate)
             for m in selectors.session_messages_after(session_id=session_id, epoch=epoch, after_position=-1)
         ]
-        view = history_view(session_id, epoch, stored)
+        view = history_view(feature_set, session_id, epoch, stored)
         history = PreparedHistory(stored, epoch=epoch, masks=masks, view=view)
         history_remember(session_id, history)
         return history
@@ -94,7 +96,7 @@ def history_for(session_id: uuid.UUID, epoch: int, *, newest: StoredMessage | No
     )
     for m in newer:
         history.append(StoredMessage(m.position, m.role, m.content, m.token_estimate))
-    history_view_refresh(session_id, history)
+    history_view_refresh(feature_set, session_id, history)
     history_remember(session_id, history)
     return history
 
@@ -121,17 +123,19 @@ def _masks_catch_up(session_id: uuid.UUID, history: PreparedHistory) -> None:
             history.masks[tool_use_id] = placeholder
 
 
-def history_view(session_id: uuid.UUID, epoch: int, stored: Sequence[StoredMessage]) -> HistoryView:
+def history_view(
+    feature_set: FeatureSet, session_id: uuid.UUID, epoch: int, stored: Sequence[StoredMessage]
+) -> HistoryView:
     """The features' view of an epoch's stored messages (runs in the DB thread)."""
-    if not features().view_sources:
+    if not feature_set.view_sources:
         return HistoryView()
     results = {b.get("tool_use_id", "") for m in stored for b in m.content if b.get("type") == "tool_result"}
-    return features().history_view(session_id, epoch, results)
+    return feature_set.history_view(session_id, epoch, results)
 
 
-def history_view_refresh(session_id: uuid.UUID, history: PreparedHistory) -> bool:
+def history_view_refresh(feature_set: FeatureSet, session_id: uuid.UUID, history: PreparedHistory) -> bool:
     """Ask the features' views again and apply what changed (e.g. a task just ended): one pass
     over the prepared history, nothing unchanged encoded again. Runs in the DB thread."""
-    if not features().view_sources:
+    if not feature_set.view_sources:
         return False
-    return history.view_set(features().history_view(session_id, history.epoch, history.result_at.keys()))
+    return history.view_set(feature_set.history_view(session_id, history.epoch, history.result_at.keys()))

@@ -337,7 +337,7 @@ class TurnRunner:
         def admit(session: Any) -> None:
             # The row is read and locked in this call, which builds the first request.
             snapshot = self.features.snapshot(session, with_notepad=True)
-            tiers.message_admit(snapshot, counted)
+            tiers.message_admit(snapshot, counted, feature_set=self.features)
             locked.append(snapshot)
 
         services.turn_begin(
@@ -357,7 +357,9 @@ class TurnRunner:
             snapshot = replace(snapshot, compaction_failures=0)
         self.epoch = snapshot.epoch
         # The user's message is the epoch's newest: only this turn writes after it.
-        self.history = history_for(self.session_id, snapshot.epoch, newest=written[0])
+        self.history = history_for(
+            self.session_id, snapshot.epoch, feature_set=self.features, newest=written[0]
+        )
         self.compactor.turn_start = self.history.last_position
         if self.features.hooks:
             tool_hooks_turn_started(hooks=self.features.hooks, session=snapshot, turn_id=self.turn_id)
@@ -462,7 +464,7 @@ class TurnRunner:
         session = selectors.session_get(session_id=self.session_id)
         snapshot = self.features.snapshot(session)
         self.epoch = session.epoch
-        self.history = history_for(self.session_id, session.epoch)
+        self.history = history_for(self.session_id, session.epoch, feature_set=self.features)
         self.compactor.turn_start_find()
         return snapshot
 
@@ -626,7 +628,7 @@ class TurnRunner:
         )
         self.history.append(StoredMessage(stored.position, "user", stored.content, stored.token_estimate))
         if any((spec := self.features.tool(c.name)) and spec.refreshes_history for c in calls):
-            await db(history_view_refresh)(self.session_id, self.history)
+            await db(history_view_refresh)(self.features, self.session_id, self.history)
         cancelled = any(o.content == CANCELLED_TOOL_RESULT for o in outcomes)
         return cancelled, any(o.ends_turn for o in outcomes)
 

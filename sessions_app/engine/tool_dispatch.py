@@ -24,7 +24,7 @@ from sessions_app.common.db import db, db_heavy
 from sessions_app.common.types import ToolOutcome
 from sessions_app.engine import tool_hooks
 from sessions_app.engine.contract import EndTurn, SessionSnapshot, ToolContext, ToolError, Turns
-from sessions_app.engine.features import FeatureSet
+from sessions_app.engine.feature_set import FeatureSet
 from sessions_app.engine.tool_input import tool_input_check
 from sessions_app.models import ToolExecutor
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -15,6 +16,7 @@ from memory_app.notepad.prompts import NOTEPAD_GUIDANCE
 from memory_app.observations.content import result_parts
 from memory_app.observations.services import observation_create, observations_gc
 from memory_app.scratchpad import services as scratchpad_services
+from memory_app.tasks.models import Task, TaskStatus
 from sessions_app import selectors as session_selectors
 from sessions_app.common.estimate import estimate_text_tokens
 from sessions_app.dashboard import selectors
@@ -94,7 +96,7 @@ def test_gauge_sections_sum_to_the_estimate_of_the_request_the_engine_builds():
     history_forget(session.pk)
     built = build_request(
         session=snapshot,
-        history=history_for(session.pk, session.epoch),
+        history=history_for(session.pk, session.epoch, feature_set=features()),
         server_tools=features().tools_for_session(snapshot),
         sections=features().sections,
         max_tokens=1,
@@ -132,6 +134,32 @@ def test_notepad_part_grows_when_the_notepad_is_written():
     after = {p.key: p.tokens for p in selectors.context_gauge(session=session).parts}
     assert after["notepad"] >= before["notepad"] + 150
     assert after["history"] == before["history"]
+
+
+@pytest.mark.django_db
+def test_history_that_finished_tasks_keep_out_of_requests_is_shown_apart(operator_client):
+    session = session_new()
+    message_store(session, "user", [{"type": "text", "text": "words " * 400}])
+    AgentSession.objects.filter(pk=session.pk).update(
+        last_prompt_tokens=None, last_estimated_tokens=None, token_ratio=1.0
+    )
+    session = AgentSession.objects.get(pk=session.pk)
+    before = {p.key: p.tokens for p in selectors.context_gauge(session=session).parts}
+    Task.objects.create(
+        session=session,
+        name="dig",
+        status=TaskStatus.ENDED,
+        begin_epoch=0,
+        begin_position=0,
+        begin_tool_use_id="toolu_begin",
+        end_epoch=0,
+        tokens_saved=100,
+    )
+    gauge = selectors.context_gauge(session=session)
+    assert [(s.label, s.tokens) for s in gauge.saved] == [("Collapsed by finished tasks (not sent)", 100)]
+    assert {p.key: p.tokens for p in gauge.parts}["history"] == before["history"] - 100
+    html = operator_client.get(f"/sessions/{session.pk}/context/").content.decode()
+    assert re.search(r'data-part="collapsed".*Collapsed by finished tasks \(not sent\).*−100', html)
 
 
 @pytest.mark.django_db

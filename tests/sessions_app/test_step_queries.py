@@ -15,6 +15,7 @@ from sessions_app import services
 from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.engine import runner
 from sessions_app.engine import sessions as engine_sessions
+from sessions_app.engine.features import features
 from sessions_app.models import AgentSession, Message
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -206,7 +207,7 @@ async def test_a_turn_whose_cached_history_is_current_reads_no_message_and_count
     session_id = await sync_to_async(lambda: AgentSession.objects.latest("created_at").pk)()
     cached = history._histories.get(session_id)
     history.history_forget(session_id)
-    fresh = await sync_to_async(history.history_for)(session_id, 0)
+    fresh = await sync_to_async(history.history_for)(session_id, 0, feature_set=features())
     assert cached is not None and cached.last_position == fresh.last_position == 13
     assert cached.messages == fresh.messages
     assert cached.encoded_all() == fresh.encoded_all()

@@ -18,7 +18,7 @@ from typing import Any
 from sessions_app import services
 from sessions_app.engine.context import PreparedHistory
 from sessions_app.engine.contract import SessionSnapshot
-from sessions_app.engine.features import FeatureSet
+from sessions_app.engine.feature_set import FeatureSet
 from sessions_app.engine.prompts import MASKED_RESULT, MASKED_RESULT_UNSTORED
 
 # A result whose placeholder would save fewer tokens than this is left alone.

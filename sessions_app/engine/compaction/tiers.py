@@ -31,7 +31,7 @@ from sessions_app.engine.compaction.masking import Masked, mask_candidates, resu
 from sessions_app.engine.compaction.summary import CompactionFailed, summarize
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.contract import SessionSnapshot
-from sessions_app.engine.features import FeatureSet, features
+from sessions_app.engine.feature_set import FeatureSet
 from sessions_app.engine.history import history_remember, history_view
 from sessions_app.engine.prompts import COMPACTION_SUMMARY_MESSAGE, PRE_COMPACTION_WARNING
 from sessions_app.engine.providers import Provider
@@ -317,7 +317,7 @@ class Compactor:
         runner.epoch += 1
         masks = {tool_use_id: self.history.masks[tool_use_id] for tool_use_id in self.history.masks}
         stored = [StoredMessage(m.position, m.role, m.content, m.token_estimate) for m in messages]
-        view = await db(history_view)(runner.session_id, runner.epoch, stored)
+        view = await db(history_view)(runner.features, runner.session_id, runner.epoch, stored)
         runner.history = PreparedHistory(stored, epoch=runner.epoch, masks=masks, view=view)
         history_remember(runner.session_id, runner.history)
         self.turn_start = messages[1].position if len(messages) > 1 else runner.history.last_position + 1
@@ -339,7 +339,7 @@ class Compactor:
         return round((snapshot.token_ratio or 1.0) * after.estimated_tokens)
 
 
-def message_admit(snapshot: SessionSnapshot, estimate: int) -> None:
+def message_admit(snapshot: SessionSnapshot, estimate: int, *, feature_set: FeatureSet) -> None:
     """Refuse (`ContextWindowTooSmall`) a user message of `estimate` tokens that cannot fit the
     session's window even with an empty history: the system prompt, the tools and the memory
     plus the message itself leave no room for an answer. Cheap for a usual message; a large one
@@ -352,9 +352,9 @@ def message_admit(snapshot: SessionSnapshot, estimate: int) -> None:
         fixed = build_request(
             session=snapshot,
             history=PreparedHistory(),
-            server_tools=features().tools_for_session(snapshot),
+            server_tools=feature_set.tools_for_session(snapshot),
             max_tokens=budget.MIN_OUTPUT_TOKENS,
-            sections=features().sections,
+            sections=feature_set.sections,
         )
         tokens += round(ratio * fixed.estimated_tokens)
     # The same measure the turn's calls are held to (`Compactor._fit`): refused here, or never.
