@@ -8,15 +8,18 @@ from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.forms.models import ModelFormMetaclass
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.utils.module_loading import import_string
 
 from sessions_app import services, tokens
 from sessions_app.admin_base import ReadOnlyAdmin, SessionAdminFields
 from sessions_app.authors import operator_author
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.features import FeatureSet, features
 from sessions_app.models import (
     AgentSession,
@@ -33,6 +36,10 @@ from sessions_app.models import (
 from sessions_app.validation import SpecError, client_tools_clean, settings_clean
 
 PREVIEW_CHARS = 120
+SESSION_BUSY = (
+    "A turn is running in this session or one of its sub-sessions: cancel it (or wait for it to "
+    "end), then delete the session."
+)
 
 
 @admin.register(AgentToken)
@@ -219,6 +226,50 @@ class AgentSessionAdmin(SessionRowAdmin):
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
         form.features_save(operator_author(request.user.get_username()))
+
+    # -- deletion: through `engine.sessions.session_delete`, as the dashboard's Delete --------
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The delete requests refused because a turn runs, from delete_model to response_delete.
+        self._refused: weakref.WeakSet[HttpRequest] = weakref.WeakSet()
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        """What the confirmation page lists. The rows a session holds go with it whatever their
+        own admin allows: those admins refuse deleting one revision or one archive on its own
+        (it would break the history), not the deletion of the session that holds them (issue 30
+        item 14: a superuser was told "no permission to delete notepad revision"). Who may
+        delete the session may delete them with it."""
+        to_delete, model_count, perms_needed, protected = super().get_deleted_objects(objs, request)
+        if self.has_delete_permission(request):
+            perms_needed = set()
+        return to_delete, model_count, perms_needed, protected
+
+    def delete_model(self, request: HttpRequest, obj: AgentSession) -> None:
+        try:
+            engine_sessions.session_delete(session_id=obj.pk)
+        except services.TurnInProgress:
+            # The admin's delete view runs in one transaction: its log entry goes too.
+            transaction.set_rollback(True)
+            self._refused.add(request)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        refused = []
+        for session_id in list(queryset.values_list("pk", flat=True)):
+            try:
+                engine_sessions.session_delete(session_id=session_id)
+            except AgentSession.DoesNotExist:
+                pass  # a sub-session of one deleted before it
+            except services.TurnInProgress:
+                refused.append(str(session_id))
+        if refused:
+            self.message_user(request, f"{SESSION_BUSY} Not deleted: {', '.join(refused)}.", messages.ERROR)
+
+    def response_delete(self, request: HttpRequest, obj_display: str, obj_id: Any) -> HttpResponse:
+        if request in self._refused:
+            self._refused.discard(request)
+            self.message_user(request, SESSION_BUSY, messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:sessions_app_agentsession_change", args=[obj_id]))
+        return super().response_delete(request, obj_display, obj_id)
 
 
 @admin.register(Message)

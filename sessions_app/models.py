@@ -245,8 +245,10 @@ class Archive(models.Model):
     message_count = models.PositiveIntegerField()
     tokens_before = models.PositiveIntegerField()
     tokens_after = models.PositiveIntegerField()
+    # RESTRICT, not PROTECT: an archive alone cannot be deleted while a later one names it, but
+    # deleting its session takes the whole chain (PROTECT refused that too: issue 30 item 14).
     previous = models.OneToOneField(
-        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="next_archive"
+        "self", null=True, blank=True, on_delete=models.RESTRICT, related_name="next_archive"
     )
     created_at = models.DateTimeField(default=timezone.now)
     # The compaction's receipt: what triggered it (`threshold`, `prompt_too_long`, `operator`), how

@@ -28,6 +28,9 @@ logger = logging.getLogger("palimpsest.ws")
 # A frame's text (`json.dumps(frame, ensure_ascii=False)`), by one encoder for every frame.
 _frame_json = json.JSONEncoder(ensure_ascii=False).encode
 CLOSE_UNAUTHORIZED = 4401
+# The answer to a frame about the attached session once an operator deleted it (nothing is
+# announced when a session is deleted: `engine.sessions.session_delete`).
+SESSION_DELETED = "the attached session no longer exists (it was deleted): create or attach to another"
 
 
 def _since_seqs(value: Any, request_id: Any) -> dict[uuid.UUID, int]:
@@ -148,6 +151,12 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
             )
         except SpecError as exc:
             await self._send_error(exc.code, exc.message, request_id)
+        except (AgentSession.DoesNotExist, selectors.SessionNotFound):
+            if self.session_id is None or await self._session_exists(self.session_id):
+                logger.exception("frame handling failed")
+                await self._send_error("internal_error", "the server could not handle this frame", request_id)
+            else:
+                await self._send_error("session_not_found", SESSION_DELETED, request_id)
         except Exception:
             # Whatever went wrong, the client gets an answer and keeps its connection; the
             # handlers write inside transactions, so nothing half-done is stored.
@@ -301,7 +310,11 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
         runner.turn_notify(session_id)
 
     async def on_session_get(self, frame: dict, request_id: Any) -> None:
-        session = await self._session_for_token(str(self._attached(request_id)), request_id)
+        assert self.token is not None
+        # `SessionNotFound` here means the attached session was deleted (`receive` says so).
+        session = await database_sync_to_async(selectors.session_get_for_token)(
+            session_id=str(self._attached(request_id)), token=self.token
+        )
         await self._send(
             {
                 "type": "session.state",
@@ -323,6 +336,9 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
         if self.session_id is None:
             raise FrameError("not_attached", "send session.create or session.attach first", request_id)
         return self.session_id
+
+    async def _session_exists(self, session_id: uuid.UUID) -> bool:
+        return await AgentSession.objects.filter(pk=session_id).aexists()
 
     async def _session_for_token(self, session_id: str, request_id: Any) -> AgentSession:
         assert self.token is not None

@@ -1,9 +1,13 @@
-"""Creating a session as PROTOCOL.md says: every field checked (the settings against the
-features' rules), the model's context window resolved, then stored (`services.session_insert`).
-The agent websocket, the dashboard, the admin and the HTTP API create sessions through here."""
+"""Creating, changing and deleting sessions.
+
+Creating a session as PROTOCOL.md says: every field checked (the settings against the features'
+rules), the model's context window resolved, then stored (`services.session_insert`). The agent
+websocket, the dashboard, the admin and the HTTP API create sessions through here, and delete
+them through `session_delete` (the session with its sub-sessions and every feature's part)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -70,3 +74,24 @@ async def session_context_window_resolve(*, model: Any, context_window: Any) -> 
     if not isinstance(name, str):
         return None
     return await context_window_resolve(name)
+
+
+def session_delete(*, session_id: uuid.UUID) -> list[uuid.UUID]:
+    """Delete a session with its whole subtree of sub-sessions (runs in a DB thread). The
+    dashboard's Delete and the admin's delete both come here. Returns the deleted ids.
+
+    Refused with `services.TurnInProgress` while a turn runs in any session of the subtree
+    (PROTOCOL.md's `DELETE /api/v1/sessions/{id}`: 409 `turn_in_progress`): the operator cancels
+    it first. In the same transaction as the rows' deletion, each feature's
+    `FeatureLifecycle.delete` runs for every deleted session (children first), for what the
+    foreign keys' cascade would not remove; a hook that raises deletes nothing. Nothing is
+    announced: a client attached to the session gets `session_not_found` on its next frame.
+    `AgentSession.DoesNotExist` when there is no such session."""
+    hooks = [lifecycle.delete for _, lifecycle in features().lifecycles if lifecycle.delete is not None]
+
+    def features_delete(ids: list[uuid.UUID]) -> None:
+        for deleted in reversed(ids):
+            for hook in hooks:
+                hook(deleted)
+
+    return services.session_tree_delete(session_id=session_id, before_delete=features_delete)

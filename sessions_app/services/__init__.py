@@ -31,6 +31,7 @@ from sessions_app.services.sessions import (
     default_model,
     session_insert,
     session_status_set,
+    session_tree_delete,
 )
 from sessions_app.services.steps import (
     assistant_step_store,
@@ -108,6 +109,7 @@ __all__ = [
     "model_call_record",
     "session_insert",
     "session_status_set",
+    "session_tree_delete",
     "tool_call_submit_result",
     "tool_result_blocks",
     "tool_results_store",

@@ -1,15 +1,18 @@
-"""Storing new sessions and setting their status."""
+"""Storing new sessions, setting their status, deleting them."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings as django_settings
 from django.db import transaction
+from django.utils import timezone
 
 from sessions_app.models import AgentSession, AgentToken
 from sessions_app.services.events import event_emit
+from sessions_app.services.turns import TurnInProgress
 
 
 def session_insert(
@@ -50,3 +53,53 @@ def session_status_set(*, session_id: uuid.UUID, status: str) -> None:
     with transaction.atomic():
         AgentSession.objects.filter(pk=session_id).update(status=status)
         event_emit(session_id=session_id, type="session.status", payload={"status": status})
+
+
+def session_tree_delete(
+    *, session_id: uuid.UUID, before_delete: Callable[[list[uuid.UUID]], None] | None = None
+) -> list[uuid.UUID]:
+    """Delete the session and every sub-session below it, with all they hold (the cascade of
+    their foreign keys). Returns the deleted sessions' ids, the session's first.
+
+    Rules:
+    - refused (`TurnInProgress`) while any session of the subtree runs a turn, an operator's
+      compaction included (a lease that has not run out): the turn would go on writing into rows
+      that are gone. A turn whose process died (its lease ran out) does not stop the deletion;
+    - the rows of the subtree are locked first (a turn cannot begin meanwhile), then
+      `before_delete(ids)` runs (the features' `FeatureLifecycle.delete`), then the rows go, in one
+      transaction: a failure anywhere deletes nothing;
+    - no event is written or announced: there is no session left to hold it.
+    `AgentSession.DoesNotExist` when there is no such session."""
+    with transaction.atomic():
+        session = AgentSession.objects.select_for_update().get(pk=session_id)
+        tree = list(
+            AgentSession.objects.select_for_update()
+            .filter(root_session_id=session.root_id)
+            .only("id", "parent_session_id", "current_turn_id", "lease_expires_at")
+        )
+        ids = [session.pk, *_below(session.pk, tree)]
+        now = timezone.now()
+        leased = {s.pk: s for s in tree} | {session.pk: session}
+        for sid in ids:
+            row = leased[sid]
+            if row.current_turn_id and row.lease_expires_at is not None and row.lease_expires_at > now:
+                raise TurnInProgress
+        if before_delete is not None:
+            before_delete(ids)
+        AgentSession.objects.filter(pk__in=ids).delete()
+    return ids
+
+
+def _below(session_id: uuid.UUID, tree: list[AgentSession]) -> list[uuid.UUID]:
+    """The ids of the sessions of `tree` below `session_id`, level by level."""
+    below: list[uuid.UUID] = []
+    wanted = {session_id}
+    changed = True
+    while changed:
+        changed = False
+        for row in tree:
+            if row.parent_session_id in wanted and row.pk not in wanted:
+                wanted.add(row.pk)
+                below.append(row.pk)
+                changed = True
+    return below

@@ -1,5 +1,5 @@
 """The session page: the page itself, its status, older transcript pages, the message box and
-cancel, the context gauge and the timeline.
+cancel, deletion, the context gauge and the timeline.
 
 Pages render whole templates; htmx requests get a partial of the same template
 (`"page.html#part"`). Live changes arrive over the dashboard websocket (`consumers.py`).
@@ -13,8 +13,10 @@ from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django.http import Http404, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from sessions_app import services
 from sessions_app.dashboard import panels, selectors
@@ -22,6 +24,7 @@ from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.forms import MessageForm
 from sessions_app.dashboard.views.common import HtmxHttpRequest, session_or_404
 from sessions_app.engine import runner
+from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.compaction.budget import ContextWindowTooSmall
 from sessions_app.engine.operator import compaction_operator_start
 from sessions_app.models import AgentSession
@@ -133,6 +136,27 @@ async def turn_cancel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRe
         runner.turn_notify(session.pk)
     context = {"session": session, "message_form": MessageForm(), "message_error": error}
     return await sync_to_async(render)(request, "dashboard/session.html#message-form", context)
+
+
+@require_POST
+@operator_required
+def session_delete(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    """Delete the session with its sub-sessions (`engine.sessions.session_delete`, as the admin
+    does), then go to the list: htmx follows `HX-Redirect`, a plain form post a redirect. Refused
+    while a turn runs (the message form says so, status 409)."""
+    session = session_or_404(session_id)
+    error = ""
+    try:
+        engine_sessions.session_delete(session_id=session.pk)
+    except services.TurnInProgress:
+        error = "A turn is running in this session or one of its sub-sessions: cancel it, then delete."
+    except AgentSession.DoesNotExist:
+        pass  # deleted meanwhile (by another operator): the list is where to go anyway
+    if error:
+        context = {"session": session, "message_form": MessageForm(), "message_error": error}
+        return render(request, "dashboard/session.html#message-form", context, status=409)
+    target = reverse("dashboard:sessions")
+    return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
 
 
 # ---------------------------------------------------------------------------

@@ -91,6 +91,20 @@ def fit_limit(session: SessionSnapshot) -> int:
     return estimate
 
 
+def window_needed(session: SessionSnapshot, estimate: int) -> int:
+    """The least context window in which a prompt of `estimate` tokens leaves MIN_OUTPUT_TOKENS
+    of answer (the same measure as `output_room`)."""
+    share = WINDOW_HEADROOM_SHARE
+    # The headroom's part that does not grow with the window: the estimate's error.
+    error = window_headroom(session, estimate) - int(session.context_window * share)
+    window = math.ceil((estimate + MIN_OUTPUT_TOKENS + error) / (1 - share))
+    while window - estimate - _headroom(
+        window, session.last_prompt_tokens, session.token_ratio != 1.0, estimate
+    ) < (MIN_OUTPUT_TOKENS):
+        window += 1
+    return window
+
+
 def output_room(session: SessionSnapshot, estimate: int) -> int:
     """The max_tokens a call with this prompt estimate may ask for inside the window."""
     return session.context_window - estimate - window_headroom(session, estimate)

@@ -256,10 +256,14 @@ class Compactor:
             )
         if room < budget.MIN_OUTPUT_TOKENS:
             raise ContextWindowTooSmall(
-                f"This request needs about {prepared.estimate} tokens and the context window is "
-                f"{snapshot.context_window}: what cannot be masked or summarized (the system prompt, "
-                "the tools, the memory, the user's message and the newest tool results) does not fit. "
-                "Shorten the message, the system prompt or the memory, or use a model with a larger window."
+                window_too_small_text(
+                    snapshot,
+                    prepared.built,
+                    estimate=prepared.estimate,
+                    what="This request",
+                    rest="the history left after masking and summarizing (the running turn: its "
+                    "messages and newest tool results)",
+                )
             )
         if room < prepared.built.body["max_tokens"]:
             prepared.built = await db(self.runner.build_with)(snapshot, self.history, max_tokens=room)
@@ -348,19 +352,71 @@ def message_admit(snapshot: SessionSnapshot, estimate: int, *, feature_set: Feat
     room = snapshot.context_window - budget.MIN_OUTPUT_TOKENS
     ratio = snapshot.token_ratio or 1.0
     tokens = round(ratio * estimate)
+    fixed: BuiltRequest | None = None
     if tokens > room // 3:
-        fixed = build_request(
-            session=snapshot,
-            history=PreparedHistory(),
-            server_tools=feature_set.tools_for_session(snapshot),
-            max_tokens=budget.MIN_OUTPUT_TOKENS,
-            sections=feature_set.sections,
-        )
+        fixed = _fixed_request(snapshot, feature_set)
         tokens += round(ratio * fixed.estimated_tokens)
     # The same measure the turn's calls are held to (`Compactor._fit`): refused here, or never.
-    if budget.output_room(snapshot, tokens) < budget.MIN_OUTPUT_TOKENS:
-        raise ContextWindowTooSmall(
-            f"This message needs about {tokens} tokens with the system prompt, tools and memory, and the "
-            f"session's context window is {snapshot.context_window}: it cannot fit, whatever is "
-            "summarized. Send a shorter message (or share large text as a file or a client tool result)."
+    if budget.output_room(snapshot, tokens) >= budget.MIN_OUTPUT_TOKENS:
+        return
+    if fixed is None:
+        fixed = _fixed_request(snapshot, feature_set)
+        tokens += round(ratio * fixed.estimated_tokens)
+        if budget.output_room(snapshot, tokens) >= budget.MIN_OUTPUT_TOKENS:
+            return
+    raise ContextWindowTooSmall(
+        window_too_small_text(
+            snapshot,
+            fixed,
+            estimate=tokens,
+            what="This message",
+            rest="the message itself",
+            rest_tokens=round(ratio * estimate),
         )
+    )
+
+
+def _fixed_request(snapshot: SessionSnapshot, feature_set: FeatureSet) -> BuiltRequest:
+    """The session's request with no history: what every call carries (system prompt, tools,
+    the features' sections)."""
+    return build_request(
+        session=snapshot,
+        history=PreparedHistory(),
+        server_tools=feature_set.tools_for_session(snapshot),
+        max_tokens=budget.MIN_OUTPUT_TOKENS,
+        sections=feature_set.sections,
+    )
+
+
+def window_too_small_text(
+    snapshot: SessionSnapshot,
+    built: BuiltRequest,
+    *,
+    estimate: int,
+    what: str,
+    rest: str,
+    rest_tokens: int | None = None,
+) -> str:
+    """Why a request cannot fit the window, part by part, and what to change (issue 30 item 9: a
+    bare "needs about 3309 tokens and the window is 4000" read as a contradiction, because the
+    room kept for the answer was not said). `estimate` is the whole prompt's calibrated estimate;
+    `rest` names what it holds beyond the fixed parts (`built`'s system prompt, tools and
+    sections), `rest_tokens` its size (by default: the estimate less the fixed parts)."""
+    ratio = snapshot.token_ratio or 1.0
+    parts = built.breakdown
+    tools = round(ratio * parts.get("tools", 0))
+    system = round(ratio * parts.get("system", 0))
+    memory = round(ratio * (parts.get("dynamic_system", 0) + parts.get("transient", 0)))
+    if rest_tokens is None:
+        rest_tokens = max(0, estimate - tools - system - memory)
+    headroom = budget.window_headroom(snapshot, estimate)
+    window = snapshot.context_window
+    return (
+        f"{what} needs about {estimate:,} tokens and the context window is {window:,}, which must also "
+        f"keep {budget.MIN_OUTPUT_TOKENS:,} tokens for the answer and {headroom:,} as a margin for the "
+        f"token estimate's error. The prompt: the tools {tools:,}, the system prompt with the features' "
+        f"guidance {system:,}, memory (notepad, scratchpad and the other sections) {memory:,}, "
+        f"{rest} {rest_tokens:,}. It cannot fit, whatever is summarized: use a larger context window "
+        f"(at least about {budget.window_needed(snapshot, estimate):,}), offer fewer tools (switch "
+        "features off in the session's settings), or send a shorter message or system prompt."
+    )
