@@ -64,3 +64,28 @@ COUNTED_FEATURE = Feature(
         )
     ],
 )
+
+
+# Rooms `test_fill` was given (tests read them, then clear the list).
+FILL_ROOMS: list[int | None] = []
+
+
+async def _fill(ctx: ToolContext, tool_input: dict) -> str:
+    """As much text as the call's room holds (a greedy reader)."""
+    FILL_ROOMS.append(ctx.room_tokens)
+    room = ctx.room_tokens or 0
+    # "word " is a token of the local estimate.
+    return "word " * max(room - 5, 0)
+
+
+FILL_FEATURE = Feature(
+    name="test_fill",
+    tools=[
+        ToolSpec(
+            name="test_fill",
+            description="Return as much text as fits.",
+            input_schema={"type": "object", "properties": {}},
+            handler=_fill,
+        )
+    ],
+)

@@ -20,6 +20,7 @@ from memory_app.observations.selectors import (
     observations_in_scope_exist,
 )
 from sessions_app.common.db import db_heavy
+from sessions_app.common.estimate import estimate_json_tokens, estimate_text_tokens
 from sessions_app.engine.contract import SessionSnapshot, ToolContext, ToolError, ToolSpec
 
 
@@ -58,11 +59,67 @@ def _read(ctx: ToolContext, tool_input: dict[str, Any]) -> dict[str, Any]:
     return observation_read(observation=observation, mode=mode, arguments=tool_input)
 
 
+# What the note saying how to read on adds to a clipped read, in tokens.
+READ_ON_NOTE_TOKENS = 60
+
+
+def _chars_that_fit(content: str, room: int) -> int:
+    """How many characters of `content` (from its start) take at most `room` tokens."""
+    keep = len(content)
+    while keep > 0:
+        tokens = estimate_text_tokens(content[:keep])
+        if tokens <= room:
+            return keep
+        keep = min(keep - 1, int(keep * room / tokens * 0.95))
+    return 0
+
+
+def read_fit(result: dict[str, Any], room_tokens: int | None) -> dict[str, Any]:
+    """`result` cut to what the next request has room for (`ToolContext.room_tokens`), with
+    `truncated` saying how to read on: a read keeps its start (`tail` its end, `grep` its first
+    lines), and ends on a line's end in modes `lines` and `grep`."""
+    if room_tokens is None or estimate_json_tokens(result) <= room_tokens:
+        return result
+    content = result["content"]
+    room = room_tokens - estimate_json_tokens({**result, "content": ""}) - READ_ON_NOTE_TOKENS
+    keep = _chars_that_fit(content, max(room, 0))
+    mode = result["mode"]
+    fitted = dict(result)
+    if result.get("encoding") == "base64":
+        keep -= keep % 4  # whole groups: 3 bytes each
+        fitted["content"] = content[:keep]
+        fitted["end"] = result["start"] + keep // 4 * 3
+        how = f"read on with mode range, start {fitted['end']}"
+    elif mode == "tail":
+        fitted["content"] = content[len(content) - keep :]
+        fitted["start"] = result["end"] - keep
+        how = f"read what comes before with mode range, end {fitted['start']}"
+    elif mode in ("lines", "grep"):
+        cut = content[:keep]
+        # Whole lines only; a first line longer than the room is cut in it.
+        cut = cut[: cut.rfind("\n") + 1] if "\n" in cut else cut
+        fitted["content"] = cut
+        if mode == "lines":
+            fitted["end_line"] = result["start_line"] + max(cut.count("\n") - 1, 0)
+            how = f"read on with mode lines, start_line {fitted['end_line'] + 1}"
+        else:
+            how = "narrow the pattern or lower max_matches, or read on after the last line shown with lines"
+    else:  # head, range, full
+        fitted["content"] = content[:keep]
+        fitted["end"] = result["start"] + keep
+        how = f"read on with mode range, start {fitted['end']}"
+    fitted["truncated"] = (
+        f"cut to fit the room left in the context (about {room_tokens} tokens for this result): {how}"
+    )
+    return fitted
+
+
 async def scratchpad_read(ctx: ToolContext, tool_input: dict[str, Any]) -> dict[str, Any]:
     try:
-        return await db_heavy(_read)(ctx, tool_input)
+        result = await db_heavy(_read)(ctx, tool_input)
     except ObservationReadError as exc:
         raise ToolError(str(exc)) from None
+    return read_fit(result, ctx.room_tokens)
 
 
 SCRATCHPAD_READ_TOOL = ToolSpec(

@@ -10,7 +10,9 @@ import uuid
 from typing import Any
 
 from sessions_app import selectors
+from sessions_app.common.content import text_clip_middle
 from sessions_app.common.db import db
+from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.engine.compaction.summary import transcript_lines
 from sessions_app.engine.context import StoredMessage
 from sessions_app.engine.contract import ToolContext, ToolError, ToolSpec
@@ -45,9 +47,56 @@ DESCRIPTION = (
     "summarized. Use it when the summary lacks a detail you need. Paginated with offset/limit; "
     "query filters by text."
 )
+# A page's own JSON besides its messages (ids, counts), and each message's, in tokens.
+PAGE_OVERHEAD_TOKENS = 60
+MESSAGE_OVERHEAD_TOKENS = 2
+# The least text of a clipped message kept around the omission marker, in characters.
+CLIP_MIN_CHARS = 40
 
 
-def archive_page(*, session_id: uuid.UUID, offset: int, limit: int, query: str | None) -> dict[str, Any]:
+def _clipped(message: dict[str, Any], room: int) -> dict[str, Any]:
+    """`message` with its text cut in the middle (seed 004's omission marker) so that it takes at
+    most `room` tokens (or keeps CLIP_MIN_CHARS of text where even that does not fit)."""
+    text = message["text"]
+
+    def clip(keep: int) -> dict[str, Any]:
+        return {**message, "text": text_clip_middle(text, head=keep // 2, tail=keep - keep // 2)}
+
+    keep = len(text)
+    while keep > CLIP_MIN_CHARS:
+        cost = estimate_json_tokens(clip(keep))
+        if cost <= room:
+            break
+        # The share of the text that fits at its current size, a little less: a round or two.
+        keep = max(CLIP_MIN_CHARS, min(keep - 1, int(keep * room / cost * 0.95)))
+    return clip(keep)
+
+
+def page_fit(messages: list[dict[str, Any]], room_tokens: int | None) -> list[dict[str, Any]]:
+    """As many of `messages` (in order) as `room_tokens` holds; at least one, a single message
+    larger than the room clipped in the middle to fit it."""
+    if room_tokens is None:
+        return messages
+    left = room_tokens - PAGE_OVERHEAD_TOKENS
+    page: list[dict[str, Any]] = []
+    for message in messages:
+        cost = estimate_json_tokens(message) + MESSAGE_OVERHEAD_TOKENS
+        if cost <= left:
+            page.append(message)
+            left -= cost
+            continue
+        if not page:
+            page.append(_clipped(message, left - MESSAGE_OVERHEAD_TOKENS))
+        break
+    return page
+
+
+def archive_page(
+    *, session_id: uuid.UUID, offset: int, limit: int, query: str | None, room_tokens: int | None = None
+) -> dict[str, Any]:
+    """A page of the latest archive: up to `limit` messages from `offset`, no more than
+    `room_tokens` holds (`ToolContext.room_tokens`; a single message too large for it is clipped
+    in the middle); `next_offset` says where to read on."""
     archive = selectors.archive_latest(session_id=session_id)
     if archive is None:
         raise ToolError("There is no archive yet: nothing has been compacted in this session.")
@@ -66,7 +115,7 @@ def archive_page(*, session_id: uuid.UUID, offset: int, limit: int, query: str |
         raise ToolError(
             f"offset {offset} is past the end: {total} matching archived messages (offsets 0 to {last})."
         )
-    page = rendered[offset : offset + limit]
+    page = page_fit(rendered[offset : offset + limit], room_tokens)
     end = offset + len(page)
     return {
         "archive_id": str(archive.id),
@@ -86,7 +135,13 @@ async def session_archive_read(ctx: ToolContext, tool_input: dict) -> dict[str, 
     query = tool_input.get("query")
     if query is not None and len(query) > MAX_QUERY_CHARS:
         raise ToolError(f"query must be a string of at most {MAX_QUERY_CHARS} characters.")
-    return await db(archive_page)(session_id=ctx.session.id, offset=offset, limit=limit, query=query or None)
+    return await db(archive_page)(
+        session_id=ctx.session.id,
+        offset=offset,
+        limit=limit,
+        query=query or None,
+        room_tokens=ctx.room_tokens,
+    )
 
 
 SESSION_ARCHIVE_READ = ToolSpec(

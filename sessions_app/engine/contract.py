@@ -196,6 +196,13 @@ class ToolContext:
     sandbox: dict[str, Any] = field(default_factory=dict)
     # The engine's turns (None where no turn loop runs the tool, e.g. a test calling a handler).
     turns: Turns | None = None
+    # About how many tokens (the local estimate's, `sessions_app.common.estimate`) this call's
+    # result may take in the next request: what the window leaves after what that request holds
+    # already, the room kept for the pre-compaction warning and for an answer, shared among the
+    # step's calls. A tool that reads (an archive, an observation) fills its page up to it and
+    # says how to read on; a result that still does not fit becomes a tool error saying so.
+    # None: no limit known (no turn loop runs the tool).
+    room_tokens: int | None = None
 
 
 Handler = Callable[[ToolContext, dict], Awaitable[Any]]

@@ -563,7 +563,15 @@ class TurnRunner:
                 )
             cancelled = ends_turn = False
             if calls:
-                cancelled, ends_turn = await self._calls_answer(snapshot, calls)
+                # What the results may take: the next request holds this one (as the provider
+                # counted it) and the answer just stored.
+                prompt = response.usage.prompt_tokens or prepared.estimate
+                room = budget.results_room(
+                    snapshot,
+                    next_request=prompt + round((snapshot.token_ratio or 1.0) * token_estimate),
+                    calls=len(calls),
+                )
+                cancelled, ends_turn = await self._calls_answer(snapshot, calls, room_tokens=room)
             if cancelled:
                 raise TurnCancelled
             if prepared.warned:
@@ -615,10 +623,13 @@ class TurnRunner:
             raise
         return stop_reason
 
-    async def _calls_answer(self, snapshot: SessionSnapshot, calls: list[PendingCall]) -> tuple[bool, bool]:
+    async def _calls_answer(
+        self, snapshot: SessionSnapshot, calls: list[PendingCall], *, room_tokens: int | None = None
+    ) -> tuple[bool, bool]:
         """Run a step's tool calls and store their results; whether the turn was cancelled
-        meanwhile, and whether a tool ends the turn."""
-        outcomes = await self.tools.run(snapshot, calls)
+        meanwhile, and whether a tool ends the turn. `room_tokens`: what each result may take in
+        the next request (None: not known, e.g. a turn taken over from a process that died)."""
+        outcomes = await self.tools.run(snapshot, calls, room_tokens=room_tokens)
         stored = await db(services.tool_results_store)(
             session_id=self.session_id,
             turn_id=self.turn_id,

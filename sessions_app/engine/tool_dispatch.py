@@ -21,6 +21,7 @@ from django.conf import settings
 from sessions_app import selectors
 from sessions_app.common.content import nul_free
 from sessions_app.common.db import db, db_heavy
+from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.common.types import ToolOutcome
 from sessions_app.engine import tool_hooks
 from sessions_app.engine.contract import EndTurn, SessionSnapshot, ToolContext, ToolError, Turns
@@ -32,6 +33,13 @@ logger = logging.getLogger("palimpsest.engine")
 
 T = TypeVar("T")
 CANCELLED_TOOL_RESULT = "Cancelled: the turn was cancelled before this tool finished."
+RESULT_TOO_LARGE = (
+    "The result of {name} is about {tokens} tokens, and the next request has room for about "
+    "{room} tokens of it: it was not kept. Ask for less at a time (a smaller page, range or limit, "
+    "a query), or write what you need to memory first."
+)
+# Results longer than this (characters) are counted off the event loop.
+COUNT_INLINE_MAX_CHARS = 65_536
 
 
 class TurnCancelled(Exception):
@@ -82,10 +90,31 @@ def tool_calls_plan(snapshot: SessionSnapshot, content: list[dict]) -> list[Pend
     return calls
 
 
+def results_fit(outcomes: list[ToolOutcome], server: set[str], room_tokens: int) -> list[ToolOutcome]:
+    """The engine's guard (issue 30): a server tool's result larger than the room the next request
+    has for it becomes a tool error the model can act on. Each call has `room_tokens`; what an
+    earlier result of the step leaves unused goes to the later ones."""
+    remaining = room_tokens * len(outcomes)
+    fitted = []
+    for index, outcome in enumerate(outcomes):
+        allowance = remaining - room_tokens * (len(outcomes) - index - 1)
+        # A token is at least a character: a short result is not counted.
+        short = len(outcome.content) if isinstance(outcome.content, str) else None
+        tokens = short if short is not None and short <= allowance else estimate_json_tokens(outcome.content)
+        if outcome.tool_use_id in server and not outcome.is_error and tokens > allowance:
+            message = RESULT_TOO_LARGE.format(name=outcome.name, tokens=tokens, room=max(allowance, 0))
+            outcome = dataclasses.replace(outcome, raw=None, content=message, is_error=True, extra=None)
+            tokens = estimate_json_tokens(message)
+        remaining -= tokens
+        fitted.append(outcome)
+    return fitted
+
+
 class ToolDispatch:
     def __init__(self, *, turn: TurnControl, features: FeatureSet) -> None:
         self.turn = turn
         self.features = features
+        self.room_tokens: int | None = None
 
     def _outcome_error(self, call: PendingCall, message: str) -> ToolOutcome:
         return ToolOutcome(call.tool_use_id, call.name, None, message, True)
@@ -112,7 +141,14 @@ class ToolDispatch:
             for c, r in zip(calls, resolved, strict=True)
         ]
 
-    async def run(self, snapshot: SessionSnapshot, calls: list[PendingCall]) -> list[ToolOutcome]:
+    async def run(
+        self, snapshot: SessionSnapshot, calls: list[PendingCall], *, room_tokens: int | None = None
+    ) -> list[ToolOutcome]:
+        """The step's outcomes, in the model's order. `room_tokens`: what each call's result may
+        take in the next request (`ToolContext.room_tokens`); a server tool's result that still
+        does not fit once the hooks have processed it (offloaded it) is answered with an error
+        saying its size and the room."""
+        self.room_tokens = room_tokens
         outcomes: dict[str, ToolOutcome] = {}
         try:
             # Server tools run one after another, in the model's order: later calls may depend on
@@ -143,11 +179,16 @@ class ToolDispatch:
             dataclasses.replace(o, raw=nul_free(o.raw), content=nul_free(o.content))
             for o in (outcomes[c.tool_use_id] for c in calls)
         ]
-        if not self.features.hooks:
+        if self.features.hooks:
+            ordered = await db_heavy(tool_hooks.outcomes_process)(
+                hooks=self.features.hooks, session=snapshot, turn_id=self.turn.turn_id, outcomes=ordered
+            )
+        if room_tokens is None:
             return ordered
-        return await db_heavy(tool_hooks.outcomes_process)(
-            hooks=self.features.hooks, session=snapshot, turn_id=self.turn.turn_id, outcomes=ordered
-        )
+        server = {c.tool_use_id for c in calls if c.executor == ToolExecutor.SERVER and c.error is None}
+        if sum(len(str(o.content)) for o in ordered) > COUNT_INLINE_MAX_CHARS:
+            return await asyncio.to_thread(results_fit, ordered, server, room_tokens)
+        return results_fit(ordered, server, room_tokens)
 
     def _concurrent(self, snapshot: SessionSnapshot, call: PendingCall) -> bool:
         spec = self.features.tool(call.name)
@@ -181,6 +222,7 @@ class ToolDispatch:
             tool_use_id=call.tool_use_id,
             sandbox=self.features.sandbox_for(snapshot),
             turns=self.turn.turns,
+            room_tokens=self.room_tokens,
         )
         try:
             raw = nul_free(await spec.handler(context, call.input))

@@ -309,10 +309,12 @@ async def test_summary_calls_are_recorded_apart_from_the_turn(connect, fake_anth
 
 async def test_a_history_too_large_for_one_call_is_summarized_in_chunks(connect, fake_anthropic):
     client = await connect()
-    # With a threshold of 1, nothing triggers; the API's refusal does, with a big history.
-    await client.create(model=MODEL, context_window=10_000, compact_threshold=1.0)
+    # The history grows in a large window, which is then made small (as an operator may): the
+    # next call finds a history far larger than one summary call can take, and the API refuses it.
+    await client.create(model=MODEL, context_window=40_000, compact_threshold=1.0)
     for index in range(8):
         await chat(client, f"part {index}: {FILLER}")
+    await sync_to_async(AgentSession.objects.update)(context_window=10_000)
     fake_anthropic.enqueue(
         error(400, "invalid_request_error", "prompt is too long: 12000 tokens > 10000 maximum")
     )

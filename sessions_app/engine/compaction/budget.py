@@ -13,9 +13,11 @@ the whole request is estimated.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
-from sessions_app.common.estimate import FALLBACK_CHARS_PER_TOKEN, estimate_json_tokens
+from sessions_app.common.estimate import FALLBACK_CHARS_PER_TOKEN, estimate_json_tokens, estimate_text_tokens
 from sessions_app.engine.contract import SessionSnapshot
+from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
 
 # Room kept between a request's estimate plus its max_tokens and the window: a share of the window,
 # plus a share of the estimate for its error (larger before the provider has counted a prompt of
@@ -103,6 +105,42 @@ def window_needed(session: SessionSnapshot, estimate: int) -> int:
     ) < (MIN_OUTPUT_TOKENS):
         window += 1
     return window
+
+
+# What the features' notes after the warning may add (an open task's name and the like).
+WARNING_NOTES_TOKENS = 120
+# A tool result's own JSON around its content in the next request (its block, its id).
+RESULT_BLOCK_TOKENS = 30
+
+
+def warning_reserve(session: SessionSnapshot) -> int:
+    """What seed 000's warning step adds to a request (the warning and the features' notes after
+    it), in the provider's tokens. The warning is given while a request plus this still fits
+    (`fit_limit`), so the warning step and its answer (at least MIN_OUTPUT_TOKENS) always fit."""
+    ratio = session.token_ratio or 1.0
+    return round(ratio * (estimate_text_tokens(PRE_COMPACTION_WARNING) + WARNING_NOTES_TOKENS))
+
+
+def warn_limit(session: SessionSnapshot) -> int:
+    """The largest estimate a request may have without the tiers (the warn point): the threshold,
+    or less where the window would not hold the warning step on top of the request and of one
+    more step of the reserve's size (a threshold near 1). A step that crosses the warn point
+    still leaves the warning room: a small one is under the reserve, and a large one's tool
+    results are held to `results_room`, which keeps the reserve."""
+    return min(threshold_tokens(session), fit_limit(session) - 2 * warning_reserve(session))
+
+
+def results_room(session: SessionSnapshot, *, next_request: int, calls: int = 1) -> int:
+    """How many tokens (of the local estimate, `sessions_app.common.estimate`) one of a step's
+    `calls` tool results may take: what the window leaves once the next request holds what it
+    holds already (`next_request`, in the provider's tokens: the step just answered and its
+    assistant message), the warning step's reserve and room for an answer, shared equally among
+    the step's calls. 0 when nothing is left."""
+    counted = replace(session, last_prompt_tokens=next_request)
+    free = fit_limit(counted) - next_request - warning_reserve(session)
+    ratio = session.token_ratio or 1.0
+    per_call = int(free / ratio / max(calls, 1)) - RESULT_BLOCK_TOKENS
+    return max(0, per_call)
 
 
 def output_room(session: SessionSnapshot, estimate: int) -> int:

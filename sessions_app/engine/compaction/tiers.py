@@ -87,8 +87,8 @@ class Prepared:
 
 def _limit(snapshot: SessionSnapshot) -> int:
     """What a call's estimate may be without any tier: the threshold, or less where the window
-    with its headroom holds less."""
-    return min(budget.threshold_tokens(snapshot), budget.fit_limit(snapshot))
+    with its headroom would not hold the warning step on top of it (`budget.warn_limit`)."""
+    return budget.warn_limit(snapshot)
 
 
 class Compactor:
@@ -191,18 +191,17 @@ class Compactor:
         )
         if estimate <= threshold:
             return await self._fit(Prepared(snapshot, built, estimate))
-        # Tier 2: a summary of the older history, after the warning step when it fits.
+        # Tier 2: a summary of the older history, after the warning step (seed 000). Not after a
+        # refusal for length: the provider said this very request is too long, so the warning
+        # step (this request and more) would be refused too.
         if self._summarizable(snapshot, force=force):
-            warning = round((snapshot.token_ratio or 1.0) * estimate_text_tokens(PRE_COMPACTION_WARNING)) + 10
             if not force and not self.warned:
-                if budget.output_room(snapshot, estimate + warning) < budget.MIN_OUTPUT_TOKENS:
-                    # Make room for the warning step itself with the running turn's older results.
-                    snapshot, built, estimate = await self._mask_running(
-                        snapshot, estimate, target=threshold - warning
-                    )
-                    if estimate <= threshold:  # that alone was enough: no summary needed
-                        return await self._fit(Prepared(snapshot, built, estimate))
-                if budget.output_room(snapshot, estimate + warning) >= budget.MIN_OUTPUT_TOKENS:
+                room = await self._warning_room(snapshot, estimate)
+                if room is None:  # masking for the warning was enough: no summary needed
+                    snapshot, built, estimate = await self.estimate()
+                    return await self._fit(Prepared(snapshot, built, estimate))
+                snapshot, estimate = room
+                if self._warning_fits(snapshot, estimate):
                     return await self._warn(snapshot, estimate)
             if await self.compact(provider, snapshot, tokens_before=before, trigger=trigger):
                 snapshot, built, estimate = await self.estimate()
@@ -212,6 +211,45 @@ class Compactor:
         # Tier 3: the running turn's older results (its newest stays whole).
         snapshot, built, estimate = await self._mask_running(snapshot, estimate, target=threshold)
         return await self._fit(Prepared(snapshot, built, estimate))
+
+    @staticmethod
+    def _warning_fits(snapshot: SessionSnapshot, estimate: int) -> bool:
+        return estimate + budget.warning_reserve(snapshot) <= budget.fit_limit(snapshot)
+
+    async def _warning_room(
+        self, snapshot: SessionSnapshot, estimate: int
+    ) -> tuple[SessionSnapshot, int] | None:
+        """Make room for the warning step where the request with it would not fit the window:
+        mask the results of the history before the running turn (it is summarized next), then
+        the running turn's older ones (its newest stays whole). The snapshot and estimate after;
+        None when that alone brought the request under the threshold (no summary is needed)."""
+        if self._warning_fits(snapshot, estimate):
+            return snapshot, estimate
+        target = budget.fit_limit(snapshot) - budget.warning_reserve(snapshot)
+        older = [
+            tool_use_id
+            for tool_use_id, position in self.history.tool_results()
+            if position < self.turn_start and tool_use_id not in self.history.masks
+        ]
+        snapshot, _, estimate = await self._mask_announced(
+            snapshot, older, excess=estimate - target, before=estimate
+        )
+        if not self._warning_fits(snapshot, estimate):
+            snapshot, _, estimate = await self._mask_running(snapshot, estimate, target=target)
+        return None if estimate <= _limit(snapshot) else (snapshot, estimate)
+
+    async def warning_step(self, snapshot: SessionSnapshot, estimate: int) -> Prepared | None:
+        """The warning step before an operator's compaction (no turn runs: the whole epoch is
+        older history): the warning stored and its request, after making room for it; None when
+        even then it cannot fit (the summary comes at once)."""
+        room = await self._warning_room(snapshot, estimate)
+        if room is None:
+            snapshot, _, estimate = await self.estimate()
+        else:
+            snapshot, estimate = room
+        if not self._warning_fits(snapshot, estimate):
+            return None
+        return await self._warn(snapshot, estimate)
 
     async def _warn(self, snapshot: SessionSnapshot, estimate: int) -> Prepared:
         """Store seed 000's warning; the request of the warning step."""
