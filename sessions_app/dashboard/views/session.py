@@ -35,7 +35,7 @@ def session_page_context(session: AgentSession) -> dict[str, Any]:
     context: dict[str, Any] = {
         "session": session,
         "last_seq": last_seq,
-        "page": selectors.transcript_page(session_id=session.pk),
+        "page": selectors.transcript_page(session_id=session.pk, until_seq=last_seq),
         "streaming": selectors.stream_in_progress(session=session),
         "gauge": selectors.context_gauge(session=session),
         "usage": session_usage(session),
