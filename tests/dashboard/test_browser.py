@@ -576,3 +576,33 @@ def test_no_page_asks_for_anything_that_is_not_there(new_page, scripted_server):
     assert failed == []
     icon = page.evaluate("document.querySelector('link[rel=icon]').href")
     assert page.request.get(icon).status == 200
+
+
+@pytest.mark.parametrize("width", [800, 1440])
+def test_the_session_list_is_usable_at_800_and_1440_px(new_page, scripted_server, screenshots, width):
+    page = logged_in(new_page, scripted_server)
+    session_created(page, scripted_server, f"List at {width} px with a long title of several words")
+    said(page, "spawn echo 42")
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(scripted_server.url + "/")
+    # The search box is a box to type in, not a sliver.
+    assert page.locator("input[name=q]").bounding_box()["width"] >= 240  # type: ignore[index]
+    # Nothing makes the page wider than the window; the table scrolls within it where it must.
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    for column in ("tokens", "cost"):
+        cell = page.locator(f"#session-rows tr.session-row td[data-col={column}]").first
+        cell.scroll_into_view_if_needed()
+        box = cell.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, column
+    # The sub-session tree reads as lines, not a word per line.
+    row = page.locator("#session-rows tr.session-row:has(details.subtree)").first
+    row.locator("details.subtree summary").click()
+    link = row.locator("[data-subtree-link]").first
+    link.wait_for()
+    line = float(
+        page.evaluate("(a) => parseFloat(getComputedStyle(a).lineHeight) || 20", link.element_handle())
+    )
+    assert link.bounding_box()["height"] < 2 * line  # type: ignore[index]
+    title = row.locator("td.title-cell")
+    assert title.bounding_box()["width"] >= 200  # type: ignore[index]
+    page.screenshot(path=screenshots / f"session-list-{width}.png")
