@@ -606,3 +606,29 @@ def test_the_session_list_is_usable_at_800_and_1440_px(new_page, scripted_server
     title = row.locator("td.title-cell")
     assert title.bounding_box()["width"] >= 200  # type: ignore[index]
     page.screenshot(path=screenshots / f"session-list-{width}.png")
+
+
+@pytest.mark.parametrize("width", [800, 1440])
+def test_a_message_too_large_gets_a_form_error_and_keeps_the_text(new_page, scripted_server, width):
+    page = logged_in(new_page, scripted_server)
+    page.set_viewport_size({"width": width, "height": 900})
+    session_url = session_created(page, scripted_server, f"Large message at {width} px")
+    huge = 3 * 1024 * 1024
+    # Over the box's limit (pasted in, or set by a script): refused before it is sent.
+    page.evaluate(f"document.querySelector('#id_content').value = 'x'.repeat({huge})")
+    page.click("#message-form button:has-text('Send')")
+    page.wait_for_selector("#message-form .error-text:has-text('at most 200000 characters')")
+    assert page.evaluate("document.querySelector('#id_content').value.length") == huge
+    # Past the page's own check, the server refuses it the same way: the page and the text stay.
+    page.evaluate(
+        "(n) => { const box = document.querySelector('#id_content'); box.removeAttribute('maxlength');"
+        " box.value = 'y'.repeat(n); document.querySelector('#message-form .error-text').remove(); }",
+        huge,
+    )
+    page.click("#message-form button:has-text('Send')")
+    page.wait_for_selector("#message-form .error-text:has-text('too large to send')")
+    assert page.url == session_url
+    assert page.evaluate("document.querySelector('#id_content').value.length") == huge
+    assert page.locator("#transcript .msg.user").count() == 0
+    box = page.locator("#message-form .error-text").bounding_box()
+    assert box is not None and box["x"] + box["width"] <= width
