@@ -219,3 +219,12 @@ def test_ten_thousand_message_session_renders_one_page_in_bounded_queries(
     assert "message 9999 " in html and "message 9939 " not in html
     assert response.context["gauge"].parts[3].key == "history"
     assert response.context["gauge"].parts[3].tokens > 0
+
+
+@pytest.mark.parametrize("path", ["/", "/sessions/{id}/", "/sessions/{id}/status/"])
+def test_pages_answer_head_as_they_answer_get(operator_client, path):
+    session = session_new()
+    response = operator_client.head(path.format(id=session.pk))
+    assert response.status_code == 200
+    assert response.content == b""
+

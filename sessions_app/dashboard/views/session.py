@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from asgiref.sync import sync_to_async
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from sessions_app import services
 from sessions_app.dashboard import panels, selectors
@@ -45,7 +45,7 @@ def session_page_context(session: AgentSession) -> dict[str, Any]:
     return context
 
 
-@require_GET
+@require_safe
 @operator_required
 def session_detail(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)
@@ -61,13 +61,13 @@ def session_detail(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRespo
     return render(request, "dashboard/session.html", context)
 
 
-@require_GET
+@require_safe
 @operator_required
 def session_status(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     return render(request, "dashboard/session.html#status", {"session": session_or_404(session_id)})
 
 
-@require_GET
+@require_safe
 @operator_required
 def transcript_older(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)
@@ -138,7 +138,7 @@ async def turn_cancel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRe
 # ---------------------------------------------------------------------------
 # Context gauge and timeline
 # ---------------------------------------------------------------------------
-@require_GET
+@require_safe
 @operator_required
 def context_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)
@@ -149,7 +149,7 @@ def context_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRespon
     )
 
 
-@require_GET
+@require_safe
 @operator_required
 def timeline_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)
