@@ -53,8 +53,12 @@ def session_detail(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRespo
     context["head_panels"] = panels.head_panels(session, request)
     context["tab_panels"] = panels.tab_panels(session, request)
     context["tabs"] = panels.session_tabs()
-    tab = request.GET.get("tab", "")
-    context["tab"] = tab if tab in {t.name for t in context["tabs"]} else panels.DEFAULT_TAB
+    asked = request.GET.get("tab", "")
+    tab = panels.TAB_ALIASES.get(asked, asked)
+    known = tab in {t.name for t in context["tabs"]}
+    context["tab"] = tab if known else panels.DEFAULT_TAB
+    # A tab the page does not have opens the default one, and the page says so.
+    context["tab_unknown"] = asked if asked and not known else ""
     # Bookmarked archive and request: the lazy panel loads with them.
     context["archive_query"] = urlencode({"epoch": request.GET["epoch"]}) if request.GET.get("epoch") else ""
     context["call_query"] = urlencode({"call": request.GET["call"]}) if request.GET.get("call") else ""
