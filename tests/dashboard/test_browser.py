@@ -632,3 +632,23 @@ def test_a_message_too_large_gets_a_form_error_and_keeps_the_text(new_page, scri
     assert page.locator("#transcript .msg.user").count() == 0
     box = page.locator("#message-form .error-text").bounding_box()
     assert box is not None and box["x"] + box["width"] <= width
+
+
+@pytest.mark.parametrize("width", [800, 1440])
+def test_timeline_types_fit_their_column_and_every_row_says_something(new_page, scripted_server, width):
+    page = logged_in(new_page, scripted_server)
+    page.set_viewport_size({"width": width, "height": 900})
+    session_created(page, scripted_server, f"Timeline at {width} px")
+    said(page, "remember: the timeline labels")
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.click("#message-form button:has-text('Compact now')")
+    tab(page, "timeline")
+    page.wait_for_selector("#timeline-rows .tl-row:has-text('compaction.completed')")
+    page.wait_for_selector("#timeline-rows .tl-row:has(.type:text-is('session.status'))")
+    overflowing = page.evaluate(
+        "Array.from(document.querySelectorAll('#timeline-rows .tl-row .type'))"
+        ".filter((t) => t.scrollWidth > t.clientWidth).map((t) => t.textContent)"
+    )
+    assert overflowing == []
+    for row in page.locator("#timeline-rows .tl-row:has(.type:text-is('session.status'))").all():
+        assert row.locator(".sum").inner_text().strip()
