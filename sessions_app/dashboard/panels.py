@@ -25,6 +25,8 @@ DEFAULT_TAB = "context"
 # page is too narrow for the side panels (dashboard.css).
 FIRST_TABS = ((TRANSCRIPT_TAB, "Transcript"), (DEFAULT_TAB, "Context"))
 LAST_TABS = (("archives", "Archives"), ("inspector", "Prompt"), ("timeline", "Timeline"))
+# Other names a tab is asked for by (the inspector's label is "Prompt").
+TAB_ALIASES = {"prompt": "inspector"}
 # Tabs have the keys 0 to 9, in order (dashboard.js); any after the tenth has none.
 TAB_KEYS = 10
 

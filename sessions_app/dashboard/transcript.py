@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessions_app.common.content import content_text
+from sessions_app.engine.compaction.tiers import TRIGGER_OPERATOR
 from sessions_app.engine.features import features
 from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
 from sessions_app.models import Archive, Message
@@ -166,10 +167,10 @@ def sandbox_run_of(name: str, text: str) -> dict[str, Any] | None:
 def compaction_receipt(
     *, trigger: str, kept: int, masked: int, duration_ms: int, tokens_before: int, tokens_after: int
 ) -> str:
-    parts = [
-        trigger or "threshold",
-        f"{kept} message{'s' if kept != 1 else ''} of the running turn kept verbatim",
-    ]
+    parts = [trigger or "threshold"]
+    # An operator's compaction runs between turns: there is no running turn to keep.
+    if trigger != TRIGGER_OPERATOR:
+        parts.append(f"{kept} message{'s' if kept != 1 else ''} of the running turn kept verbatim")
     if masked:
         parts.append(f"{masked} tool result{'s' if masked != 1 else ''} masked")
     parts.append(f"{duration_ms / 1000:.1f} s")

@@ -128,6 +128,8 @@ def event_summary(frame: dict) -> str:
         return _short(f"{frame.get('failures_in_a_row')} in a row: {frame.get('message')}")
     if kind == "turn.completed":
         return str(frame.get("stop_reason", ""))
+    if kind == "session.status":
+        return str(frame.get("status", ""))
     if kind == "error":
         return _short(f"{frame.get('code')}: {frame.get('message')}")
     return ""

@@ -284,6 +284,42 @@
     syncObservationForm();
   });
   document.addEventListener("htmx:afterSettle", (event) => syncObservationForm(event.target));
+
+  // A form's text over its box's limit is not sent: the form says so as the server would
+  // (Django's max_length message), and the text stays to be shortened. A body over the server's
+  // limit that gets through anyway comes back as a `palimpsest:too-large` event, shown the same way.
+  function formError(form, message) {
+    let line = form.querySelector(".error-text[data-client-error]");
+    if (!line) {
+      line = document.createElement("p");
+      line.className = "error-text";
+      line.setAttribute("role", "alert");
+      line.dataset.clientError = "";
+      const csrf = form.querySelector("input[name=csrfmiddlewaretoken]");
+      if (csrf) csrf.after(line); else form.prepend(line);
+    }
+    line.textContent = message;
+  }
+  document.addEventListener("htmx:confirm", (event) => {
+    const form = event.target;
+    if (!form.matches || !form.matches("form")) return;
+    for (const box of form.querySelectorAll("textarea[maxlength], input[maxlength]")) {
+      const limit = parseInt(box.getAttribute("maxlength"), 10);
+      const length = Array.from(box.value).length;
+      if (limit > 0 && length > limit) {
+        event.preventDefault();
+        formError(form, `Ensure this value has at most ${limit} characters (it has ${length}).`);
+        box.focus();
+        return;
+      }
+    }
+  });
+  document.addEventListener("palimpsest:too-large", (event) => {
+    const elt = event.target;
+    const form = elt.closest ? elt.closest("form") || elt.querySelector("form") : null;
+    if (form) formError(form, event.detail.value);
+    else window.alert(event.detail.value);
+  });
   document.addEventListener("htmx:afterSwap", (event) => {
     // After sending, the message box is ready for the next message.
     if (event.target.id === "message-form") {

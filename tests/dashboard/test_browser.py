@@ -576,3 +576,79 @@ def test_no_page_asks_for_anything_that_is_not_there(new_page, scripted_server):
     assert failed == []
     icon = page.evaluate("document.querySelector('link[rel=icon]').href")
     assert page.request.get(icon).status == 200
+
+
+@pytest.mark.parametrize("width", [800, 1440])
+def test_the_session_list_is_usable_at_800_and_1440_px(new_page, scripted_server, screenshots, width):
+    page = logged_in(new_page, scripted_server)
+    session_created(page, scripted_server, f"List at {width} px with a long title of several words")
+    said(page, "spawn echo 42")
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(scripted_server.url + "/")
+    # The search box is a box to type in, not a sliver.
+    assert page.locator("input[name=q]").bounding_box()["width"] >= 240  # type: ignore[index]
+    # Nothing makes the page wider than the window; the table scrolls within it where it must.
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    for column in ("tokens", "cost"):
+        cell = page.locator(f"#session-rows tr.session-row td[data-col={column}]").first
+        cell.scroll_into_view_if_needed()
+        box = cell.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, column
+    # The sub-session tree reads as lines, not a word per line.
+    row = page.locator("#session-rows tr.session-row:has(details.subtree)").first
+    row.locator("details.subtree summary").click()
+    link = row.locator("[data-subtree-link]").first
+    link.wait_for()
+    line = float(
+        page.evaluate("(a) => parseFloat(getComputedStyle(a).lineHeight) || 20", link.element_handle())
+    )
+    assert link.bounding_box()["height"] < 2 * line  # type: ignore[index]
+    title = row.locator("td.title-cell")
+    assert title.bounding_box()["width"] >= 200  # type: ignore[index]
+    page.screenshot(path=screenshots / f"session-list-{width}.png")
+
+
+@pytest.mark.parametrize("width", [800, 1440])
+def test_a_message_too_large_gets_a_form_error_and_keeps_the_text(new_page, scripted_server, width):
+    page = logged_in(new_page, scripted_server)
+    page.set_viewport_size({"width": width, "height": 900})
+    session_url = session_created(page, scripted_server, f"Large message at {width} px")
+    huge = 3 * 1024 * 1024
+    # Over the box's limit (pasted in, or set by a script): refused before it is sent.
+    page.evaluate(f"document.querySelector('#id_content').value = 'x'.repeat({huge})")
+    page.click("#message-form button:has-text('Send')")
+    page.wait_for_selector("#message-form .error-text:has-text('at most 200000 characters')")
+    assert page.evaluate("document.querySelector('#id_content').value.length") == huge
+    # Past the page's own check, the server refuses it the same way: the page and the text stay.
+    page.evaluate(
+        "(n) => { const box = document.querySelector('#id_content'); box.removeAttribute('maxlength');"
+        " box.value = 'y'.repeat(n); document.querySelector('#message-form .error-text').remove(); }",
+        huge,
+    )
+    page.click("#message-form button:has-text('Send')")
+    page.wait_for_selector("#message-form .error-text:has-text('too large to send')")
+    assert page.url == session_url
+    assert page.evaluate("document.querySelector('#id_content').value.length") == huge
+    assert page.locator("#transcript .msg.user").count() == 0
+    box = page.locator("#message-form .error-text").bounding_box()
+    assert box is not None and box["x"] + box["width"] <= width
+
+
+@pytest.mark.parametrize("width", [800, 1440])
+def test_timeline_types_fit_their_column_and_every_row_says_something(new_page, scripted_server, width):
+    page = logged_in(new_page, scripted_server)
+    page.set_viewport_size({"width": width, "height": 900})
+    session_created(page, scripted_server, f"Timeline at {width} px")
+    said(page, "remember: the timeline labels")
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.click("#message-form button:has-text('Compact now')")
+    tab(page, "timeline")
+    page.wait_for_selector("#timeline-rows .tl-row:has-text('compaction.completed')")
+    page.wait_for_selector("#timeline-rows .tl-row:has(.type:text-is('session.status'))")
+    overflowing = page.evaluate(
+        "Array.from(document.querySelectorAll('#timeline-rows .tl-row .type'))"
+        ".filter((t) => t.scrollWidth > t.clientWidth).map((t) => t.textContent)"
+    )
+    assert overflowing == []
+    for row in page.locator("#timeline-rows .tl-row:has(.type:text-is('session.status'))").all():
+        assert row.locator(".sum").inner_text().strip()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -45,8 +46,13 @@ async def test_compact_now_summarizes_the_whole_epoch_and_tells_no_turn(operator
     # Only the summary starts the new epoch: nothing of a turn was running.
     assert await sync_to_async(Message.objects.filter(session=session, epoch=1).count)() == 1
     # The page shows the compaction with its receipt.
-    page = await client.get(f"/sessions/{session.pk}/")
-    assert "operator · 0 messages of the running turn kept verbatim" in page.content.decode()
+    page = (await client.get(f"/sessions/{session.pk}/")).content.decode()
+    # Nothing was running, so the receipt says nothing of messages kept verbatim.
+    assert re.search(r"operator · \d+\.\d s · [\d,]+ → [\d,]+ tokens", page)
+    assert "kept verbatim" not in page
+    # The summary call predicted no prompt size: the inspector says so rather than "0".
+    inspector = (await client.get(f"/sessions/{session.pk}/inspector/")).content.decode()
+    assert "predicted —" in inspector and "predicted 0" not in inspector
 
 
 async def test_compact_now_is_refused_while_a_turn_runs(operator: Any) -> None:

@@ -14,7 +14,8 @@ from memory_app.notepad import services as memory_services
 from memory_app.notepad.models import NotepadRevision
 from memory_app.notepad.prompts import NOTEPAD_GUIDANCE
 from memory_app.observations.content import result_parts
-from memory_app.observations.services import observation_create, observations_gc
+from memory_app.observations.models import Observation
+from memory_app.observations.services import MASKED_LIFETIME, observation_create, observations_gc
 from memory_app.scratchpad import services as scratchpad_services
 from memory_app.tasks.models import Task, TaskStatus
 from sessions_app import selectors as session_selectors
@@ -197,6 +198,18 @@ def test_observation_list_shows_the_sessions_observations(operator_client):
     observation = observation_of(session)
     html = operator_client.get(f"/sessions/{session.pk}/observations/").content.decode()
     assert observation.pk in html and "fs_read" in html and ">502<" in html  # lines
+
+
+@pytest.mark.django_db
+def test_a_masked_result_kept_with_its_session_never_expires_in_the_list(operator_client):
+    session = session_new()
+    observation = observation_of(session)
+    Observation.objects.filter(pk=observation.pk).update(
+        session_scope=True, expires_at=timezone.now() + MASKED_LIFETIME
+    )
+    html = operator_client.get(f"/sessions/{session.pk}/observations/").content.decode()
+    assert ">never</span>" in html
+    assert "years" not in html
 
 
 @pytest.mark.django_db

@@ -247,3 +247,11 @@ def test_a_failed_form_keeps_what_was_typed(operator_client):
     form = operator_client.post("/sessions/new/", data).context["create_form"]
     assert form["title"].value() == "Keep me"
     assert form["setting__tasks__enabled"].value() is False
+
+
+@pytest.mark.django_db
+def test_a_session_no_call_has_measured_says_so_instead_of_a_dash(operator_client):
+    session_new(title="fresh", context_window=4000)
+    html = operator_client.get("/").content.decode()
+    assert "not measured yet / 4k" in html
+    assert "– / 4k" not in html

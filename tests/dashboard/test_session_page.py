@@ -219,3 +219,25 @@ def test_ten_thousand_message_session_renders_one_page_in_bounded_queries(
     assert "message 9999 " in html and "message 9939 " not in html
     assert response.context["gauge"].parts[3].key == "history"
     assert response.context["gauge"].parts[3].tokens > 0
+
+
+@pytest.mark.parametrize("path", ["/", "/sessions/{id}/", "/sessions/{id}/status/"])
+def test_pages_answer_head_as_they_answer_get(operator_client, path):
+    session = session_new()
+    response = operator_client.head(path.format(id=session.pk))
+    assert response.status_code == 200
+    assert response.content == b""
+
+
+def test_the_prompt_tab_opens_the_prompt_inspector(operator_client):
+    session = session_new()
+    html = operator_client.get(f"/sessions/{session.pk}/?tab=prompt").content.decode()
+    assert 'data-tab="inspector"' in html
+    assert "tab-notice" not in html
+
+
+def test_an_unknown_tab_opens_the_default_and_says_so(operator_client):
+    session = session_new()
+    html = operator_client.get(f"/sessions/{session.pk}/?tab=nonsense<b>").content.decode()
+    assert 'data-tab="context"' in html
+    assert "There is no tab “nonsense&lt;b&gt;”: showing Context." in html

@@ -75,3 +75,9 @@ def test_the_timeline_panel_shows_a_folded_run(operator_client):
     assert "<span data-delta-count>40</span> deltas" in html
     assert html.count("is-delta") == 40  # each inside the group, for its fields
     assert "word0 word1 word2" in html.split("data-delta-text>", 1)[1]
+
+
+def test_a_status_change_says_the_status():
+    from sessions_app.templatetags.dashboard import event_summary
+
+    assert event_summary(frame(7, "session.status", status="idle")) == "idle"

@@ -8,7 +8,7 @@ import uuid
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from memory_app.notepad import selectors as notepad_selectors
 from memory_app.notepad import services as notepad_services
@@ -29,7 +29,7 @@ from sessions_app.dashboard.views.memory_history import (
 from sessions_app.models import AgentSession
 
 
-@require_GET
+@require_safe
 @operator_required
 def notepad_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)
@@ -78,7 +78,7 @@ def notepad_edit(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRespons
     return render(request, f"{TEMPLATE}#saved", context)
 
 
-@require_GET
+@require_safe
 @operator_required
 def notepad_revision(request: HtmxHttpRequest, session_id: uuid.UUID, version: int) -> HttpResponse:
     session = session_or_404(session_id)
@@ -102,7 +102,7 @@ def _history_pages(session: AgentSession) -> HistoryPages:
     )
 
 
-@require_GET
+@require_safe
 @operator_required
 def notepad_history(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)

@@ -9,7 +9,7 @@ from typing import Any
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from memory_app.observations.dashboard.forms import ObservationReadForm
 from memory_app.observations.dashboard.panels import TEMPLATE
@@ -21,7 +21,7 @@ from sessions_app.dashboard.selectors import NotFound
 from sessions_app.dashboard.views.common import HtmxHttpRequest, session_or_404
 
 
-@require_GET
+@require_safe
 @operator_required
 def observation_list(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)
@@ -29,7 +29,7 @@ def observation_list(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRes
     return render(request, f"{TEMPLATE}#list", context)
 
 
-@require_GET
+@require_safe
 @operator_required
 def observation_view(request: HtmxHttpRequest, session_id: uuid.UUID, observation_id: str) -> HttpResponse:
     """An observation and one read of it (head, tail, range, lines or grep), as the model reads."""

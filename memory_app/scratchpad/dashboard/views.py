@@ -9,7 +9,7 @@ from typing import Any
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from memory_app.scratchpad import selectors as scratchpad_selectors
 from memory_app.scratchpad import services as scratchpad_services
@@ -109,7 +109,7 @@ def _history_pages(session: AgentSession, space: str) -> HistoryPages:
     )
 
 
-@require_GET
+@require_safe
 @operator_required
 def scratchpad_history(request: HtmxHttpRequest, session_id: uuid.UUID, space: str) -> HttpResponse:
     session = session_or_404(session_id)

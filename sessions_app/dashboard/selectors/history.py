@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db.models import QuerySet
@@ -30,11 +31,12 @@ STREAM_TAIL_MAX_EVENTS = 5000
 
 def _items_page(
     messages_qs: QuerySet[Message], *, session_id: uuid.UUID, limit: int, backwards: bool
-) -> tuple[list[transcript.TranscriptItem], int | None]:
-    """`limit` messages of `messages_qs` as transcript items, in order, and the position the next
-    page continues from (None: there is none). `backwards` reads from the end (the next page is
-    older: continue before the position given), else from the start (continue after it)."""
-    ordered = messages_qs.only("position", "epoch", "role", "content", "metadata").order_by(
+) -> tuple[list[transcript.TranscriptItem], int | None, list[Message]]:
+    """`limit` messages of `messages_qs` as transcript items, in order, the position the next
+    page continues from (None: there is none), and the messages themselves. `backwards` reads
+    from the end (the next page is older: continue before the position given), else from the
+    start (continue after it)."""
+    ordered = messages_qs.only("position", "epoch", "role", "content", "metadata", "created_at").order_by(
         "-position" if backwards else "position"
     )
     messages = list(ordered[: limit + 1])
@@ -53,8 +55,59 @@ def _items_page(
     }
     items = transcript.items_from_messages(messages, tool_names=names, summaries=summaries)
     if not (has_more and messages):
-        return items, None
-    return items, (messages[0] if backwards else messages[-1]).position
+        return items, None, messages
+    return items, (messages[0] if backwards else messages[-1]).position, messages
+
+
+# A turn's end as the transcript shows it live (`transcript.items_from_event`): its `error` and a
+# `turn.completed` other than the model's own end.
+TURN_END_EVENTS = ("error", "turn.completed")
+
+
+def _turn_ends(
+    *,
+    session_id: uuid.UUID,
+    since: datetime | None,
+    until: datetime | None,
+    until_seq: int | None,
+) -> list[tuple[datetime, list[transcript.TranscriptItem]]]:
+    """The stored events that end turns (errors, turns ended other than by the model) written in
+    [since, until) and up to `until_seq`, as (when, transcript items), oldest first. They are
+    the transcript's as much as its messages are: a reload shows what was shown live."""
+    events = SessionEvent.objects.filter(session_id=session_id, type__in=TURN_END_EVENTS)
+    if since is not None:
+        events = events.filter(created_at__gte=since)
+    if until is not None:
+        events = events.filter(created_at__lt=until)
+    if until_seq is not None:
+        events = events.filter(seq__lte=until_seq)
+    ends = []
+    for event in events.order_by("seq"):
+        items = transcript.items_from_event(event.as_frame())
+        if items:
+            ends.append((event.created_at, items))
+    return ends
+
+
+def _with_turn_ends(
+    items: list[transcript.TranscriptItem],
+    messages: list[Message],
+    ends: list[tuple[datetime, list[transcript.TranscriptItem]]],
+) -> list[transcript.TranscriptItem]:
+    """`items` (of `messages`, in order) with each turn end after the last message written before it."""
+    if not ends:
+        return items
+    written = {m.position: m.created_at for m in messages}
+    merged: list[transcript.TranscriptItem] = []
+    pending = list(ends)
+    for item in items:
+        when = written.get(item.position) if item.position is not None else None
+        while pending and when is not None and pending[0][0] < when:
+            merged += pending.pop(0)[1]
+        merged.append(item)
+    for _, end_items in pending:
+        merged += end_items
+    return merged
 
 
 # ---------------------------------------------------------------------------
@@ -68,14 +121,33 @@ class TranscriptPage:
 
 
 def transcript_page(
-    *, session_id: uuid.UUID, before_position: int | None = None, limit: int = TRANSCRIPT_PAGE_SIZE
+    *,
+    session_id: uuid.UUID,
+    before_position: int | None = None,
+    limit: int = TRANSCRIPT_PAGE_SIZE,
+    until_seq: int | None = None,
 ) -> TranscriptPage:
     """The `limit` messages before `before_position` (the latest ones without it), every epoch,
-    as transcript items in order."""
+    as transcript items in order, with the errors and abnormal ends of turns among them (events
+    after `until_seq` are left out: the page's websocket replays them)."""
     messages_qs = Message.objects.filter(session_id=session_id)
+    until = None
     if before_position is not None:
         messages_qs = messages_qs.filter(position__lt=before_position)
-    items, older_before = _items_page(messages_qs, session_id=session_id, limit=limit, backwards=True)
+        # The newer page shows what was written from its first message on.
+        until = (
+            Message.objects.filter(session_id=session_id, position__gte=before_position)
+            .order_by("position")
+            .values_list("created_at", flat=True)
+            .first()
+        )
+    items, older_before, messages = _items_page(
+        messages_qs, session_id=session_id, limit=limit, backwards=True
+    )
+    # The older page shows what was written before this page's first message.
+    since = messages[0].created_at if older_before is not None and messages else None
+    ends = _turn_ends(session_id=session_id, since=since, until=until, until_seq=until_seq)
+    items = _with_turn_ends(items, messages, ends)
     items = transcript_link_children(session_id=session_id, items=items)
     return TranscriptPage(items=items, older_before=older_before)
 
@@ -189,5 +261,7 @@ def archive_messages_page(
     messages_qs = Message.objects.filter(session_id=archive.session_id, epoch=archive.epoch)
     if after_position is not None:
         messages_qs = messages_qs.filter(position__gt=after_position)
-    items, next_after = _items_page(messages_qs, session_id=archive.session_id, limit=limit, backwards=False)
+    items, next_after, _ = _items_page(
+        messages_qs, session_id=archive.session_id, limit=limit, backwards=False
+    )
     return ArchivedPage(items=items, next_after=next_after)

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from sessions_app import selectors as session_selectors
 from sessions_app.dashboard import panels, selectors
@@ -19,7 +19,7 @@ from sessions_app.dashboard.views.common import HtmxHttpRequest, session_or_404
 # ---------------------------------------------------------------------------
 # The archive stepper
 # ---------------------------------------------------------------------------
-@require_GET
+@require_safe
 @operator_required
 def archive_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)
@@ -36,7 +36,7 @@ def archive_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRespon
     return render(request, "dashboard/archive.html#stepper", context)
 
 
-@require_GET
+@require_safe
 @operator_required
 def archive_messages(request: HtmxHttpRequest, session_id: uuid.UUID, epoch: int) -> HttpResponse:
     session = session_or_404(session_id)
@@ -55,7 +55,7 @@ def archive_messages(request: HtmxHttpRequest, session_id: uuid.UUID, epoch: int
 # ---------------------------------------------------------------------------
 # The prompt inspector
 # ---------------------------------------------------------------------------
-@require_GET
+@require_safe
 @operator_required
 def inspector_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)
@@ -73,7 +73,7 @@ def inspector_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResp
     return render(request, "dashboard/inspector.html#inspector", context)
 
 
-@require_GET
+@require_safe
 @operator_required
 def model_call_request_json(request: HtmxHttpRequest, session_id: uuid.UUID, call_id: int) -> HttpResponse:
     """The exact request body of a model call, as JSON (the inspector shows its last messages)."""

@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseClientRedirect
 
 from sessions_app import services
@@ -38,7 +38,7 @@ def session_page_context(session: AgentSession) -> dict[str, Any]:
     context: dict[str, Any] = {
         "session": session,
         "last_seq": last_seq,
-        "page": selectors.transcript_page(session_id=session.pk),
+        "page": selectors.transcript_page(session_id=session.pk, until_seq=last_seq),
         "streaming": selectors.stream_in_progress(session=session),
         "gauge": selectors.context_gauge(session=session),
         "usage": session_usage(session),
@@ -48,7 +48,7 @@ def session_page_context(session: AgentSession) -> dict[str, Any]:
     return context
 
 
-@require_GET
+@require_safe
 @operator_required
 def session_detail(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)
@@ -56,21 +56,25 @@ def session_detail(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRespo
     context["head_panels"] = panels.head_panels(session, request)
     context["tab_panels"] = panels.tab_panels(session, request)
     context["tabs"] = panels.session_tabs()
-    tab = request.GET.get("tab", "")
-    context["tab"] = tab if tab in {t.name for t in context["tabs"]} else panels.DEFAULT_TAB
+    asked = request.GET.get("tab", "")
+    tab = panels.TAB_ALIASES.get(asked, asked)
+    known = tab in {t.name for t in context["tabs"]}
+    context["tab"] = tab if known else panels.DEFAULT_TAB
+    # A tab the page does not have opens the default one, and the page says so.
+    context["tab_unknown"] = asked if asked and not known else ""
     # Bookmarked archive and request: the lazy panel loads with them.
     context["archive_query"] = urlencode({"epoch": request.GET["epoch"]}) if request.GET.get("epoch") else ""
     context["call_query"] = urlencode({"call": request.GET["call"]}) if request.GET.get("call") else ""
     return render(request, "dashboard/session.html", context)
 
 
-@require_GET
+@require_safe
 @operator_required
 def session_status(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     return render(request, "dashboard/session.html#status", {"session": session_or_404(session_id)})
 
 
-@require_GET
+@require_safe
 @operator_required
 def transcript_older(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)
@@ -162,7 +166,7 @@ def session_delete(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRespo
 # ---------------------------------------------------------------------------
 # Context gauge and timeline
 # ---------------------------------------------------------------------------
-@require_GET
+@require_safe
 @operator_required
 def context_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)
@@ -173,7 +177,7 @@ def context_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRespon
     )
 
 
-@require_GET
+@require_safe
 @operator_required
 def timeline_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_or_404(session_id)

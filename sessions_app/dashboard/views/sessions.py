@@ -10,7 +10,7 @@ from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseClientRedirect
 
 from sessions_app.dashboard import selectors
@@ -87,7 +87,7 @@ def _create_context(form: SessionCreateForm) -> dict[str, Any]:
     }
 
 
-@require_GET
+@require_safe
 @operator_required
 def session_list(request: HtmxHttpRequest) -> HttpResponse:
     context = _list_context(request)

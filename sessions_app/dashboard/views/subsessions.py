@@ -6,7 +6,7 @@ import uuid
 
 from django.http import HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from sessions_app.dashboard import selectors
 from sessions_app.dashboard.auth import operator_required
@@ -15,7 +15,7 @@ from sessions_app.dashboard.views.common import HtmxHttpRequest, session_or_404
 TREE_TEMPLATE = "dashboard/_subsession_tree.html"
 
 
-@require_GET
+@require_safe
 @operator_required
 def subtree(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     root = session_or_404(session_id)
