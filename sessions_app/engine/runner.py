@@ -563,12 +563,12 @@ class TurnRunner:
                 )
             cancelled = ends_turn = False
             if calls:
-                # What the results may take: the next request holds this one (as the provider
-                # counted it) and the answer just stored.
-                prompt = response.usage.prompt_tokens or prepared.estimate
+                # What the results may take: the window less what the tiers cannot free from
+                # the next request (`_irreducible_tokens`); the rest they make room in by masking
+                # older results and summarizing older history, as for any result.
                 room = budget.results_room(
                     snapshot,
-                    next_request=prompt + round((snapshot.token_ratio or 1.0) * token_estimate),
+                    next_request=round((snapshot.token_ratio or 1.0) * self._irreducible_tokens(built)),
                     calls=len(calls),
                 )
                 cancelled, ends_turn = await self._calls_answer(snapshot, calls, room_tokens=room)
@@ -622,6 +622,20 @@ class TurnRunner:
             history_forget(self.session_id)  # it may hold a message that was rolled back
             raise
         return stop_reason
+
+    def _irreducible_tokens(self, built: BuiltRequest) -> int:
+        """What the next request holds that the tiers cannot free before the warning step (local
+        estimate): its fixed parts (system prompt, the sections' texts, the tools) and the
+        epoch's messages but for its tool results, which masking turns into placeholders. (The
+        summary frees older history only after the warning step, which must fit first.)"""
+        parts = ("system", "dynamic_system", "tools", "transient")
+        fixed = sum(built.breakdown.get(part, 0) for part in parts)
+        kept = sum(
+            m.token_estimate
+            for m in self.history.stored
+            if not all(b.get("type") == "tool_result" for b in m.content)
+        )
+        return fixed + kept
 
     async def _calls_answer(
         self, snapshot: SessionSnapshot, calls: list[PendingCall], *, room_tokens: int | None = None
