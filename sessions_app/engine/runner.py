@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from sessions_app import selectors, services
 from sessions_app.common.content import nul_free
@@ -180,11 +181,18 @@ async def turn_start(
 
 
 async def turn_repair_if_dead(*, session_id: uuid.UUID, provider: Provider | None = None) -> str | None:
-    """Repair the session's turn if its process died (its lease ran out): `"resumed"` when this
-    process took the turn over (it waits here for the client's tool results, then goes on),
-    `"closed"` when it was ended, None when there was nothing to repair. Cheap when the lease
-    is live: one read."""
-    if not await db(selectors.turn_lease_expired)(session_id=session_id):
+    """Repair the session's turn if its process died (its lease ran out, or its holder on this
+    host is gone: `services.lease_lapsed`): `"resumed"` when this process took the turn over (it
+    waits here for the client's tool results, then goes on), `"closed"` when it was ended, None
+    when there was nothing to repair. Cheap when the lease is live: one read."""
+    lease = await db(selectors.turn_lease)(session_id=session_id)
+    if lease is None or not services.lease_lapsed(
+        current_turn_id=lease.turn_id,
+        expires_at=lease.expires_at,
+        host=lease.host,
+        pid=lease.pid,
+        now=timezone.now(),
+    ):
         return None
     holder = uuid.uuid4()
     repair = await db(services.turn_repair)(session_id=session_id, holder=holder, alive=turn_running_here)
