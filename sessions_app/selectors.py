@@ -253,6 +253,22 @@ def sessions_leased_by(*, host: str, pids: set[int], limit: int) -> list[uuid.UU
     )
 
 
+def client_calls_pending(*, session_id: uuid.UUID, turn_id: uuid.UUID) -> list[dict[str, Any]]:
+    """The client tool calls of the turn still waiting for a result (`tool_use_id`, `name`,
+    `input`), in the order they were made."""
+    return [
+        {"tool_use_id": tool_use_id, "name": name, "input": tool_input}
+        for tool_use_id, name, tool_input in ToolCall.objects.filter(
+            session_id=session_id,
+            turn_id=turn_id,
+            executor=ToolExecutor.CLIENT,
+            status=ToolCallStatus.PENDING,
+        )
+        .order_by("id")
+        .values_list("tool_use_id", "name", "input")
+    ]
+
+
 def sessions_lease_expired(*, limit: int) -> list[uuid.UUID]:
     """Sessions whose turn's lease ran out (on the lease expiry index), oldest expiry first."""
     return list(
