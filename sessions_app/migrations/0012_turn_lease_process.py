@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0010_request_part'),
+        ('sessions_app', '0011_archive_previous_restrict'),
     ]
 
     operations = [
