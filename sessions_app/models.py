@@ -83,6 +83,11 @@ class AgentSession(TimestampedModel):
     # that takes a dead turn over). A turn's writes check it, so a process that stalled past its
     # lease writes nothing once another process has taken the same turn over.
     lease_holder = models.UUIDField(null=True, blank=True, editable=False)
+    # The process holding the lease: its host (`common.processes.process_host`) and pid. Another
+    # process on that host that finds the pid gone takes the turn over at once, without waiting
+    # for the lease to run out.
+    lease_host = models.CharField(max_length=255, blank=True, default="", editable=False)
+    lease_pid = models.PositiveIntegerField(null=True, blank=True, editable=False)
     cancel_requested = models.BooleanField(default=False, editable=False)
     # The session notepad (seed 000): null until first written. Changed only through the notepad
     # feature's services (row lock, version check, revision, event), hence not editable here.

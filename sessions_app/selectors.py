@@ -204,11 +204,69 @@ def archive_messages(*, archive: Archive) -> list[Message]:
     )
 
 
-def turn_lease_expired(*, session_id: uuid.UUID) -> bool:
-    """Whether a turn holds the session's lease and the lease ran out (a cheap read, no lock)."""
-    return AgentSession.objects.filter(
-        pk=session_id, current_turn_id__isnull=False, lease_expires_at__lte=timezone.now()
-    ).exists()
+class TurnLease(NamedTuple):
+    """The lease of a session's turn, as its row holds it."""
+
+    turn_id: uuid.UUID
+    expires_at: Any
+    host: str
+    pid: int | None
+    cancel_requested: bool
+
+
+def turn_lease(*, session_id: uuid.UUID) -> TurnLease | None:
+    """The lease of the session's turn; None when no turn holds it (a cheap read, no lock)."""
+    row = (
+        AgentSession.objects.filter(pk=session_id, current_turn_id__isnull=False)
+        .values_list("current_turn_id", "lease_expires_at", "lease_host", "lease_pid", "cancel_requested")
+        .first()
+    )
+    if row is None:
+        return None
+    turn_id, expires_at, host, pid, cancel_requested = row
+    assert turn_id is not None  # filtered on
+    return TurnLease(turn_id, expires_at, host, pid, cancel_requested)
+
+
+def lease_pids_on_host(*, host: str) -> set[int]:
+    """The pids of the processes of `host` (`common.processes.process_host`) that hold a turn's
+    lease. Only leased rows are looked at (the lease expiry index holds them alone)."""
+    pids = (
+        AgentSession.objects.filter(
+            lease_expires_at__isnull=False, current_turn_id__isnull=False, lease_host=host
+        )
+        .values_list("lease_pid", flat=True)
+        .distinct()
+    )
+    return {pid for pid in pids if pid is not None}
+
+
+def sessions_leased_by(*, host: str, pids: set[int], limit: int) -> list[uuid.UUID]:
+    """Sessions whose turn's lease is held by one of the processes `pids` of `host`, oldest
+    expiry first."""
+    return list(
+        AgentSession.objects.filter(
+            lease_expires_at__isnull=False, current_turn_id__isnull=False, lease_host=host, lease_pid__in=pids
+        )
+        .order_by("lease_expires_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
+def client_calls_pending(*, session_id: uuid.UUID, turn_id: uuid.UUID) -> list[dict[str, Any]]:
+    """The client tool calls of the turn still waiting for a result (`tool_use_id`, `name`,
+    `input`), in the order they were made."""
+    return [
+        {"tool_use_id": tool_use_id, "name": name, "input": tool_input}
+        for tool_use_id, name, tool_input in ToolCall.objects.filter(
+            session_id=session_id,
+            turn_id=turn_id,
+            executor=ToolExecutor.CLIENT,
+            status=ToolCallStatus.PENDING,
+        )
+        .order_by("id")
+        .values_list("tool_use_id", "name", "input")
+    ]
 
 
 def sessions_lease_expired(*, limit: int) -> list[uuid.UUID]:

@@ -215,8 +215,9 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
             )
         since_seqs = _since_seqs(frame.get("since_seqs") or {}, request_id)
         session = await self._session_for_token(frame["session_id"], request_id)
-        # A turn whose process died is repaired before the replay, which then tells its end.
-        await runner.turn_repair_if_dead(session_id=session.id)
+        # A turn whose process died is repaired before the replay, which then tells its end (or,
+        # taken over, goes on here: `pending_tool_calls` says what it waits for).
+        repaired = await runner.turn_repair_if_dead(session_id=session.id)
         await self.stream_join(session.id, since_seq=since_seq)
         self.stream_hint(since_seqs)
         # Joined first, listed after: a child spawned meanwhile is announced to a group we are in.
@@ -229,12 +230,14 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
         await self.stream_replay()
         for descendant in descendants:
             await self.stream_replay(descendant.pk)
+        waiting = await runner.turn_waiting(session_id=session.id, taken_over=repaired == "resumed")
         await self._send(
             {
                 "type": "session.attached",
                 "session_id": str(session.id),
                 "last_seq": self.last_sent_seq,
                 "descendants": await self._descendants_state(session),
+                **waiting,
             },
             request_id,
         )

@@ -7,6 +7,8 @@ is taken over and goes on; any other is ended with `turn.completed` (`stop_reaso
 an `error` event `server_stopped`. The consumers repair a session's turn when a client attaches
 or sends it a frame; this sweep finds the others (one query on the lease expiry index every
 `PALIMPSEST_TURN_SWEEP_SECONDS`), so a dead turn is finished even when no client comes back.
+A lease records its holder's host and pid: a turn whose holder was a process of this host that
+is gone is repaired by the next round without waiting for its lease to run out.
 
 The sweep is started by the first connection a process serves (`sweeper_ensure`): daphne has no
 startup hook, and a process that serves nobody has nobody to tell.
@@ -16,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 
 from django.conf import settings
 
 from sessions_app import selectors
 from sessions_app.common.db import db
+from sessions_app.common.processes import process_gone, process_host
 from sessions_app.engine.runner import turn_repair_if_dead
 from sessions_app.process_tasks import task_in_loop
 
@@ -31,10 +35,21 @@ SWEEP_BATCH = 100
 _sweeper: asyncio.Task | None = None
 
 
+def _sessions_of_gone_processes(*, limit: int) -> list[uuid.UUID]:
+    """Sessions whose lease's holder was a process of this host that is gone (runs on a database
+    thread: one query for the pids, each pid looked at once, one for their sessions)."""
+    host = process_host()
+    gone = {pid for pid in selectors.lease_pids_on_host(host=host) if process_gone(host=host, pid=pid)}
+    return selectors.sessions_leased_by(host=host, pids=gone, limit=limit) if gone else []
+
+
 async def turns_sweep() -> int:
-    """One round: repair every session whose turn's lease ran out; how many were repaired."""
+    """One round: repair every session whose turn's lease ran out, or whose lease's holder was a
+    process of this host that is gone; how many were repaired."""
     repaired = 0
-    for session_id in await db(selectors.sessions_lease_expired)(limit=SWEEP_BATCH):
+    expired = await db(selectors.sessions_lease_expired)(limit=SWEEP_BATCH)
+    orphaned = await db(_sessions_of_gone_processes)(limit=SWEEP_BATCH)
+    for session_id in dict.fromkeys([*expired, *orphaned]):
         try:
             if await turn_repair_if_dead(session_id=session_id):
                 repaired += 1

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from sessions_app import selectors, services
 from sessions_app.common.content import nul_free
@@ -180,11 +181,18 @@ async def turn_start(
 
 
 async def turn_repair_if_dead(*, session_id: uuid.UUID, provider: Provider | None = None) -> str | None:
-    """Repair the session's turn if its process died (its lease ran out): `"resumed"` when this
-    process took the turn over (it waits here for the client's tool results, then goes on),
-    `"closed"` when it was ended, None when there was nothing to repair. Cheap when the lease
-    is live: one read."""
-    if not await db(selectors.turn_lease_expired)(session_id=session_id):
+    """Repair the session's turn if its process died (its lease ran out, or its holder on this
+    host is gone: `services.lease_lapsed`): `"resumed"` when this process took the turn over (it
+    waits here for the client's tool results, then goes on), `"closed"` when it was ended, None
+    when there was nothing to repair. Cheap when the lease is live: one read."""
+    lease = await db(selectors.turn_lease)(session_id=session_id)
+    if lease is None or not services.lease_lapsed(
+        current_turn_id=lease.turn_id,
+        expires_at=lease.expires_at,
+        host=lease.host,
+        pid=lease.pid,
+        now=timezone.now(),
+    ):
         return None
     holder = uuid.uuid4()
     repair = await db(services.turn_repair)(session_id=session_id, holder=holder, alive=turn_running_here)
@@ -214,6 +222,32 @@ async def turn_repair_if_dead(*, session_id: uuid.UUID, provider: Provider | Non
     )
     runner.start()
     return "resumed"
+
+
+async def turn_waiting(*, session_id: uuid.UUID, taken_over: bool = False) -> dict[str, Any]:
+    """What `session.attached` says of the session's turn (PROTOCOL.md v1.2): `pending_tool_calls`,
+    the client tool calls it waits for, and `resumes_at` when the turn's process died and a live
+    process resumes it: now when `taken_over` (the caller's repair just took it over here) or its
+    holder is known gone; its lease's expiry when its holder has stopped renewing the lease
+    (`services.lease_takeover_at`). A turn this process runs, or whose holder keeps its lease,
+    has no `resumes_at`; a turn asked to cancel waits for nothing."""
+    lease = await db(selectors.turn_lease)(session_id=session_id)
+    if lease is None or lease.cancel_requested:
+        return {"pending_tool_calls": []}
+    calls = await db(selectors.client_calls_pending)(session_id=session_id, turn_id=lease.turn_id)
+    waiting: dict[str, Any] = {"pending_tool_calls": calls}
+    now = timezone.now()
+    if taken_over:
+        resumes_at = now
+    elif turn_running_here(lease.turn_id):
+        resumes_at = None
+    else:
+        resumes_at = services.lease_takeover_at(
+            expires_at=lease.expires_at, host=lease.host, pid=lease.pid, now=now
+        )
+    if calls and resumes_at is not None:
+        waiting["resumes_at"] = resumes_at.isoformat()
+    return waiting
 
 
 def register_task(coroutine: Coroutine[Any, Any, str], turn_id: uuid.UUID) -> None:

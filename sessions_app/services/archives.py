@@ -23,7 +23,15 @@ from sessions_app.models import (
 )
 from sessions_app.services.events import event_emit
 from sessions_app.services.messages import message_write
-from sessions_app.services.turns import TurnLeaseLost, lease_held, lease_lock_free, lease_until, turn_lock
+from sessions_app.services.turns import (
+    LEASE_RELEASED,
+    TurnLeaseLost,
+    lease_held,
+    lease_lock_free,
+    lease_taken,
+    lease_until,
+    turn_lock,
+)
 
 
 class CompactionConflict(Exception):
@@ -266,7 +274,7 @@ def compaction_operator_begin(*, session_id: uuid.UUID, holder: uuid.UUID | None
         AgentSession.objects.filter(pk=session_id).update(
             current_turn_id=turn.id,
             lease_expires_at=lease_until(),
-            lease_holder=holder,
+            **lease_taken(holder),
             cancel_requested=False,
             compaction_failures=0,
         )
@@ -283,10 +291,7 @@ def compaction_operator_end(*, session_id: uuid.UUID, turn_id: uuid.UUID, error:
             ended_at=timezone.now(), stop_reason=OPERATOR_COMPACTION, error=error
         )
         released = AgentSession.objects.filter(pk=session_id, current_turn_id=turn_id).update(
-            current_turn_id=None,
-            lease_expires_at=None,
-            lease_holder=None,
-            cancel_requested=False,
+            **LEASE_RELEASED,
             status=SessionStatus.IDLE,
         )
         if error:

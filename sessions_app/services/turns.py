@@ -5,10 +5,15 @@ A lease has a holder: a fresh id for each runner of a turn. The runner's task na
 (`lease_hold`); every check below (`turn_lock`, the heartbeat, the cancel check, the end) then
 compares it, so a process that stalled past its lease writes nothing once another process has
 taken the same turn over. Code outside a runner (an operator's tool, a test) checks the turn only.
+
+A lease also records the holder's process (its host and pid, `lease_taken`): a lease whose
+process is known gone (`common.processes.process_gone`) has lapsed as if it had run out, so a
+process on the same host takes a dead turn over at once instead of a lease later.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -22,6 +27,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from sessions_app.announce import announce_on_commit
+from sessions_app.common.processes import process_gone, process_host
 from sessions_app.common.types import PlannedToolCall, StoredMessage
 from sessions_app.fastpath.counters import session_update, session_update_if, session_update_if_read
 from sessions_app.fastpath.rows import object_get, objects_insert, values_get
@@ -64,8 +70,16 @@ LEASE_RELEASED: dict[str, Any] = {
     "current_turn_id": None,
     "lease_expires_at": None,
     "lease_holder": None,
+    "lease_host": "",
+    "lease_pid": None,
     "cancel_requested": False,
 }
+
+
+def lease_taken(holder: uuid.UUID | None) -> dict[str, Any]:
+    """The session row's fields that name a lease's holder: the runner's id and this process
+    (host and pid), so that another process on the host can tell when it died."""
+    return {"lease_holder": holder, "lease_host": process_host(), "lease_pid": os.getpid()}
 
 
 class TurnInProgress(Exception):
@@ -141,9 +155,39 @@ def lease_until() -> Any:
     return timezone.now() + timedelta(seconds=django_settings.PALIMPSEST_TURN_LEASE_SECONDS)
 
 
+def lease_lapsed(
+    *, current_turn_id: uuid.UUID | None, expires_at: Any, host: str, pid: int | None, now: Any
+) -> bool:
+    """Whether a turn holds the lease and the lease no longer protects it: it ran out, or the
+    process holding it is known gone (same host, its pid gone: `process_gone`)."""
+    if not current_turn_id:
+        return False
+    return expires_at is None or expires_at <= now or process_gone(host=host, pid=pid)
+
+
 def _lease_expired(session: AgentSession, now: Any) -> bool:
-    expires = session.lease_expires_at
-    return bool(session.current_turn_id and (expires is None or expires <= now))
+    """`lease_lapsed` for a session row (read with the lease's fields)."""
+    return lease_lapsed(
+        current_turn_id=session.current_turn_id,
+        expires_at=session.lease_expires_at,
+        host=session.lease_host,
+        pid=session.lease_pid,
+        now=now,
+    )
+
+
+def lease_takeover_at(*, expires_at: Any, host: str, pid: int | None, now: Any) -> Any:
+    """When a live process will take over a turn whose holder is dead or presumed dead: `now`
+    when the holder is known gone (same host, its pid gone); the lease's expiry when the holder
+    has missed a renewal by more than a sixth of the lease (it renews every third, so a live
+    holder's lease always has more than two thirds left, less the renewal's own delay); None
+    while the holder keeps its lease (it may be alive: nothing will take its turn over)."""
+    if process_gone(host=host, pid=pid):
+        return now
+    lease = timedelta(seconds=django_settings.PALIMPSEST_TURN_LEASE_SECONDS)
+    if expires_at is None or expires_at - now < lease / 2:
+        return max(expires_at or now, now)
+    return None
 
 
 # What a new turn's start reads of the session row it locks: the engine's snapshot (the request's
@@ -171,6 +215,8 @@ LOCKED_FIELDS = (
     "current_turn_id",
     "lease_expires_at",
     "lease_holder",
+    "lease_host",
+    "lease_pid",
     "cancel_requested",
 )
 
@@ -179,8 +225,8 @@ def lease_lock_free(session_id: uuid.UUID) -> AgentSession:
     """Lock the session row (inside the caller's transaction) for a new holder of its lease:
     `TurnInProgress` while a turn holds an unexpired lease, `TurnNeedsRepair` while a dead turn
     still waits for a client's tool results (it is taken over by `turn_repair`, not ended); any
-    other turn whose lease ran out (its process died) is closed first, announced as `turn_repair`
-    does."""
+    other turn whose lease lapsed (its process died: `lease_lapsed`) is closed first, announced
+    as `turn_repair` does."""
     session = object_get(AgentSession, session_id, lock=True, only=LOCKED_FIELDS)
     now = timezone.now()
     if session.current_turn_id and not _lease_expired(session, now):
@@ -285,10 +331,7 @@ def _dead_turn_close(session: AgentSession, now: Any) -> None:
         ended_at=now, stop_reason=stop_reason, error=SERVER_STOPPED_MESSAGE
     )
     AgentSession.objects.filter(pk=session.pk).update(
-        current_turn_id=None,
-        lease_expires_at=None,
-        lease_holder=None,
-        cancel_requested=False,
+        **LEASE_RELEASED,
         # The session is sound: only the process that ran the turn stopped.
         status=SessionStatus.IDLE,
         last_activity_at=now,
@@ -317,8 +360,9 @@ def _dead_turn_close(session: AgentSession, now: Any) -> None:
 def turn_repair(
     *, session_id: uuid.UUID, holder: uuid.UUID, alive: Callable[[uuid.UUID], bool] | None = None
 ) -> TurnRepair | None:
-    """Repair the session's turn if its lease ran out (its process died); None if there is
-    nothing to repair (no turn, a live lease, or another process repaired it first).
+    """Repair the session's turn if its lease lapsed (it ran out, or its process is known gone:
+    `lease_lapsed`); None if there is nothing to repair (no turn, a live lease, or another
+    process repaired it first).
 
     `alive(turn_id)`: whether the caller's own process runs that turn. Such a turn's process did
     not die (its event loop stalled past the lease, its renewal late): its lease is renewed for
@@ -347,7 +391,7 @@ def turn_repair(
             _dead_turn_close(session, now)
             return TurnRepair(turn_id=dead, resumed=False)
         AgentSession.objects.filter(pk=session_id, current_turn_id=dead).update(
-            lease_expires_at=lease_until(), lease_holder=holder, status=SessionStatus.RUNNING
+            lease_expires_at=lease_until(), **lease_taken(holder), status=SessionStatus.RUNNING
         )
         steps = ModelCall.objects.filter(turn_id=dead, purpose="turn").aggregate(n=Max("step"))["n"] or 0
     return TurnRepair(turn_id=dead, resumed=True, calls=calls, steps=steps)
@@ -398,7 +442,7 @@ def turn_begin(
     assign = {
         "current_turn_id": turn.id,
         "lease_expires_at": lease_until(),
-        "lease_holder": holder,
+        **lease_taken(holder),
         "cancel_requested": False,
         "status": SessionStatus.RUNNING,
         # A new turn resets the compaction breaker (DESIGN.md).

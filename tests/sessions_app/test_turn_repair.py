@@ -5,16 +5,24 @@ with an error frame. (Real daphne processes killed with SIGKILL: test_turn_repai
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+import os
+import subprocess
+import sys
 import threading
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import connections
 from django.utils import timezone
 
 from sessions_app import announce, services
+from sessions_app.common.processes import process_host
+from sessions_app.engine import runner as engine_runner
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.models import AgentSession, Message, SessionEvent, ToolCall, Turn
 from tests.sessions_app.conftest import CLIENT_TOOL
@@ -252,8 +260,6 @@ def test_two_repairers_at_once_one_wins(announced, waits_for_client):
 
 # -- over the websocket ----------------------------------------------------------------------
 async def test_the_sweep_ends_a_dead_turn_and_tells_every_attached_client(connect, make_token):
-    from asgiref.sync import sync_to_async
-
     from sessions_app.engine import repair
 
     token = await make_token()
@@ -306,3 +312,170 @@ async def test_a_tool_result_for_a_turn_that_ended_gets_an_error_frame(connect):
         "unknown_tool_use_id",
         True,
     )
+
+
+# -- a lease's holder known gone (same host, its pid gone) or elsewhere ----------------------
+def _exited_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(timeout=30)
+    return child.pid
+
+
+def _held_by(session_id: uuid.UUID, *, host: str, pid: int, expires_in: float) -> datetime:
+    """The session's lease as a process `pid` of `host` left it, running out in `expires_in` s."""
+    expires = timezone.now() + timedelta(seconds=expires_in)
+    AgentSession.objects.filter(pk=session_id).update(
+        lease_host=host, lease_pid=pid, lease_expires_at=expires
+    )
+    return expires
+
+
+def test_a_lease_records_its_holders_host_and_pid(session, announced):
+    services.turn_begin(session_id=session.id, content="one", holder=uuid.uuid4())
+    row = AgentSession.objects.get(pk=session.id)
+    assert (row.lease_host, row.lease_pid) == (process_host(), os.getpid())
+
+
+def test_a_turn_whose_holder_on_this_host_is_gone_is_taken_over_before_its_lease_ends(session, announced):
+    turn = services.turn_begin(session_id=session.id, content="one", holder=uuid.uuid4())
+    _step(session.id, turn.id, ("toolu_c", "client_lookup", "client"))
+    _held_by(session.id, host=process_host(), pid=_exited_pid(), expires_in=60)
+    repair = services.turn_repair(session_id=session.id, holder=uuid.uuid4())
+    assert repair is not None and repair.resumed and repair.turn_id == turn.id
+    row = AgentSession.objects.get(pk=session.id)
+    assert (row.lease_host, row.lease_pid) == (process_host(), os.getpid())
+
+
+def test_a_turn_whose_holder_is_on_another_host_waits_for_its_lease(session, announced):
+    turn = services.turn_begin(session_id=session.id, content="one", holder=uuid.uuid4())
+    _step(session.id, turn.id, ("toolu_c", "client_lookup", "client"))
+    _held_by(session.id, host="elsewhere", pid=_exited_pid(), expires_in=60)
+    assert services.turn_repair(session_id=session.id, holder=uuid.uuid4()) is None
+    with pytest.raises(services.TurnInProgress):
+        services.turn_begin(session_id=session.id, content="two", holder=uuid.uuid4())
+
+
+def test_a_new_message_ends_a_gone_holders_turn_that_waited_for_nothing(session, announced):
+    turn = services.turn_begin(session_id=session.id, content="one", holder=uuid.uuid4())
+    _held_by(session.id, host=process_host(), pid=_exited_pid(), expires_in=60)
+    services.turn_begin(session_id=session.id, content="two", holder=uuid.uuid4())
+    assert Turn.objects.get(pk=turn.id).stop_reason == "error"
+
+
+async def test_the_sweep_takes_over_a_gone_holders_turn_before_its_lease_ends(connect):
+    from sessions_app.engine import repair
+
+    client = await connect()
+    session = await client.create(tools=[CLIENT_TOOL])
+    turn = await sync_to_async(services.turn_begin)(
+        session_id=session["id"], content="one", holder=uuid.uuid4()
+    )
+    await sync_to_async(_step)(session["id"], turn.id, ("toolu_c", "client_lookup", "client"))
+    await sync_to_async(_held_by)(session["id"], host=process_host(), pid=_exited_pid(), expires_in=60)
+    assert await repair.turns_sweep() == 1
+    assert engine_runner.turn_running_here(turn.id)
+    await client.send({"type": "tool.result", "tool_use_id": "toolu_c", "content": "swept"})
+    frames = await client.until("turn.completed", timeout=2)
+    assert frames[-1]["stop_reason"] == "end_turn"
+
+
+async def _dead_turn_waiting_for_a_client(client, **held: Any) -> tuple[dict, Turn, Any]:
+    """A session whose turn waits for the client's `toolu_c`, its lease left by a process that
+    is not this one (`held`: `_held_by`'s host, pid and expires_in)."""
+    session = await client.create(tools=[CLIENT_TOOL])
+    turn = await sync_to_async(services.turn_begin)(
+        session_id=session["id"], content="one", holder=uuid.uuid4()
+    )
+    await sync_to_async(_step)(session["id"], turn.id, ("toolu_c", "client_lookup", "client"))
+    expires = await sync_to_async(_held_by)(session["id"], **held)
+    return session, turn, expires
+
+
+async def _last_seq(session_id: Any) -> int:
+    return await sync_to_async(lambda: AgentSession.objects.get(pk=session_id).last_seq)()
+
+
+async def test_attach_after_the_holder_died_lists_the_calls_and_the_answer_ends_the_turn_at_once(
+    connect, make_token
+):
+    token = await make_token()
+    first = await connect(token)
+    session, turn, _ = await _dead_turn_waiting_for_a_client(
+        first, host=process_host(), pid=_exited_pid(), expires_in=60
+    )
+    await first.close()
+    client = await connect(token)
+    before = timezone.now()
+    await client.send(
+        {"type": "session.attach", "session_id": session["id"], "since_seq": await _last_seq(session["id"])}
+    )
+    attached = (await client.until("session.attached"))[-1]
+    assert attached["pending_tool_calls"] == [
+        {"tool_use_id": "toolu_c", "name": "client_lookup", "input": {"q": "toolu_c"}}
+    ]
+    # Taken over by the attach itself: the turn resumes now, not when the lease would end.
+    assert before <= datetime.fromisoformat(attached["resumes_at"]) <= timezone.now()
+    assert engine_runner.turn_running_here(turn.id)
+    await client.send({"type": "tool.result", "tool_use_id": "toolu_c", "content": "found"})
+    frames = await client.until("turn.completed", timeout=2)
+    assert (frames[-1]["turn_id"], frames[-1]["stop_reason"]) == (str(turn.id), "end_turn")
+    assert [f for f in frames if f["type"] == "error"] == []
+    result = next(f for f in frames if f["type"] == "tool.result")
+    assert (result["tool_use_id"], result["content"]) == ("toolu_c", "found")
+
+
+async def test_a_result_sent_while_the_holder_elsewhere_keeps_its_lease_is_used_at_the_takeover(connect):
+    from sessions_app.engine import repair
+
+    client = await connect()
+    # Its holder, on another host, stopped renewing: its lease runs out in a second.
+    session, turn, expires = await _dead_turn_waiting_for_a_client(
+        client, host="elsewhere", pid=_exited_pid(), expires_in=1.0
+    )
+    await client.send(
+        {"type": "session.attach", "session_id": session["id"], "since_seq": await _last_seq(session["id"])}
+    )
+    attached = (await client.until("session.attached"))[-1]
+    assert attached["pending_tool_calls"] == [
+        {"tool_use_id": "toolu_c", "name": "client_lookup", "input": {"q": "toolu_c"}}
+    ]
+    assert datetime.fromisoformat(attached["resumes_at"]) == expires
+    await client.send({"type": "tool.result", "tool_use_id": "toolu_c", "content": "kept"})
+    # Kept, but nothing takes the turn over before the lease ends: no frame, no repair.
+    assert await client.ws.receive_nothing(timeout=0.5)
+    assert await repair.turns_sweep() == 0
+    assert not engine_runner.turn_running_here(turn.id)
+    await asyncio.sleep(max(0.0, (expires - timezone.now()).total_seconds()) + 0.05)
+    assert await repair.turns_sweep() == 1
+    frames = await client.until("turn.completed", timeout=2)
+    assert frames[-1]["stop_reason"] == "end_turn"
+    result = next(f for f in frames if f["type"] == "tool.result")
+    assert (result["tool_use_id"], result["content"]) == ("toolu_c", "kept")
+
+
+async def test_attach_while_the_holder_elsewhere_renews_its_lease_has_no_resumes_at(connect):
+    client = await connect()
+    session, _, _ = await _dead_turn_waiting_for_a_client(
+        client, host="elsewhere", pid=os.getpid(), expires_in=55
+    )
+    await client.send(
+        {"type": "session.attach", "session_id": session["id"], "since_seq": await _last_seq(session["id"])}
+    )
+    attached = (await client.until("session.attached"))[-1]
+    assert [c["tool_use_id"] for c in attached["pending_tool_calls"]] == ["toolu_c"]
+    assert "resumes_at" not in attached
+
+
+async def test_attach_to_a_turn_running_here_lists_its_calls_without_resumes_at(connect):
+    client = await connect()
+    await client.create(tools=[CLIENT_TOOL])
+    await client.send({"type": "user.message", "content": 'tool client_lookup {"q": "x"}'})
+    call = (await client.until("tool.call"))[-1]
+    await client.send({"type": "session.attach", "session_id": call["session_id"], "since_seq": call["seq"]})
+    attached = (await client.until("session.attached"))[-1]
+    assert attached["pending_tool_calls"] == [
+        {"tool_use_id": call["tool_use_id"], "name": "client_lookup", "input": {"q": "x"}}
+    ]
+    assert "resumes_at" not in attached
+    await client.send({"type": "tool.result", "tool_use_id": call["tool_use_id"], "content": "here"})
+    assert (await client.until("turn.completed"))[-1]["stop_reason"] == "end_turn"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -138,6 +139,46 @@ async def test_sqlite_killed_while_a_client_call_waits_the_attach_takes_over(sql
     assert final["content"] == [{"type": "text", "text": "client_lookup returned: found"}]
     seqs = [f["seq"] for f in after if "seq" in f]
     assert seqs == list(range(call["seq"] + 1, call["seq"] + 1 + len(seqs)))
+
+
+async def test_sqlite_killed_while_a_client_call_waits_the_next_process_resumes_it_at_once(
+    sqlite_path, tmp_path
+):
+    # The lease as deployed (60 s) and no sweep: only the dead holder's pid tells the process
+    # that starts next to take the turn over, at the client's attach.
+    env = _sqlite_env(sqlite_path, PALIMPSEST_TURN_LEASE_SECONDS="60", PALIMPSEST_TURN_SWEEP_SECONDS="3600")
+    manage("migrate", "--noinput", env=env)
+    token = token_for(env)
+    one = Daphne(env, tmp_path / "one.log").start()
+    try:
+        ws, session, call = await _start_client_call(one, token)
+    finally:
+        one.kill()  # and reaped: its pid is gone
+    await ws.close()
+    expiry = _lease_expiry_sqlite(sqlite_path, session["id"])
+    assert expiry is not None and (expiry - datetime.now(UTC)).total_seconds() > 30
+    with Daphne(env, tmp_path / "two.log") as two:
+        ws = await open_ws(two, token)
+        started = time.monotonic()
+        await ws.send(
+            json.dumps({"type": "session.attach", "session_id": session["id"], "since_seq": call["seq"]})
+        )
+        attached = (await recv_until(ws, "session.attached"))[-1]
+        assert attached["pending_tool_calls"] == [
+            {"tool_use_id": call["tool_use_id"], "name": "client_lookup", "input": {"q": "x"}}
+        ]
+        assert datetime.fromisoformat(attached["resumes_at"]) < expiry
+        await ws.send(
+            json.dumps({"type": "tool.result", "tool_use_id": call["tool_use_id"], "content": "at once"})
+        )
+        after = await recv_until(ws, "turn.completed")
+        elapsed = time.monotonic() - started
+        await ws.close()
+    assert elapsed < 3, f"the turn took {elapsed:.1f} s to resume and complete"
+    assert [f for f in after if f["type"] == "error"] == []
+    assert after[-1]["stop_reason"] == "end_turn"
+    final = [f for f in after if f["type"] == "assistant.message"][-1]
+    assert final["content"] == [{"type": "text", "text": "client_lookup returned: at once"}]
 
 
 async def test_sqlite_killed_mid_model_call_the_turn_is_ended_with_an_error(sqlite_path, tmp_path):

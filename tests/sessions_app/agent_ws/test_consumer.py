@@ -549,6 +549,7 @@ async def test_attach_replays_events_after_since_seq(connect, make_token):
         "session_id": session["id"],
         "last_seq": 6,
         "descendants": [],  # PROTOCOL.md v1.1: the session's sub-sessions (none here)
+        "pending_tool_calls": [],  # PROTOCOL.md v1.2: no turn waits for a client's tool
         "request_id": "a",
     }
     await second.send({"type": "session.attach", "session_id": session["id"]})
