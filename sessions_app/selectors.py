@@ -49,7 +49,7 @@ def session_get(*, session_id: uuid.UUID) -> AgentSession:
     return AgentSession.objects.get(pk=session_id)
 
 
-def session_public_state(*, session: AgentSession, server_tools: list[str]) -> dict[str, Any]:
+def session_public_state(*, session: AgentSession, server_tools: list[str], provider: str) -> dict[str, Any]:
     """The session as clients see it (`session` in session.created / session.state). Additions:
     `server_tools`, the server tools its model is offered now (each feature's switches and the
     server's own, e.g. PALIMPSEST_SANDBOX), and `sandbox`, whether `run_sandbox_code` is among them."""
@@ -71,6 +71,9 @@ def session_public_state(*, session: AgentSession, server_tools: list[str]) -> d
         "created_at": session.created_at.isoformat(),
         "last_activity_at": session.last_activity_at.isoformat(),
         "server_tools": offered,
+        # v1.2: the provider that answers it (the scripted model answers every model on a
+        # server without a provider key).
+        "provider": provider,
         "sandbox": "run_sandbox_code" in offered,
         # v1.1 (sub-sessions): where the session sits in its tree; a root is its own root.
         "parent_session_id": str(session.parent_session_id) if session.parent_session_id else None,

@@ -202,9 +202,7 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
             reserved_tool_names=reserved,
         )
         await self.stream_join(session.id, since_seq=0)
-        state = selectors.session_public_state(
-            session=session, server_tools=features().offered_names(session)
-        )
+        state = engine_sessions.session_state(session)
         await self._send({"type": "session.created", "session": state}, request_id)
 
     async def on_session_attach(self, frame: dict, request_id: Any) -> None:
@@ -321,9 +319,7 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
         await self._send(
             {
                 "type": "session.state",
-                "session": selectors.session_public_state(
-                    session=session, server_tools=features().offered_names(session)
-                ),
+                "session": engine_sessions.session_state(session),
             },
             request_id,
         )

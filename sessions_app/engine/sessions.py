@@ -13,9 +13,13 @@ from typing import Any
 
 from django.conf import settings as django_settings
 
-from sessions_app import services
+from sessions_app import selectors, services
 from sessions_app.engine.features import features
-from sessions_app.engine.providers import context_window_resolve, context_window_resolve_sync
+from sessions_app.engine.providers import (
+    context_window_resolve,
+    context_window_resolve_sync,
+    provider_name_for_model,
+)
 from sessions_app.models import AgentSession, AgentToken
 from sessions_app.validation import client_tools_clean, session_fields_clean, settings_clean
 
@@ -95,3 +99,13 @@ def session_delete(*, session_id: uuid.UUID) -> list[uuid.UUID]:
                 hook(deleted)
 
     return services.session_tree_delete(session_id=session_id, before_delete=features_delete)
+
+
+def session_state(session: AgentSession) -> dict[str, Any]:
+    """The session as clients see it (`session.created`, `session.state`): its row, the server
+    tools its model is offered now and the provider that answers it."""
+    return selectors.session_public_state(
+        session=session,
+        server_tools=features().offered_names(session),
+        provider=provider_name_for_model(session.model),
+    )

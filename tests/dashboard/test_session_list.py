@@ -255,3 +255,22 @@ def test_a_session_no_call_has_measured_says_so_instead_of_a_dash(operator_clien
     html = operator_client.get("/").content.decode()
     assert "not measured yet / 4k" in html
     assert "– / 4k" not in html
+
+
+def test_the_model_picker_offers_only_models_a_configured_provider_serves(operator_client, settings):
+    """No provider serves the table's OpenAI models yet, and without a provider key only the
+    scripted model answers: the new-session form's list of models says just that."""
+    import re
+
+    def offered() -> list[str]:
+        page = operator_client.get("/").content.decode()
+        datalist = re.search(r'<datalist id="known-models">(.*?)</datalist>', page, re.S)
+        assert datalist is not None
+        return re.findall(r'<option value="([^"]+)">', datalist.group(1))
+
+    settings.PALIMPSEST_PROVIDER = "scripted"
+    assert offered() == ["scripted"]
+    settings.PALIMPSEST_PROVIDER = "anthropic"
+    models = offered()
+    assert "claude-sonnet-4-6" in models and "scripted" in models
+    assert not [m for m in models if m.startswith("gpt-")]

@@ -27,7 +27,7 @@ from sessions_app.dashboard.list_filters import (
 from sessions_app.dashboard.views.common import HtmxHttpRequest
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.features import features
-from sessions_app.engine.model_table import MODEL_CONTEXT_WINDOWS
+from sessions_app.engine.providers import models_offered
 from sessions_app.models import SessionStatus
 from sessions_app.validation import SpecError
 
@@ -83,7 +83,7 @@ def _create_context(form: SessionCreateForm) -> dict[str, Any]:
     return {
         "create_form": form,
         "default_model": settings.PALIMPSEST_DEFAULT_MODEL,
-        "known_models": sorted(MODEL_CONTEXT_WINDOWS),
+        "known_models": models_offered(),
     }
 
 

@@ -21,7 +21,9 @@ __all__ = [
     "Usage",
     "context_window_resolve",
     "context_window_resolve_sync",
+    "models_offered",
     "provider_for_model",
+    "provider_name_for_model",
 ]
 
 SCRIPTED_MODEL = "scripted"
@@ -33,6 +35,25 @@ _api_windows: LRUCache[str, int] = LRUCache(MODEL_WINDOW_CACHE_SIZE)
 
 def _uses_scripted(model: str) -> bool:
     return model == SCRIPTED_MODEL or settings.PALIMPSEST_PROVIDER == "scripted"
+
+
+# The models the Anthropic provider serves: Claude's.
+ANTHROPIC_MODEL_PREFIX = "claude-"
+
+
+def provider_name_for_model(model: str) -> str:
+    """The provider that answers a session of `model` on this server (`provider_for_model`'s):
+    the session's public state says it (PROTOCOL.md v1.2)."""
+    return SCRIPTED_MODEL if _uses_scripted(model) else "anthropic"
+
+
+def models_offered() -> list[str]:
+    """The models of the built-in table that a provider configured here serves, for a new
+    session's picker: only the scripted model when the scripted provider answers every model;
+    else Claude's and the scripted model (no provider serves the table's other models yet)."""
+    if settings.PALIMPSEST_PROVIDER == "scripted":
+        return [SCRIPTED_MODEL]
+    return [*sorted(m for m in MODEL_CONTEXT_WINDOWS if m.startswith(ANTHROPIC_MODEL_PREFIX)), SCRIPTED_MODEL]
 
 
 def _window_known(model: str) -> int | None:

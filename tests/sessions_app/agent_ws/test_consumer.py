@@ -940,3 +940,16 @@ async def test_a_turn_whose_own_process_stalled_past_its_lease_is_not_repaired(c
     assert frames[-1]["stop_reason"] == "end_turn"
     assert "error" not in [f["type"] for f in frames]
     await client.close()
+
+
+async def test_a_sessions_state_names_the_provider_that_answers_it(connect, settings):
+    """PROTOCOL.md v1.2: the public state gains `provider`. Without a provider key the scripted
+    model answers every model, and the state says so instead of letting a Claude model's name
+    suggest Claude answers."""
+    client = await connect()
+    await client.send({"type": "session.create", "model": "claude-sonnet-4-6", "request_id": 1})
+    assert (await client.recv())["session"]["provider"] == "scripted"
+    settings.PALIMPSEST_PROVIDER = "anthropic"
+    await client.send({"type": "session.create", "model": "claude-sonnet-4-6", "request_id": 2})
+    assert (await client.recv())["session"]["provider"] == "anthropic"
+    await client.close()
