@@ -14,9 +14,7 @@ import uuid
 from sessions_app import services
 from sessions_app.common.db import db, db_heavy
 from sessions_app.common.estimate import estimate_json_tokens
-from sessions_app.common.types import PlannedToolCall
-from sessions_app.engine.compaction import budget, tiers
-from sessions_app.engine.context import StoredMessage
+from sessions_app.engine.compaction import tiers
 from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.engine.features import features
 from sessions_app.engine.providers import Provider, ProviderError, provider_for_model
@@ -96,25 +94,11 @@ class OperatorCompaction(TurnRunner):
             calls = await db_heavy(self.tools.inputs_resolve)(snapshot, calls)
         content = [b for b in response.content if not (b.get("type") == "text" and not b.get("text"))]
         token_estimate = estimate_json_tokens(content)
-        message = await db(services.assistant_step_store)(
-            session_id=self.session_id,
-            turn_id=self.turn_id,
-            epoch=self.epoch,
-            content=content,
-            call=call_data,
-            tool_calls=[PlannedToolCall(c.tool_use_id, c.name, c.input, c.executor) for c in calls],
-            token_estimate=token_estimate,
-            delta_text=delta_text,
+        await self._step_store(
+            content=content, call=call_data, calls=calls, token_estimate=token_estimate, delta_text=delta_text
         )
-        if message is not None:
-            self.history.append(StoredMessage(message.position, "assistant", content, message.token_estimate))
         if calls:
-            prompt = response.usage.prompt_tokens or prepared.estimate
-            room = budget.results_room(
-                snapshot,
-                next_request=prompt + round((snapshot.token_ratio or 1.0) * token_estimate),
-                calls=len(calls),
-            )
+            room = self._results_room(snapshot, prepared.built, calls=len(calls))
             await self._calls_answer(snapshot, calls, room_tokens=room)
         return snapshot
 

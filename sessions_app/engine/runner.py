@@ -581,30 +581,16 @@ class TurnRunner:
                     token_ratio=snapshot.token_ratio,
                 )
                 return self.finished
-            message = await db(services.assistant_step_store)(
-                session_id=self.session_id,
-                turn_id=self.turn_id,
-                epoch=self.epoch,
+            await self._step_store(
                 content=content,
                 call=call_data,
-                tool_calls=[PlannedToolCall(c.tool_use_id, c.name, c.input, c.executor) for c in calls],
+                calls=calls,
                 token_estimate=token_estimate,
                 delta_text=delta_text,
             )
-            if message is not None:
-                self.history.append(
-                    StoredMessage(message.position, "assistant", content, message.token_estimate)
-                )
             cancelled = ends_turn = False
             if calls:
-                # What the results may take: the window less what the tiers cannot free from
-                # the next request (`_irreducible_tokens`); the rest they make room in by masking
-                # older results and summarizing older history, as for any result.
-                room = budget.results_room(
-                    snapshot,
-                    next_request=round((snapshot.token_ratio or 1.0) * self._irreducible_tokens(built)),
-                    calls=len(calls),
-                )
+                room = self._results_room(snapshot, built, calls=len(calls))
                 cancelled, ends_turn = await self._calls_answer(snapshot, calls, room_tokens=room)
             if cancelled:
                 raise TurnCancelled
@@ -656,6 +642,39 @@ class TurnRunner:
             history_forget(self.session_id)  # it may hold a message that was rolled back
             raise
         return stop_reason
+
+    async def _step_store(
+        self,
+        *,
+        content: list[dict],
+        call: ModelCallData,
+        calls: list[PendingCall],
+        token_estimate: int,
+        delta_text: str,
+    ) -> None:
+        """Store a step's answer and its planned tool calls, and add the answer to the prepared
+        history."""
+        message = await db(services.assistant_step_store)(
+            session_id=self.session_id,
+            turn_id=self.turn_id,
+            epoch=self.epoch,
+            content=content,
+            call=call,
+            tool_calls=[PlannedToolCall(c.tool_use_id, c.name, c.input, c.executor) for c in calls],
+            token_estimate=token_estimate,
+            delta_text=delta_text,
+        )
+        if message is not None:
+            self.history.append(StoredMessage(message.position, "assistant", content, message.token_estimate))
+
+    def _results_room(self, snapshot: SessionSnapshot, built: BuiltRequest, *, calls: int) -> int:
+        """What each of a step's `calls` results may take (`ToolContext.room_tokens`): the window
+        less what the tiers cannot free from the next request (`_irreducible_tokens`); the rest
+        they make room in by masking older results and summarizing older history."""
+        ratio = snapshot.token_ratio or 1.0
+        return budget.results_room(
+            snapshot, next_request=round(ratio * self._irreducible_tokens(built)), calls=calls
+        )
 
     def _irreducible_tokens(self, built: BuiltRequest) -> int:
         """What the next request holds that the tiers cannot free before the warning step (local

@@ -21,7 +21,7 @@ from sessions_app.engine.providers import (
     provider_name_for_model,
 )
 from sessions_app.models import AgentSession, AgentToken
-from sessions_app.validation import client_tools_clean, session_fields_clean, settings_clean
+from sessions_app.validation import session_create_clean
 
 
 def session_create(
@@ -45,16 +45,17 @@ def session_create(
     the server's, `PALIMPSEST_COMPACT_THRESHOLD` (0.8 unless set). Async callers resolve it first with
     `session_context_window_resolve`, so that no database thread waits on the Models API."""
     feature_set = features()
-    fields = session_fields_clean(
+    fields = session_create_clean(
         title=title,
         model=model,
         system_prompt=system_prompt,
         context_window=context_window,
         compact_threshold=compact_threshold,
+        tools=tools,
+        settings=settings,
+        settings_schema=feature_set.settings_schema,
+        reserved_tool_names=feature_set.tool_names() if reserved_tool_names is None else reserved_tool_names,
     )
-    clean_settings = settings_clean(settings, schema=feature_set.settings_schema)
-    reserved = feature_set.tool_names() if reserved_tool_names is None else reserved_tool_names
-    clean_tools = client_tools_clean(tools if tools is not None else [], reserved_names=reserved)
     model_name = fields.get("model") or services.default_model()
     return services.session_insert(
         owner=owner,
@@ -63,8 +64,8 @@ def session_create(
         system_prompt=fields.get("system_prompt", ""),
         context_window=fields.get("context_window") or context_window_resolve_sync(model_name),
         compact_threshold=fields.get("compact_threshold", django_settings.PALIMPSEST_COMPACT_THRESHOLD),
-        settings=clean_settings,
-        client_tools=clean_tools,
+        settings=fields["settings"],
+        client_tools=fields["tools"],
     )
 
 
