@@ -324,6 +324,32 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
             request_id,
         )
 
+    async def on_session_update(self, frame: dict, request_id: Any) -> None:
+        """PROTOCOL.md v1.2: change the session (the attached one unless `session_id` names
+        another of this token's) and answer its state; a bad value is an error, nothing changed."""
+        assert self.token is not None
+        if frame.get("session_id") is not None:
+            session = await self._session_for_token(frame["session_id"], request_id)
+        else:
+            # `SessionNotFound` here means the attached session was deleted (`receive` says so).
+            session = await database_sync_to_async(selectors.session_get_for_token)(
+                session_id=str(self._attached(request_id)), token=self.token
+            )
+        updated = await database_sync_to_async(engine_sessions.session_update)(
+            session_id=session.pk,
+            title=frame.get("title"),
+            context_window=frame.get("context_window"),
+            compact_threshold=frame.get("compact_threshold"),
+            settings=frame.get("settings"),
+        )
+        await self._send(
+            {
+                "type": "session.state",
+                "session": engine_sessions.session_state(updated),
+            },
+            request_id,
+        )
+
     # -- events ------------------------------------------------------------
     async def deliver_events(self, events: list[dict]) -> None:
         for event in events:

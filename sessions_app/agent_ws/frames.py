@@ -33,6 +33,14 @@ FRAME_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     },
     "turn.cancel": {},
     "session.get": {},
+    # PROTOCOL.md v1.2; the values are checked as session.create's are (engine.sessions).
+    "session.update": {
+        "session_id": ((str,), False),
+        "title": ((str,), False),
+        "context_window": ((int,), False),
+        "compact_threshold": (_NUMBER, False),
+        "settings": ((dict,), False),
+    },
 }
 _TYPE_NAMES = {
     str: "a string",

@@ -207,3 +207,45 @@ class MessageForm(forms.Form):
         if not content.strip():
             raise forms.ValidationError("Write something first.")
         return content
+
+
+class SessionUpdateForm(forms.Form):
+    """An operator's change of a session (`engine.sessions.session_update`, as PROTOCOL.md
+    v1.2's `session.update`): the form only parses; the operation checks every value as
+    `session.create`'s are, all or nothing. An empty window, threshold or settings field
+    leaves that field as it is; the settings JSON is merged into the session's settings."""
+
+    title = forms.CharField(required=False, max_length=MAX_TITLE_CHARS)
+    context_window = forms.IntegerField(required=False, label="Context window (tokens)")
+    compact_threshold = forms.FloatField(required=False, label="Compact threshold (0–1)")
+    settings = forms.CharField(
+        required=False,
+        label="Settings as JSON",
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": '{"notepad": {"position": "message"}}'}),
+        help_text="Optional; the keys given change the session's settings, the others stay.",
+    )
+
+    # Which field a `SpecError` from the operation is about (its message names the field).
+    ERROR_FIELDS = ("context_window", "compact_threshold", "title")
+
+    def clean_settings(self) -> dict | None:
+        raw = (self.cleaned_data.get("settings") or "").strip()
+        if not raw:
+            return None
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"Not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
+            ) from exc
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Settings are a JSON object.")
+        return value
+
+    def add_spec_error(self, error: SpecError) -> None:
+        """Show the operation's refusal on the field it names (else above the form)."""
+        if error.code == "invalid_settings":
+            self.add_error("settings", error.message)
+            return
+        field = next((f for f in self.ERROR_FIELDS if error.message.startswith(f)), None)
+        self.add_error(field, error.message)

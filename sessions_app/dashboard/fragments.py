@@ -32,6 +32,7 @@ GAUGE_EVENTS = frozenset(
         "compaction.completed",
         "compaction.masked",
         "tool.result",
+        "session.updated",  # a new window or threshold: the gauge's limits moved
     }
 )
 STATUS_EVENTS = frozenset(

@@ -21,6 +21,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/cancel/", session.turn_cancel, name="turn_cancel"),
     path("sessions/<uuid:session_id>/compact/", session.compaction_start, name="compact"),
     path("sessions/<uuid:session_id>/delete/", session.session_delete, name="session_delete"),
+    path("sessions/<uuid:session_id>/edit/", session.session_edit, name="session_edit"),
     path("sessions/<uuid:session_id>/context/", session.context_panel, name="context"),
     path("sessions/<uuid:session_id>/timeline/", session.timeline_panel, name="timeline"),
     path("sessions/<uuid:session_id>/archives/", records.archive_panel, name="archive"),

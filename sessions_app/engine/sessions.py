@@ -3,7 +3,8 @@
 Creating a session as PROTOCOL.md says: every field checked (the settings against the features'
 rules), the model's context window resolved, then stored (`services.session_insert`). The agent
 websocket, the dashboard, the admin and the HTTP API create sessions through here, and delete
-them through `session_delete` (the session with its sub-sessions and every feature's part)."""
+them through `session_delete` (the session with its sub-sessions and every feature's part), and
+change them through `session_update` (PROTOCOL.md v1.2's `session.update`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings as django_settings
+from django.db import transaction
 
 from sessions_app import selectors, services
 from sessions_app.engine.features import features
@@ -21,7 +23,7 @@ from sessions_app.engine.providers import (
     provider_name_for_model,
 )
 from sessions_app.models import AgentSession, AgentToken
-from sessions_app.validation import session_create_clean
+from sessions_app.validation import session_create_clean, session_fields_clean, settings_clean
 
 
 def session_create(
@@ -67,6 +69,38 @@ def session_create(
         settings=fields["settings"],
         client_tools=fields["tools"],
     )
+
+
+def session_update(
+    *,
+    session_id: uuid.UUID,
+    title: Any = None,
+    context_window: Any = None,
+    compact_threshold: Any = None,
+    settings: Any = None,
+) -> AgentSession:
+    """Change a session's title, window, threshold or settings (runs in a DB thread), checked by
+    the rules of `session.create`; None leaves a field as it is. Returns the session as stored.
+
+    All or nothing: every field is checked before anything is written, and a bad one raises
+    `validation.SpecError` naming it, with nothing changed. The given `settings` keys are merged
+    into the session's current settings (as `session.create` merges them into the defaults).
+    The change is stored and announced by `services.session_settings_update` (the event
+    `session.updated`); the engine reads the session's row for every model call, so a new window
+    or threshold applies from the next one, a running turn's included.
+    `AgentSession.DoesNotExist` when there is no such session."""
+    changes: dict[str, Any] = session_fields_clean(
+        title=title, context_window=context_window, compact_threshold=compact_threshold
+    )
+    # The row is locked from the read of its settings to the write of their merge: two updates
+    # at once would otherwise each merge into the same old settings, and one would be lost.
+    with transaction.atomic():
+        session = AgentSession.objects.select_for_update().get(pk=session_id)
+        if settings is not None:
+            changes["settings"] = settings_clean(
+                settings, schema=features().settings_schema, base=session.settings
+            )
+        return services.session_settings_update(session_id=session.pk, changes=changes)
 
 
 async def session_context_window_resolve(*, model: Any, context_window: Any) -> Any:

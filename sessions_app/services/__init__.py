@@ -28,8 +28,10 @@ from sessions_app.services.archives import (
 )
 from sessions_app.services.events import event_emit, events_emit
 from sessions_app.services.sessions import (
+    SESSION_UPDATABLE_FIELDS,
     default_model,
     session_insert,
+    session_settings_update,
     session_status_set,
     session_tree_delete,
 )
@@ -111,7 +113,9 @@ __all__ = [
     "lease_lapsed",
     "lease_takeover_at",
     "model_call_record",
+    "SESSION_UPDATABLE_FIELDS",
     "session_insert",
+    "session_settings_update",
     "session_status_set",
     "session_tree_delete",
     "tool_call_submit_result",

@@ -1,4 +1,4 @@
-"""Storing new sessions, setting their status, deleting them."""
+"""Storing new sessions, changing their fields and status, deleting them."""
 
 from __future__ import annotations
 
@@ -53,6 +53,36 @@ def session_status_set(*, session_id: uuid.UUID, status: str) -> None:
     with transaction.atomic():
         AgentSession.objects.filter(pk=session_id).update(status=status)
         event_emit(session_id=session_id, type="session.status", payload={"status": status})
+
+
+# The fields of a session a client or operator may change after creating it (PROTOCOL.md v1.2's
+# `session.update`); `session_settings_update` writes no other.
+SESSION_UPDATABLE_FIELDS = ("title", "context_window", "compact_threshold", "settings")
+
+
+def session_settings_update(*, session_id: uuid.UUID, changes: dict[str, Any]) -> AgentSession:
+    """Write `changes` (values already checked by `engine.sessions.session_update`; `settings`
+    the full merged object) to the session and announce the fields that changed, in one
+    transaction. Returns the session as stored.
+
+    Rules:
+    - only `SESSION_UPDATABLE_FIELDS`; any other key is a programming error (`ValueError`);
+    - a value equal to the stored one is no change: nothing changed, nothing written or announced;
+    - the event `session.updated` (an addition to PROTOCOL.md: no v1 event tells a session's
+      fields) carries the changed fields with their new values;
+    - a running turn reads the row at its next model call, so the change applies from there.
+    `AgentSession.DoesNotExist` when there is no such session."""
+    unknown = sorted(set(changes) - set(SESSION_UPDATABLE_FIELDS))
+    if unknown:
+        raise ValueError(f"session_settings_update cannot change {unknown[0]}")
+    with transaction.atomic():
+        session = AgentSession.objects.select_for_update().get(pk=session_id)
+        changed = {name: value for name, value in changes.items() if getattr(session, name) != value}
+        if not changed:
+            return session
+        AgentSession.objects.filter(pk=session_id).update(**changed)
+        event_emit(session_id=session_id, type="session.updated", payload=dict(changed))
+    return AgentSession.objects.get(pk=session_id)
 
 
 def session_tree_delete(

@@ -21,7 +21,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from sessions_app import services
 from sessions_app.dashboard import panels, selectors
 from sessions_app.dashboard.auth import operator_required
-from sessions_app.dashboard.forms import MessageForm
+from sessions_app.dashboard.forms import MessageForm, SessionUpdateForm
 from sessions_app.dashboard.views.common import HtmxHttpRequest, session_or_404
 from sessions_app.engine import runner
 from sessions_app.engine import sessions as engine_sessions
@@ -29,6 +29,7 @@ from sessions_app.engine.compaction.budget import ContextWindowTooSmall
 from sessions_app.engine.operator import compaction_operator_start
 from sessions_app.models import AgentSession
 from sessions_app.usage import session_usage
+from sessions_app.validation import SpecError
 
 
 def session_page_context(session: AgentSession) -> dict[str, Any]:
@@ -44,8 +45,20 @@ def session_page_context(session: AgentSession) -> dict[str, Any]:
         "usage": session_usage(session),
         "timeline": selectors.timeline(session_id=session.pk),
         "message_form": MessageForm(),
+        "update_form": session_update_form(session),
     }
     return context
+
+
+def session_update_form(session: AgentSession) -> SessionUpdateForm:
+    """The session's edit form, showing its current title, window and threshold."""
+    return SessionUpdateForm(
+        initial={
+            "title": session.title,
+            "context_window": session.context_window,
+            "compact_threshold": session.compact_threshold,
+        }
+    )
 
 
 @require_safe
@@ -161,6 +174,38 @@ def session_delete(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRespo
         return render(request, "dashboard/session.html#message-form", context, status=409)
     target = reverse("dashboard:sessions")
     return HttpResponseClientRedirect(target) if request.htmx else redirect(target)
+
+
+@require_POST
+@operator_required
+def session_edit(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    """Change the session's title, window, threshold or settings (`engine.sessions.session_update`,
+    as a client's `session.update`). A bad value is shown on its field (status 422) and changes
+    nothing; a new window or threshold applies from the session's next model call. htmx gets the
+    form back (saved, or with its errors); a plain form post is redirected to the page."""
+    session = session_or_404(session_id)
+    form = SessionUpdateForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            session = engine_sessions.session_update(
+                session_id=session.pk,
+                title=data["title"],
+                context_window=data["context_window"],
+                compact_threshold=data["compact_threshold"],
+                settings=data["settings"],
+            )
+        except SpecError as exc:
+            form.add_spec_error(exc)
+        except AgentSession.DoesNotExist:
+            raise Http404("No such session.") from None
+        else:
+            if not request.htmx:
+                return redirect(reverse("dashboard:session", args=[session.pk]))
+            context = {"session": session, "update_form": session_update_form(session), "update_saved": True}
+            return render(request, "dashboard/session.html#update-form", context)
+    context = {"session": session, "update_form": form}
+    return render(request, "dashboard/session.html#update-form", context, status=422)
 
 
 # ---------------------------------------------------------------------------
