@@ -76,6 +76,21 @@ def _deep_merge(base: dict, over: dict) -> dict:
     return merged
 
 
+def settings_json(raw: str | None) -> dict | None:
+    """A settings field's JSON object (None when left empty), or a form error saying what is
+    wrong with it."""
+    raw = (raw or "").strip()
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise forms.ValidationError(f"Not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).") from exc
+    if not isinstance(value, dict):
+        raise forms.ValidationError("Settings are a JSON object.")
+    return value
+
+
 @dataclass(frozen=True)
 class SettingsGroup:
     """The fields of one top-level setting (a feature's, usually): its switch and its knobs."""
@@ -137,17 +152,9 @@ class SessionCreateForm(forms.Form):
         return newlines_lf(self.cleaned_data.get("system_prompt") or "")
 
     def clean_settings(self) -> dict | None:
-        raw = (self.cleaned_data.get("settings") or "").strip()
-        if not raw:
+        value = settings_json(self.cleaned_data.get("settings"))
+        if value is None:
             return None
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(
-                f"Not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
-            ) from exc
-        if not isinstance(value, dict):
-            raise forms.ValidationError("Settings are a JSON object.")
         try:
             settings_clean(value, schema=features().settings_schema)
         except SpecError as exc:
@@ -229,18 +236,7 @@ class SessionUpdateForm(forms.Form):
     ERROR_FIELDS = ("context_window", "compact_threshold", "title")
 
     def clean_settings(self) -> dict | None:
-        raw = (self.cleaned_data.get("settings") or "").strip()
-        if not raw:
-            return None
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(
-                f"Not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
-            ) from exc
-        if not isinstance(value, dict):
-            raise forms.ValidationError("Settings are a JSON object.")
-        return value
+        return settings_json(self.cleaned_data.get("settings"))
 
     def add_spec_error(self, error: SpecError) -> None:
         """Show the operation's refusal on the field it names (else above the form)."""
