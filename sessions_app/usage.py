@@ -8,6 +8,7 @@ nothing however long the session. Costs are estimates from `settings.PALIMPSEST_
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -81,6 +82,9 @@ class SessionUsage:
     model: str
     totals: UsageTotals
     price: ModelPrice | None
+    # The provider that answers the session on this server: the scripted model costs nothing,
+    # whatever model the session names.
+    provider: str = ""
 
     @property
     def cost(self) -> float | None:
@@ -97,11 +101,15 @@ def usage_totals_of(session: AgentSession) -> UsageTotals:
     )
 
 
-def session_usage(session: AgentSession) -> SessionUsage:
-    """The session's usage and its estimated cost (every call of a session uses its model)."""
-    return SessionUsage(
-        model=session.model, totals=usage_totals_of(session), price=model_price(session.model)
-    )
+SCRIPTED_PROVIDER = "scripted"
+
+
+def session_usage(session: AgentSession, *, provider: str) -> SessionUsage:
+    """The session's usage and its estimated cost (every call of a session uses its model).
+    `provider` is the one answering the session here (`engine.providers.provider_name_for_model`):
+    a session answered by the scripted model has no price, whatever model it names."""
+    price = None if provider == SCRIPTED_PROVIDER else model_price(session.model)
+    return SessionUsage(model=session.model, totals=usage_totals_of(session), price=price, provider=provider)
 
 
 def total_tokens_expression() -> Combinable:
@@ -114,13 +122,15 @@ def total_tokens_expression() -> Combinable:
     )
 
 
-def cost_expression() -> Case:
+def cost_expression(*, priced: Iterable[str]) -> Case:
     """A session's estimated cost in USD as an ORM expression: NULL for a model without a price
-    (for sorting the list the way `SessionUsage.cost` computes it)."""
+    or not in `priced` (the models a paid provider answers here; for sorting the list the way
+    `SessionUsage.cost` computes it)."""
     by_price: dict[ModelPrice, list[str]] = {}
-    for model in settings.PALIMPSEST_MODEL_PRICES:
+    for model in priced:
         price = model_price(model)
-        assert price is not None
+        if price is None:
+            continue
         by_price.setdefault(price, []).append(model)
     whens = [
         When(

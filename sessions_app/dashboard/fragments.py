@@ -21,6 +21,7 @@ from sessions_app.dashboard import selectors, transcript
 from sessions_app.dashboard.panels import panels_live
 from sessions_app.engine.features import features
 from sessions_app.models import AgentSession
+from sessions_app.engine.providers import provider_name_for_model
 from sessions_app.usage import session_usage
 
 # Events after which the next request's size has changed (and the features' `GaugeRow.events`).
@@ -144,7 +145,10 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
         parts.append(render_to_string("dashboard/context.html#gauge", {**base, "gauge": gauge}))
     if touched.usage:
         parts.append(
-            render_to_string("dashboard/usage.html#panel", {**base, "usage": session_usage(session)})
+            render_to_string(
+                "dashboard/usage.html#panel",
+                {**base, "usage": session_usage(session, provider=provider_name_for_model(session.model))},
+            )
         )
     if touched.inspector:
         # A prompt inspector that follows the latest request reloads itself on this signal.

@@ -33,6 +33,7 @@ def usage_set(session: AgentSession, **counts: int) -> AgentSession:
 @pytest.mark.django_db
 def test_panel_shows_the_tokens_cache_hit_share_and_cost(operator_client, settings):
     settings.PALIMPSEST_MODEL_PRICES = PRICES
+    settings.PALIMPSEST_PROVIDER = "anthropic"  # a priced model's provider answers it
     session = usage_set(
         session_new(model="claude-sonnet-4-6"),
         usage_model_calls=3,
@@ -56,7 +57,25 @@ def test_panel_of_a_model_without_a_price_shows_tokens_only(operator_client):
     session = usage_set(session_new(model="scripted"), usage_input_tokens=42)
     html = operator_client.get(f"/sessions/{session.pk}/").content.decode()
     panel = html.split('id="usage-panel"', 1)[1].split("</div>", 1)[0]
-    assert "no price for scripted: tokens only" in panel and "$" not in panel.split("An estimate", 1)[0]
+    assert (
+        "the scripted model answers this session here" in panel
+        and "$" not in panel.split("An estimate", 1)[0]
+    )
+
+
+@pytest.mark.django_db
+def test_panel_of_a_claude_session_the_scripted_model_answers_shows_no_cost(operator_client, settings):
+    """Without a key every session is answered by the scripted model: its page says so and
+    shows no cost, in the panel and in the list (issue 30 item 15)."""
+    settings.PALIMPSEST_MODEL_PRICES = PRICES
+    settings.PALIMPSEST_PROVIDER = "scripted"
+    session = usage_set(session_new(model="claude-sonnet-4-6"), usage_input_tokens=500_000)
+    html = operator_client.get(f"/sessions/{session.pk}/").content.decode()
+    panel = html.split('id="usage-panel"', 1)[1].split("</div>", 1)[0]
+    assert "the scripted model answers this session here" in panel
+    assert "$" not in panel.split("An estimate", 1)[0]
+    row = operator_client.get("/").content.decode().split(f'id="session-row-{session.pk}"', 1)[1]
+    assert re.search(r'data-col="cost"[^>]*>–<', row.split("</tr>", 1)[0])
 
 
 @pytest.mark.django_db(transaction=True)
@@ -98,6 +117,7 @@ def listed(client: Any, query: str) -> tuple[int, str]:
 @pytest.fixture
 def priced_sessions(settings):
     settings.PALIMPSEST_MODEL_PRICES = PRICES
+    settings.PALIMPSEST_PROVIDER = "anthropic"
     cheap = usage_set(session_new(title="cheap", model="claude-haiku-4-5"), usage_input_tokens=900_000)
     dear = usage_set(session_new(title="dear", model="claude-sonnet-4-6"), usage_input_tokens=500_000)
     unpriced = usage_set(session_new(title="unpriced", model="scripted"), usage_input_tokens=2_000_000)
@@ -111,7 +131,7 @@ def test_list_shows_tokens_and_cost_columns(operator_client, priced_sessions):
     row = html.split(f'id="session-row-{dear.pk}"', 1)[1].split("</tr>", 1)[0]
     assert re.search(r'data-col="tokens"[^>]*>500k<', row) and 'data-col="cost">$1.50<' in row
     row = html.split(f'id="session-row-{unpriced.pk}"', 1)[1].split("</tr>", 1)[0]
-    assert 'title="no price for scripted: tokens only">–<' in row
+    assert 'title="no cost: scripted has no price, or the scripted model answers it here">–<' in row
 
 
 @pytest.mark.django_db

@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Count, Sum
 
 from config.settings import _model_prices_from_env
+from sessions_app.engine.providers import models_priced, provider_name_for_model
 from sessions_app.models import AgentSession, ModelCall
 from sessions_app.usage import UsageTotals, cost_expression, model_price, session_usage
 from tests.dashboard.conftest import chat, session_new
@@ -24,7 +25,7 @@ PRICES = {
 
 def totals_of(session: AgentSession) -> UsageTotals:
     session.refresh_from_db()
-    return session_usage(session).totals
+    return session_usage(session, provider=provider_name_for_model(session.model)).totals
 
 
 def calls_summed(session: AgentSession) -> UsageTotals:
@@ -183,6 +184,28 @@ def test_the_lists_cost_expression_agrees_with_the_panels_cost(settings):
     }
     for model in ("claude-sonnet-4-6", "claude-haiku-4-5", "scripted"):
         session = usage_set(session_new(model=model), **counts)
-        expected = session_usage(session).cost
-        in_sql = AgentSession.objects.annotate(cost=cost_expression()).get(pk=session.pk).cost
+        expected = session_usage(session, provider=provider_name_for_model(model)).cost
+        in_sql = (
+            AgentSession.objects.annotate(cost=cost_expression(priced=models_priced()))
+            .get(pk=session.pk)
+            .cost
+        )
         assert in_sql == (None if expected is None else pytest.approx(expected))
+
+
+@pytest.mark.django_db
+def test_a_session_the_scripted_model_answers_has_no_cost_whatever_model_it_names(settings, client):
+    """Without a key the scripted model answers every session: a session named after a priced
+    Claude model shows no cost, on its page and in the list (issue 30 item 15)."""
+    settings.PALIMPSEST_MODEL_PRICES = PRICES
+    settings.PALIMPSEST_PROVIDER = "scripted"
+    counts = {"usage_input_tokens": 1_000_000, "usage_output_tokens": 1_000_000}
+    session = usage_set(session_new(model="claude-sonnet-4-6"), **counts)
+    usage = session_usage(session, provider=provider_name_for_model(session.model))
+    assert (usage.provider, usage.price, usage.cost) == ("scripted", None, None)
+    assert models_priced() == []
+    in_sql = AgentSession.objects.annotate(cost=cost_expression(priced=models_priced())).get(pk=session.pk)
+    assert in_sql.cost is None
+    settings.PALIMPSEST_PROVIDER = "anthropic"
+    assert session_usage(session, provider=provider_name_for_model(session.model)).cost == pytest.approx(18.0)
+    assert set(models_priced()) == set(PRICES)

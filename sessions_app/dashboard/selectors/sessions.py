@@ -12,6 +12,7 @@ from sessions_app.dashboard.list_filters import OWNER_OPERATOR
 from sessions_app.dashboard.selectors.common import uuid_or_not_found
 from sessions_app.dashboard.selectors.subsessions import descendant_count
 from sessions_app.models import AgentSession, AgentToken, Archive, Message, SessionStatus
+from sessions_app.engine.providers import models_priced
 from sessions_app.usage import cost_expression, total_tokens_expression
 
 SESSION_LIST_PAGE_SIZE = 50
@@ -65,7 +66,7 @@ def session_list(
         compaction_count=_count_of(Archive),
         descendant_count=descendant_count(),
         usage_total_tokens=total_tokens_expression(),
-        usage_cost=cost_expression(),
+        usage_cost=cost_expression(priced=models_priced()),
     )
     if not query.strip():
         sessions = sessions.filter(parent_session__isnull=True)

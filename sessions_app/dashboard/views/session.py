@@ -28,6 +28,7 @@ from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.compaction.budget import ContextWindowTooSmall
 from sessions_app.engine.operator import compaction_operator_start
 from sessions_app.models import AgentSession
+from sessions_app.engine.providers import provider_name_for_model
 from sessions_app.usage import session_usage
 from sessions_app.validation import SpecError
 
@@ -42,7 +43,7 @@ def session_page_context(session: AgentSession) -> dict[str, Any]:
         "page": selectors.transcript_page(session_id=session.pk, until_seq=last_seq),
         "streaming": selectors.stream_in_progress(session=session),
         "gauge": selectors.context_gauge(session=session),
-        "usage": session_usage(session),
+        "usage": session_usage(session, provider=provider_name_for_model(session.model)),
         "timeline": selectors.timeline(session_id=session.pk),
         "message_form": MessageForm(),
         "update_form": session_update_form(session),

@@ -22,6 +22,7 @@ __all__ = [
     "context_window_resolve",
     "context_window_resolve_sync",
     "models_offered",
+    "models_priced",
     "provider_for_model",
     "provider_name_for_model",
 ]
@@ -54,6 +55,12 @@ def models_offered() -> list[str]:
     if settings.PALIMPSEST_PROVIDER == "scripted":
         return [SCRIPTED_MODEL]
     return [*sorted(m for m in MODEL_CONTEXT_WINDOWS if m.startswith(ANTHROPIC_MODEL_PREFIX)), SCRIPTED_MODEL]
+
+
+def models_priced() -> list[str]:
+    """The models with a price (PALIMPSEST_MODEL_PRICES) that a paid provider answers here: a
+    session the scripted model answers costs nothing, whatever model it names."""
+    return [m for m in settings.PALIMPSEST_MODEL_PRICES if not _uses_scripted(m)]
 
 
 def _window_known(model: str) -> int | None:
