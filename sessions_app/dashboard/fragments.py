@@ -20,8 +20,8 @@ from django.utils.safestring import SafeString, mark_safe
 from sessions_app.dashboard import selectors, transcript
 from sessions_app.dashboard.panels import panels_live
 from sessions_app.engine.features import features
-from sessions_app.models import AgentSession
 from sessions_app.engine.providers import provider_name_for_model
+from sessions_app.models import AgentSession
 from sessions_app.usage import session_usage
 
 # Events after which the next request's size has changed (and the features' `GaugeRow.events`).

@@ -11,8 +11,8 @@ from django.db.models.functions import Coalesce
 from sessions_app.dashboard.list_filters import OWNER_OPERATOR
 from sessions_app.dashboard.selectors.common import uuid_or_not_found
 from sessions_app.dashboard.selectors.subsessions import descendant_count
-from sessions_app.models import AgentSession, AgentToken, Archive, Message, SessionStatus
 from sessions_app.engine.providers import models_priced
+from sessions_app.models import AgentSession, AgentToken, Archive, Message, SessionStatus
 from sessions_app.usage import cost_expression, total_tokens_expression
 
 SESSION_LIST_PAGE_SIZE = 50

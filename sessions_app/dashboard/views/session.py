@@ -27,8 +27,8 @@ from sessions_app.engine import runner
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.compaction.budget import ContextWindowTooSmall
 from sessions_app.engine.operator import compaction_operator_start
-from sessions_app.models import AgentSession
 from sessions_app.engine.providers import provider_name_for_model
+from sessions_app.models import AgentSession
 from sessions_app.usage import session_usage
 from sessions_app.validation import SpecError
 
