@@ -26,14 +26,15 @@ fake live for the whole run.
    `--revoke-step-seconds`; the token is revoked (`sessions_app.tokens.agent_tokens_revoke`, what
    the admin and `revoke_agent_token` use): model calls the fake receives after it, within
    `--revoke-watch` seconds.
-5. `flood`: `session.get` at `--flood-rate` frames/s for `--flood-seconds`, then 200 KB frames at
-   `--big-rate` for `--big-seconds`: answers/s, `rate_limited` errors, time from the last frame
-   sent to its answer, RSS kept per 100 hostile frames.
+5. `flood`: `session.get` at `--flood-rate` frames/s for `--flood-seconds`; `bigframes`: 200 KB
+   frames (`session.get` with a padding field) at `--big-rate` for `--big-seconds`: answers/s,
+   `rate_limited` errors, a close by the server, time from the last frame sent to its answer
+   (waited for at most `--flood-drain` seconds), RSS kept per 100 hostile frames.
 6. `reattach`: a root with `--descendants` descendants (one real, the rest copies of its rows
    made in the database), attached with empty `since_seqs`: frames and bytes replayed, the size
    of `session.attached`.
 
-During 1, 2, 3 and 5 another client (its own token, on the same daphne as the attacker) runs
+During 1, 2, 3 and 5 (both) another client (its own token, on the same daphne as the attacker) runs
 one-step turns one after the other: its stall is the time from its `user.message` to its
 `turn.completed` (worst and p99). Refusals (a spawn's tool error, `rate_limited`, a closed socket)
 are counted, not fatal. `--json` prints the figures as JSON instead of the tables.
@@ -375,7 +376,8 @@ class Conn:
 
     async def turn(self, content: str, timeout: float) -> tuple[str, float]:
         """Send a message and wait for the attached session's turn.completed: (its stop_reason, or
-        `timeout` when it took longer and was cancelled; the seconds it took). An error frame
+        `timeout, ...` when it took longer and was cancelled; the seconds until it completed or
+        timed out). An error frame
         about the message raises Refused."""
         request_id = self.request_id()
         session_id = self.session_id
@@ -391,13 +393,17 @@ class Conn:
                 done, timeout, send={"type": "user.message", "content": content, "request_id": request_id}
             )
         except TimeoutError:
-            with contextlib.suppress(TimeoutError, Closed):
+            timed_out = time.monotonic()
+            try:
                 await self.wait_for(
                     lambda f: f.get("type") == "turn.completed" and f.get("session_id") == session_id,
                     CANCEL_WAIT_SECONDS,
                     send={"type": "turn.cancel"},
                 )
-            return "timeout", time.monotonic() - sent
+                how = f"timeout, then cancelled in {time.monotonic() - timed_out:.1f} s"
+            except (TimeoutError, Closed):
+                how = f"timeout, then not cancelled within {CANCEL_WAIT_SECONDS:g} s"
+            return how, timed_out - sent
         if frame["type"] == "error":
             raise Refused(frame)
         return frame["stop_reason"], time.monotonic() - sent
@@ -439,7 +445,7 @@ class Bystander:
                     self.conn = await self._connect()
                 stop_reason, took = await self.conn.turn("ping", BYSTANDER_TURN_SECONDS)
                 self.stalls.append(took)
-                self.outcomes[stop_reason] += 1
+                self.outcomes[stop_reason.split(",")[0]] += 1
             except Refused as exc:
                 self.outcomes[f"error {exc.frame.get('code')}"] += 1
                 await asyncio.sleep(0.2)
@@ -600,23 +606,41 @@ def _revisions(session_id: str) -> int:
     return NotepadRevision.objects.filter(session_id=uuid.UUID(session_id)).count()
 
 
+def sandbox_outcome(frame: dict[str, Any]) -> str:
+    """What a run_sandbox_code result says: the writes the code printed, or how it ended."""
+    content = frame.get("content")
+    if isinstance(content, list):
+        content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    result: Any = None
+    with contextlib.suppress(ValueError, TypeError):
+        result = json.loads(content or "")
+    if not isinstance(result, dict):
+        return f"tool error: {str(content)[:200]}" if frame.get("is_error") else str(content)[:200]
+    found = re.search(r"writes (\d+)", str(result.get("stdout", "")))
+    stopped = re.search(r"stopped: (.*)", str(result.get("stdout", "")))
+    parts = [f"{found.group(1)} writes" if found else "no count printed"]
+    if stopped:
+        parts.append(f"stopped by {stopped.group(1)[:120]}")
+    if result.get("timed_out"):
+        parts.append("timed out")
+    parts.append(f"exit {result.get('exit_code')}, {result.get('duration_ms')} ms")
+    return "; ".join(parts)
+
+
 async def sandbox(stack: Stack, args: argparse.Namespace, bystander: Bystander | None) -> Figures:
     _, conn = await attacker(stack, "sandbox")
     if not conn.state.get("sandbox"):
         await conn.close()
         return {"skipped": "the server offers no sandbox here (PALIMPSEST_SANDBOX, bubblewrap)"}
     updates: Counter[str] = Counter()
-    writes: list[int] = []
+    runs: list[str] = []
 
     def hook(frame: dict[str, Any], size: int) -> None:
         if frame.get("type") == "notepad.updated":
             updates["frames"] += 1
             updates["bytes"] += size
         elif frame.get("type") == "tool.result" and frame.get("name") == "run_sandbox_code":
-            found = re.search(r"writes (\d+)", json.dumps(frame.get("content")))
-            writes.append(int(found.group(1)) if found else -1)
-            if frame.get("is_error"):
-                updates["errors"] += 1
+            runs.append(sandbox_outcome(frame))
 
     conn.hooks.append(hook)
     db_before = await db_bytes()
@@ -625,19 +649,19 @@ async def sandbox(stack: Stack, args: argparse.Namespace, bystander: Bystander |
     db_added = await db_bytes() - db_before
     revisions = await asyncio.to_thread(_revisions, conn.session_id)
     await conn.close()
-    runs = max(len(writes), 1)
+    per = max(len(runs), 1)
     return {
         "code": f'session.notepad.write(str(i) + " " + "x" * 99_000), for i in range({args.sandbox_writes})',
         "stop_reason": stop_reason,
         "seconds": round(took, 2),
-        "runs": len(writes),
-        "writes_per_run": writes,
+        "runs": len(runs),
+        "run_outcomes": runs,
         "notepad_revision_rows": revisions,
         "db_added_mib": round(db_added / MIB, 1),
-        "db_per_run_mib": round(db_added / MIB / runs, 1),
+        "db_per_run_mib": round(db_added / MIB / per, 1),
         "notepad_updated_frames": updates["frames"],
         "notepad_updated_mib": round(updates["bytes"] / MIB, 1),
-        "notepad_updated_per_run_mib": round(updates["bytes"] / MIB / runs, 1),
+        "notepad_updated_per_run_mib": round(updates["bytes"] / MIB / per, 1),
     }
 
 
@@ -737,22 +761,24 @@ async def flood_phase(
 
 
 async def flood(stack: Stack, args: argparse.Namespace, bystander: Bystander | None) -> Figures:
-    figures: Figures = {}
     _, conn = await attacker(stack, "flood")
     small = '{"type": "session.get", "request_id": %d}'
-    figures["session_get"] = await flood_phase(
+    figures = await flood_phase(
         stack, conn, lambda n: small % n, args.flood_rate, args.flood_seconds, args.flood_drain
-    )
-    # The next phase on a new connection (the first's backlog, if any, left behind with it).
-    await conn.close()
-    _, conn = await attacker(stack, "flood-big")
-    pad = "x" * args.big_kb * 1000
-    big = '{"type": "session.get", "request_id": %d, "pad": "' + pad + '"}'
-    figures[f"frames_{args.big_kb}kb"] = await flood_phase(
-        stack, conn, lambda n: big % n, args.big_rate, args.big_seconds, args.flood_drain
     )
     await conn.close()
     return figures
+
+
+async def bigframes(stack: Stack, args: argparse.Namespace, bystander: Bystander | None) -> Figures:
+    _, conn = await attacker(stack, "bigframes")
+    pad = "x" * args.big_kb * 1000
+    big = '{"type": "session.get", "request_id": %d, "pad": "' + pad + '"}'
+    figures = await flood_phase(
+        stack, conn, lambda n: big % n, args.big_rate, args.big_seconds, args.flood_drain
+    )
+    await conn.close()
+    return {"frame_kb": args.big_kb, **figures}
 
 
 def _tree_copy(root_id: str, child_id: str, descendants: int, per_parent: int) -> int:
@@ -853,6 +879,7 @@ ATTACKS: dict[str, tuple[Attack, bool]] = {
     "sandbox": (sandbox, True),
     "revocation": (revocation, False),
     "flood": (flood, True),
+    "bigframes": (bigframes, True),
     "reattach": (reattach, False),
 }
 
@@ -923,7 +950,7 @@ def main() -> None:
     parser.add_argument("--fork-message-mb", type=float, default=2.0)
     parser.add_argument("--fork-seconds", type=float, default=120)
     parser.add_argument("--fork-pause", type=float, default=10, help="seconds before RSS is read again")
-    parser.add_argument("--sandbox-runs", type=int, default=2, help="steps, each one sandbox run")
+    parser.add_argument("--sandbox-runs", type=int, default=1, help="steps, each one sandbox run")
     parser.add_argument("--sandbox-writes", type=int, default=1000, help="notepad writes each run tries")
     parser.add_argument("--sandbox-seconds", type=float, default=120)
     parser.add_argument("--revoke-children", type=int, default=4)
