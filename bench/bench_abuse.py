@@ -729,9 +729,11 @@ async def flood_phase(
     async with RssPeak(stack) as peak:
         began = time.monotonic()
         try:
+            # A send waits while the server does not read (TCP's flow control): the phase
+            # still ends after `seconds`, with fewer frames sent than the rate asked.
             while (now := time.monotonic()) - began < seconds and not conn.closed:
                 due = min(int((now - began) * rate) + 1, int(rate * seconds))
-                while sent < due:
+                while sent < due and time.monotonic() - began < seconds:
                     await conn.ws.send(frame_of(sent))
                     sent += 1
                 await asyncio.sleep(0.005)
