@@ -47,7 +47,9 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import re
+import string
 import subprocess
 import sys
 import time
@@ -543,9 +545,15 @@ def _history_fill_big(session_id: str, messages: int, megabytes: float) -> None:
     from sessions_app.models import AgentSession, Message
 
     chars = int(megabytes * MIB)
+    # Words drawn at random (seeded) from a vocabulary of 4,096 made-up ones: text that a
+    # database's compression (PostgreSQL's TOAST) does not shrink to nothing, as it does a
+    # repeated phrase.
+    rng = random.Random(31)
+    vocabulary = ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 10))) for _ in range(4096)]
     rows = []
     for position in range(messages):
-        text = f"message {position}: " + ("lorem ipsum dolor sit amet " * (chars // 27 + 1))[:chars]
+        words = " ".join(rng.choices(vocabulary, k=chars // 6 + 1))
+        text = f"message {position}: " + words[:chars]
         content = [{"type": "text", "text": text}]
         role = "user" if position % 2 == 0 else "assistant"
         estimate = estimate_json_tokens(content)
