@@ -49,7 +49,6 @@ import json
 import os
 import random
 import re
-import string
 import subprocess
 import sys
 import time
@@ -77,7 +76,15 @@ SETTLE_SECONDS = 2.0
 # What the other client's turn, and an attack's turn, may take before it counts as hung.
 BYSTANDER_TURN_SECONDS = 60.0
 CANCEL_WAIT_SECONDS = 30.0
-# The server's answers a client's frame gets (also for frames it refuses).
+# The words of the fork attack's history.
+_WORDS_TEXT = (
+    "the of and to in is you that it he was for on are as with his they at be this have from or one had by "
+    "word but not what all were we when your can said there use an each which she do how their if will up "
+    "other about out many then them these so some her would make like him into time has look two more write "
+    "go see number no way could people my than first water been call who oil its now find long down day did "
+    "get come made may part"
+)
+WORDS = _WORDS_TEXT.split()
 SANDBOX_CODE = """\
 n = 0
 try:
@@ -545,14 +552,13 @@ def _history_fill_big(session_id: str, messages: int, megabytes: float) -> None:
     from sessions_app.models import AgentSession, Message
 
     chars = int(megabytes * MIB)
-    # Words drawn at random (seeded) from a vocabulary of 4,096 made-up ones: text that a
-    # database's compression (PostgreSQL's TOAST) does not shrink to nothing, as it does a
-    # repeated phrase.
+    # Common English words drawn at random (seeded): text that a database's compression
+    # (PostgreSQL's TOAST) shrinks as it would prose (zlib: to 37%), not to nothing as it does a
+    # repeated phrase; about 0.23 estimated tokens a character, so ten 2 MB messages fit the window.
     rng = random.Random(31)
-    vocabulary = ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 10))) for _ in range(4096)]
     rows = []
     for position in range(messages):
-        words = " ".join(rng.choices(vocabulary, k=chars // 6 + 1))
+        words = " ".join(rng.choices(WORDS, k=chars // 4 + 1))
         text = f"message {position}: " + words[:chars]
         content = [{"type": "text", "text": text}]
         role = "user" if position % 2 == 0 else "assistant"
