@@ -738,6 +738,7 @@ async def flood_phase(
             last_answer = time.monotonic()
 
     conn.hooks.append(hook)
+    limited_before = conn.errors["rate_limited"]
     rss_before = await stack.settled_rss()
     sent = 0
     async with RssPeak(stack) as peak:
@@ -765,7 +766,8 @@ async def flood_phase(
         "answered": answered,
         "answers_per_s": round(answered / max(last_answer - began, 1e-9)) if answered else 0,
         "answers_by_kind": dict(counts),
-        "rate_limited": counts["rate_limited"],
+        # Also those without a request_id (a server may refuse before it parses the frame).
+        "rate_limited": max(counts["rate_limited"], conn.errors["rate_limited"] - limited_before),
         "last_answer_s_after_last_frame": round(last_answer - sent_by, 2) if answered else None,
         "unanswered": sent - answered,
         "closed_by_server": conn.close_code,
@@ -907,9 +909,14 @@ async def attack_run(
     log(f"{name}: starting {args.processes} daphne process(es)")
     async with Stack(env, args.processes, folder, fake, name) as stack:
         bystander = None
+        note = ""
         if alongside:
             _, raw = await token_create(f"{name}-bystander")
-            bystander = await Bystander(stack.url, raw).start()
+            try:
+                bystander = await Bystander(stack.url, raw).start()
+            except Exception as exc:  # the attack still runs, without the other client
+                log(f"{name}: the other client could not start: {exc!r}")
+                note = repr(exc)
         began = time.monotonic()
         try:
             figures = await run(stack, args, bystander)
@@ -919,6 +926,8 @@ async def attack_run(
         figures["attack_s"] = round(time.monotonic() - began, 1)
         if bystander is not None:
             figures["other_client"] = await bystander.stop()
+        elif note:
+            figures["other_client"] = {"failed_to_start": note}
     log(f"{name}: done in {figures['attack_s']} s")
     return figures
 
