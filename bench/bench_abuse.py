@@ -768,7 +768,12 @@ async def flood_phase(
         "answers_by_kind": dict(counts),
         # Also those without a request_id (a server may refuse before it parses the frame).
         "rate_limited": max(counts["rate_limited"], conn.errors["rate_limited"] - limited_before),
-        "last_answer_s_after_last_frame": round(last_answer - sent_by, 2) if answered else None,
+        # When some were still unanswered after the wait, the last answer is later than that.
+        "last_answer_s_after_last_frame": (
+            f"> {drain:g}" if sent > answered and not conn.closed else round(last_answer - sent_by, 2)
+        )
+        if answered
+        else None,
         "unanswered": sent - answered,
         "closed_by_server": conn.close_code,
         "rss_before_mib": mib(rss_before),
