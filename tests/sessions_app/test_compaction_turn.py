@@ -199,3 +199,37 @@ async def test_a_child_doing_text_heavy_work_compacts_its_turn_and_reports(conne
         assert body["messages"][0]["content"][0]["text"] == task
     assert_requests_valid_and_fit(fake)
     assert await sync_to_async(Archive.objects.filter(session_id=child_id, kind="turn").count)() >= 1
+
+
+def test_the_dashboard_shows_a_turns_note_as_its_compaction_and_not_the_copied_summary_again():
+    from sessions_app.dashboard import transcript
+
+    archive = Archive(
+        summary="Steps 1 to 5 done.",
+        trigger="threshold",
+        kept_messages=4,
+        kind="turn",
+        tokens_before=9000,
+        tokens_after=5000,
+    )
+    archive.id = "00000000-0000-0000-0000-000000000001"
+    note = Message(
+        position=9,
+        epoch=2,
+        role="user",
+        content=[{"type": "text", "text": TURN_SUMMARY_MESSAGE.format(summary="Steps 1 to 5 done.")}],
+        metadata={"type": "turn_summary", "previous_archive": str(archive.id)},
+    )
+    copy = Message(
+        position=7,
+        epoch=2,
+        role="user",
+        content=[{"type": "text", "text": "[Summary of the conversation so far. ...]\n\nS1"}],
+        metadata={"type": "compact", "previous_archive": "earlier", "from_position": 3},
+    )
+    summaries = {str(archive.id): archive}
+    assert transcript.archive_ids([note, copy]) == {str(archive.id), "earlier"}
+    (item,) = transcript.items_from_message(note, tool_names={}, summaries=summaries)
+    assert item.kind == transcript.COMPACTION and item.text == "Steps 1 to 5 done."
+    assert "the running turn's older steps summarized, 4 messages kept" in item.receipt
+    assert transcript.items_from_message(copy, tool_names={}, summaries=summaries) == []
