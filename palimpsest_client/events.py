@@ -108,6 +108,9 @@ class CompactionCompleted(Event):
     tokens_before: int = 0
     tokens_after: int = 0
     trigger: str | None = None
+    # What was summarized (an addition): "history" (before the running turn) or "turn" (the
+    # running turn's own older steps; its request and newest steps were kept verbatim).
+    kind: str | None = None
 
 
 @dataclass(frozen=True)

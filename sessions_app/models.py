@@ -263,6 +263,10 @@ class Archive(models.Model):
     duration_ms = models.PositiveIntegerField(default=0)
     kept_messages = models.PositiveIntegerField(default=0)
     masked = models.JSONField(default=list, blank=True)
+    # What it summarized: `history`, the history before the running turn (or, for an operator's,
+    # the whole epoch); `turn`, the running turn's own older steps (its request and newest steps
+    # kept verbatim, issue 31 item 8).
+    kind = models.CharField(max_length=16, default="history")
 
     class Meta:
         ordering = ["session_id", "epoch"]

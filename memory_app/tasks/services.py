@@ -24,8 +24,9 @@ from sessions_app.models import AgentSession, Message
 from sessions_app.services import event_emit
 
 TASK_NAME_MAX_CHARS = 200
-# Messages a compaction wrote (its summary, and copies of the running turn's): not the task's own.
-_NOT_ORIGINAL = ("compact", "carried")
+# Messages a compaction wrote (its summary, copies of the running turn's, a note summarizing the
+# turn's older steps): not the task's own.
+_NOT_ORIGINAL = ("compact", "carried", "turn_summary")
 
 
 class TaskError(ValueError):

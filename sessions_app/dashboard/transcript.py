@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessions_app.common.content import content_text
-from sessions_app.engine.compaction.tiers import TRIGGER_OPERATOR
+from sessions_app.engine.compaction.tiers import KIND_TURN, TRIGGER_OPERATOR
 from sessions_app.engine.features import features
 from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
 from sessions_app.models import Archive, Message
@@ -165,11 +165,23 @@ def sandbox_run_of(name: str, text: str) -> dict[str, Any] | None:
 
 
 def compaction_receipt(
-    *, trigger: str, kept: int, masked: int, duration_ms: int, tokens_before: int, tokens_after: int
+    *,
+    trigger: str,
+    kept: int,
+    masked: int,
+    duration_ms: int,
+    tokens_before: int,
+    tokens_after: int,
+    kind: str = "",
 ) -> str:
     parts = [trigger or "threshold"]
+    if kind == KIND_TURN:
+        # A long turn's own older steps were summarized: its request and newest steps were kept.
+        parts.append(
+            f"the running turn's older steps summarized, {kept} message{'s' if kept != 1 else ''} kept"
+        )
     # An operator's compaction runs between turns: there is no running turn to keep.
-    if trigger != TRIGGER_OPERATOR:
+    elif trigger != TRIGGER_OPERATOR:
         parts.append(f"{kept} message{'s' if kept != 1 else ''} of the running turn kept verbatim")
     if masked:
         parts.append(f"{masked} tool result{'s' if masked != 1 else ''} masked")
@@ -231,10 +243,11 @@ def items_from_message(
     blocks = message.content if isinstance(message.content, list) else []
     kind = (message.metadata or {}).get("type")
     key = f"m{message.position}"
-    if kind == "carried":
-        # A copy of the running turn's message at a compaction: the original is shown already.
+    if kind == "carried" or (kind == "compact" and "from_position" in message.metadata):
+        # A copy of the running turn's message at a compaction (or of the epoch's summary, at a
+        # compaction of the turn's steps): the original is shown already.
         return []
-    if kind == "compact":
+    if kind in ("compact", "turn_summary"):
         archive_id = str(message.metadata.get("previous_archive", ""))
         archive = summaries.get(archive_id)
         return [
@@ -252,6 +265,7 @@ def items_from_message(
                     duration_ms=archive.duration_ms,
                     tokens_before=archive.tokens_before,
                     tokens_after=archive.tokens_after,
+                    kind=archive.kind,
                 )
                 if archive is not None
                 else "",
@@ -307,7 +321,8 @@ def archive_ids(messages: Iterable[Message]) -> set[str]:
     return {
         str(m.metadata["previous_archive"])
         for m in messages
-        if (m.metadata or {}).get("type") == "compact" and m.metadata.get("previous_archive")
+        if (m.metadata or {}).get("type") in ("compact", "turn_summary")
+        and m.metadata.get("previous_archive")
     }
 
 
@@ -365,6 +380,7 @@ def items_from_event(event: dict) -> list[TranscriptItem]:
                     duration_ms=int(event.get("duration_ms", 0)),
                     tokens_before=int(event.get("tokens_before", 0)),
                     tokens_after=int(event.get("tokens_after", 0)),
+                    kind=str(event.get("kind", "")),
                 ),
             )
         ]

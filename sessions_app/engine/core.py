@@ -14,12 +14,17 @@ CORE_FEATURE = Feature(
     settings={
         "max_steps_per_turn": 25,
         # PROTOCOL.md v1.1: tool results older than the last `mask_keep_recent` are masked first;
-        # a summary is at most `summary_max_tokens` long.
-        "compaction": {"mask_keep_recent": 3, "summary_max_tokens": 2000},
+        # a summary is at most `summary_max_tokens` long. A long turn's own older steps are
+        # summarized when nothing else makes room; its newest `turn_keep_steps` stay verbatim.
+        "compaction": {"mask_keep_recent": 3, "summary_max_tokens": 2000, "turn_keep_steps": 2},
     },
     settings_rules={
         "max_steps_per_turn": ("int", 1, MAX_STEPS_PER_TURN_LIMIT),
-        "compaction": {"mask_keep_recent": ("int", 0, 1000), "summary_max_tokens": ("int", 100, 32_000)},
+        "compaction": {
+            "mask_keep_recent": ("int", 0, 1000),
+            "summary_max_tokens": ("int", 100, 32_000),
+            "turn_keep_steps": ("int", 1, 100),
+        },
     },
     tools=[SESSION_ARCHIVE_READ],
     scripted_rules=[summarize, answer_the_compaction_warning],

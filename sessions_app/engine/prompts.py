@@ -47,6 +47,28 @@ COMPACTION_SUMMARY_MESSAGE = (
     "session_archive_read reads them.]\n\n{summary}"
 )
 
+# The note a long turn's older steps are summarized into (issue 31 item 8): kept inside the turn,
+# after its user's request (which stays verbatim) and before its newest steps (verbatim too).
+TURN_SUMMARY_MESSAGE = (
+    "[Summary of your earlier steps in this turn. They were compacted into this summary to make "
+    "room; session_archive_read reads them. Your newest steps follow verbatim.]\n\n{summary}"
+)
+# The summary call of a turn's older steps: the turn's request is named, not summarized.
+COMPACTION_TURN_INSTRUCTION = (
+    "The conversation above is the earlier part of a turn that is still running, in answer to "
+    "this request of the user's (which stays in the context verbatim):\n<request>\n{request}\n"
+    "</request>\nWrite the summary of the assistant's steps above now: what was done, found and "
+    "decided, with the values that matter, and what remains to do."
+)
+COMPACTION_TURN_MERGE_INSTRUCTION = (
+    "The conversation above is the earlier part of a turn that is still running, in answer to "
+    "this request of the user's (which stays in the context verbatim):\n<request>\n{request}\n"
+    "</request>\nWrite one updated summary of the assistant's steps: merge the summary of the "
+    "earlier steps with the steps above it into a single summary (do not quote or nest the "
+    "earlier summary): what was done, found and decided, with the values that matter, and what "
+    "remains to do."
+)
+
 # Compaction's cheap tier: what a masked tool result reads as (DESIGN.md: a short placeholder
 # naming the observation and its size, not the seed's 500 + 500 preview).
 MASKED_RESULT = (

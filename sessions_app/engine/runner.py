@@ -596,8 +596,9 @@ class TurnRunner:
                 raise TurnCancelled
             if prepared.warned:
                 # After the warning step the turn goes on, whatever it answered: the older history
-                # is summarized, then the next call answers the user (DESIGN.md).
-                await self.compactor.compact(
+                # (or the turn's older steps) is summarized, then the next call answers the user
+                # (DESIGN.md).
+                await self.compactor.compact_warned(
                     provider, snapshot, tokens_before=prepared.estimate, trigger=tiers.TRIGGER_THRESHOLD
                 )
                 if ends_turn:  # e.g. a child reported its result in the warning step

@@ -69,6 +69,9 @@ def compaction_warning_store(
 
 
 COMPACTION_BREAKER_FAILURES = 3
+# What a compaction summarized (`Archive.kind`, and `kind` in `compaction.completed`).
+KIND_HISTORY = "history"
+KIND_TURN = "turn"
 
 
 def compaction_store(
@@ -98,31 +101,18 @@ def compaction_store(
     if not summary.strip():
         raise ValueError("a compaction needs a summary")
     with transaction.atomic():
-        session = AgentSession.objects.select_for_update().get(pk=session_id)
-        if turn_id is not None and not lease_held(session, turn_id):
-            raise TurnLeaseLost
-        if session.epoch != epoch:
-            raise CompactionConflict
-        previous = Archive.objects.filter(session_id=session_id).order_by("-epoch").first()
-        archive = Archive.objects.create(
+        archive = _epoch_close(
             session_id=session_id,
+            turn_id=turn_id,
             epoch=epoch,
             summary=summary,
-            message_count=Message.objects.filter(session_id=session_id, epoch=epoch).count(),
             tokens_before=tokens_before,
             tokens_after=tokens_after,
-            previous=previous,
             trigger=trigger,
             duration_ms=duration_ms,
             kept_messages=len(carry_positions),
-            masked=list(masked),
-        )
-        AgentSession.objects.filter(pk=session_id).update(
-            epoch=epoch + 1,
-            last_prompt_tokens=None,
-            last_estimated_tokens=None,
-            compaction_failures=0,
-            status=SessionStatus.RUNNING if session.current_turn_id else SessionStatus.IDLE,
+            masked=masked,
+            kind=KIND_HISTORY,
         )
         messages = [
             message_write(
@@ -134,54 +124,168 @@ def compaction_store(
                 metadata={"type": "compact", "previous_archive": str(archive.id)},
             )
         ]
-        carried = Message.objects.filter(
-            session_id=session_id, epoch=epoch, position__in=list(carry_positions)
+        messages += _messages_carry(session_id=session_id, epoch=epoch, positions=carry_positions)
+        _compaction_announce(session_id, archive, epoch=epoch + 1, kind=KIND_HISTORY)
+    return archive, messages
+
+
+def compaction_turn_store(
+    *,
+    session_id: uuid.UUID,
+    turn_id: uuid.UUID,
+    epoch: int,
+    summary: str,
+    note: str,
+    tokens_before: int,
+    tokens_after: int,
+    carry_before: Sequence[int],
+    carry_after: Sequence[int],
+    trigger: str = "threshold",
+    duration_ms: int = 0,
+    masked: Sequence[dict] = (),
+) -> tuple[Archive, list[Message]]:
+    """Close `epoch` into an archive (`kind: turn`) whose summary is of the running turn's older
+    steps, and start the next epoch, in one transaction: copies of the messages at
+    `carry_before` (what precedes the turn and the turn's user request), then `note` (the
+    summary as the engine's text shows it: a user-role message, `type: turn_summary`,
+    `previous_archive`), then copies of the messages at `carry_after` (the turn's newest steps).
+    Every copy keeps its content, turn and masks; a copy of the epoch's own summary stays
+    `type: compact` (naming its archive, plus `from_position`), the others are `type: carried`.
+    `carry_after` must begin with an assistant message and hold every tool call's result, so
+    that the new epoch's requests stay valid. Returns the archive and the new epoch's messages;
+    raises like `compaction_store`."""
+    if not summary.strip():
+        raise ValueError("a compaction needs a summary")
+    with transaction.atomic():
+        archive = _epoch_close(
+            session_id=session_id,
+            turn_id=turn_id,
+            epoch=epoch,
+            summary=summary,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            trigger=trigger,
+            duration_ms=duration_ms,
+            kept_messages=len(carry_before) + len(carry_after),
+            masked=masked,
+            kind=KIND_TURN,
         )
-        result_ids: list[str] = []
-        for original in carried.order_by("position"):
-            messages.append(
-                message_write(
-                    session_id=session_id,
-                    epoch=epoch + 1,
-                    role=original.role,
-                    content=original.content,
-                    turn_id=original.turn_id,
-                    metadata={"type": "carried", "from_position": original.position},
-                    token_estimate=original.token_estimate,
-                )
-            )
-            result_ids += [
-                b.get("tool_use_id", "") for b in original.content if b.get("type") == "tool_result"
-            ]
-        MaskedResult.objects.bulk_create(
-            MaskedResult(
+        messages = _messages_carry(session_id=session_id, epoch=epoch, positions=carry_before)
+        messages.append(
+            message_write(
                 session_id=session_id,
                 epoch=epoch + 1,
-                tool_use_id=m.tool_use_id,
-                observation_id=m.observation_id,
-                size_chars=m.size_chars,
-                placeholder=m.placeholder,
-            )
-            for m in MaskedResult.objects.filter(
-                session_id=session_id, epoch=epoch, tool_use_id__in=result_ids
+                role=MessageRole.USER,
+                content=[{"type": "text", "text": note}],
+                turn_id=turn_id,
+                metadata={"type": "turn_summary", "previous_archive": str(archive.id)},
             )
         )
-        event_emit(
-            session_id=session_id,
-            type="compaction.completed",
-            payload={
-                "archive_id": str(archive.id),
-                "epoch": epoch + 1,
-                "summary": summary,
-                "tokens_before": tokens_before,
-                "tokens_after": tokens_after,
-                "trigger": trigger,
-                "masked": list(masked),
-                "duration_ms": duration_ms,
-                "kept_messages": len(carry_positions),
-            },
-        )
+        messages += _messages_carry(session_id=session_id, epoch=epoch, positions=carry_after)
+        _compaction_announce(session_id, archive, epoch=epoch + 1, kind=KIND_TURN)
     return archive, messages
+
+
+def _epoch_close(
+    *,
+    session_id: uuid.UUID,
+    turn_id: uuid.UUID | None,
+    epoch: int,
+    summary: str,
+    tokens_before: int,
+    tokens_after: int,
+    trigger: str,
+    duration_ms: int,
+    kept_messages: int,
+    masked: Sequence[dict],
+    kind: str,
+) -> Archive:
+    """The archive of `epoch`, and the session moved to the next epoch (inside the caller's
+    transaction)."""
+    session = AgentSession.objects.select_for_update().get(pk=session_id)
+    if turn_id is not None and not lease_held(session, turn_id):
+        raise TurnLeaseLost
+    if session.epoch != epoch:
+        raise CompactionConflict
+    previous = Archive.objects.filter(session_id=session_id).order_by("-epoch").first()
+    archive = Archive.objects.create(
+        session_id=session_id,
+        epoch=epoch,
+        summary=summary,
+        message_count=Message.objects.filter(session_id=session_id, epoch=epoch).count(),
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        previous=previous,
+        trigger=trigger,
+        duration_ms=duration_ms,
+        kept_messages=kept_messages,
+        masked=list(masked),
+        kind=kind,
+    )
+    AgentSession.objects.filter(pk=session_id).update(
+        epoch=epoch + 1,
+        last_prompt_tokens=None,
+        last_estimated_tokens=None,
+        compaction_failures=0,
+        status=SessionStatus.RUNNING if session.current_turn_id else SessionStatus.IDLE,
+    )
+    return archive
+
+
+def _messages_carry(*, session_id: uuid.UUID, epoch: int, positions: Sequence[int]) -> list[Message]:
+    """Copies of `epoch`'s messages at `positions` into the next epoch, in order, with the masks
+    of their tool results (inside the caller's transaction)."""
+    carried = Message.objects.filter(session_id=session_id, epoch=epoch, position__in=list(positions))
+    messages: list[Message] = []
+    result_ids: list[str] = []
+    for original in carried.order_by("position"):
+        metadata: dict = {"type": "carried", "from_position": original.position}
+        if (original.metadata or {}).get("type") == "compact":
+            # The epoch's own summary, kept by a compaction of the turn: still the epoch's summary.
+            metadata = {**original.metadata, "from_position": original.position}
+        messages.append(
+            message_write(
+                session_id=session_id,
+                epoch=epoch + 1,
+                role=original.role,
+                content=original.content,
+                turn_id=original.turn_id,
+                metadata=metadata,
+                token_estimate=original.token_estimate,
+            )
+        )
+        result_ids += [b.get("tool_use_id", "") for b in original.content if b.get("type") == "tool_result"]
+    MaskedResult.objects.bulk_create(
+        MaskedResult(
+            session_id=session_id,
+            epoch=epoch + 1,
+            tool_use_id=m.tool_use_id,
+            observation_id=m.observation_id,
+            size_chars=m.size_chars,
+            placeholder=m.placeholder,
+        )
+        for m in MaskedResult.objects.filter(session_id=session_id, epoch=epoch, tool_use_id__in=result_ids)
+    )
+    return messages
+
+
+def _compaction_announce(session_id: uuid.UUID, archive: Archive, *, epoch: int, kind: str) -> None:
+    event_emit(
+        session_id=session_id,
+        type="compaction.completed",
+        payload={
+            "archive_id": str(archive.id),
+            "epoch": epoch,
+            "summary": archive.summary,
+            "tokens_before": archive.tokens_before,
+            "tokens_after": archive.tokens_after,
+            "trigger": archive.trigger,
+            "masked": list(archive.masked),
+            "duration_ms": archive.duration_ms,
+            "kept_messages": archive.kept_messages,
+            "kind": kind,
+        },
+    )
 
 
 def masked_result_store(

@@ -115,8 +115,10 @@ def event_summary(frame: dict) -> str:
         return f"about {frame.get('estimated_tokens')} tokens, threshold {frame.get('threshold_tokens')}"
     if kind == "compaction.completed":
         masked = len(frame.get("masked") or [])
+        # `kind` (an addition): "turn" when a long turn's own older steps were summarized.
+        what = ", the turn's steps" if frame.get("kind") == "turn" else ""
         return (
-            f"epoch {frame.get('epoch')} ({frame.get('trigger', 'threshold')}): "
+            f"epoch {frame.get('epoch')} ({frame.get('trigger', 'threshold')}{what}): "
             f"{frame.get('tokens_before')} → {frame.get('tokens_after')} tokens, "
             f"{frame.get('kept_messages', 0)} kept, {masked} masked"
         )

@@ -143,12 +143,14 @@ async def summarize(
     history: Sequence[StoredMessage],
     record: RecordCall,
     room: int | None = None,
+    instructions: tuple[str, str] | None = None,
 ) -> str:
     """One summary of `previous_summary` (the epoch's, if any) and `history` (the newer messages),
     merged, never nested: by one call or, for a history too large for one, by chunks whose
     summaries are then combined. Each call is retried with backoff (`CompactionFailed` when it
     keeps failing or answers no text). `room`: the tokens the next epoch's request leaves for the
-    summary, which bounds it below `summary_limit`."""
+    summary, which bounds it below `summary_limit`. `instructions`: what the call is asked, without
+    and with a previous summary (by default, to summarize the conversation)."""
     summary_tokens = summary_limit(session, room)
     budget = max(
         int(session.context_window * SUMMARY_INPUT_SHARE) - summary_tokens, session.context_window // 2
@@ -157,7 +159,8 @@ async def summarize(
     lines = transcript_lines(history)
     head = f"{COMPACTION_PREVIOUS_SUMMARY_HEADING}\n{previous_summary}\n\n" if previous_summary else ""
     chunks = _chunks(lines, budget - round(ratio * estimate_text_tokens(head)), ratio)
-    instruction = COMPACTION_MERGE_INSTRUCTION if previous_summary else COMPACTION_SUMMARY_INSTRUCTION
+    fresh, merge = instructions or (COMPACTION_SUMMARY_INSTRUCTION, COMPACTION_MERGE_INSTRUCTION)
+    instruction = merge if previous_summary else fresh
     summaries = []
     for index, chunk in enumerate(chunks):
         heading = f"Conversation (part {index + 1} of {len(chunks)}):" if len(chunks) > 1 else "Conversation:"
@@ -174,9 +177,9 @@ async def summarize(
 
 
 def _request(session: SessionSnapshot, text: str, instruction: str, limit: int) -> dict[str, Any]:
-    tokens = (
-        round((session.token_ratio or 1.0) * estimate_text_tokens(text)) + SUMMARY_REQUEST_OVERHEAD_TOKENS
-    )
+    # The instruction too: a turn's names its request.
+    local = estimate_text_tokens(text) + estimate_text_tokens(instruction)
+    tokens = round((session.token_ratio or 1.0) * local) + SUMMARY_REQUEST_OVERHEAD_TOKENS
     return summary_request(
         session, text, instruction, max_tokens=_max_tokens(session, tokens, limit), limit=limit
     )

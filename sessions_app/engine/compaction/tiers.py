@@ -9,7 +9,11 @@ Before every model call whose estimate is over the threshold, the tiers are trie
    the previous summary; the new epoch starts with the summary followed by the running turn's own
    messages, verbatim; the turn then goes on with the next call, whatever the warning step said;
 3. if still over, mask the running turn's older results (its newest stays whole);
-4. if what is left does not fit the window, the turn ends with `context_window_too_small`.
+4. if still over, summarize the running turn's older steps (issue 31 item 8: a long single turn,
+   a child's whole history): the new epoch keeps what precedes the turn, the turn's request and
+   its newest `compaction.turn_keep_steps` steps verbatim, with one note summarizing the steps
+   between them right after the request (after the warning step, when the turn was not warned);
+5. if what is left does not fit the window, the turn ends with `context_window_too_small`.
 Each call's `max_tokens` is lowered so that the prompt plus the answer fits the window.
 """
 
@@ -22,7 +26,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
-from sessions_app import selectors, services
+from sessions_app import services
+from sessions_app.common.content import content_text, text_clip_middle
 from sessions_app.common.db import db, db_heavy
 from sessions_app.common.estimate import estimate_text_tokens
 from sessions_app.engine.compaction import budget
@@ -33,7 +38,13 @@ from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMes
 from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.engine.feature_set import FeatureSet
 from sessions_app.engine.history import history_remember, history_view
-from sessions_app.engine.prompts import COMPACTION_SUMMARY_MESSAGE, PRE_COMPACTION_WARNING
+from sessions_app.engine.prompts import (
+    COMPACTION_SUMMARY_MESSAGE,
+    COMPACTION_TURN_INSTRUCTION,
+    COMPACTION_TURN_MERGE_INSTRUCTION,
+    PRE_COMPACTION_WARNING,
+    TURN_SUMMARY_MESSAGE,
+)
 from sessions_app.engine.providers import Provider
 from sessions_app.engine.providers.base import ModelResponse
 from sessions_app.models import Message, SessionStatus
@@ -74,6 +85,40 @@ TRIGGER_OPERATOR = "operator"
 FORCED_SHARE = 0.5
 # Older history worth a summary call: below this, summarizing cannot make room.
 MIN_SUMMARIZABLE_TOKENS = 200
+# What a compaction summarizes (`Archive.kind`): the history before the running turn, or the
+# running turn's own older steps.
+KIND_HISTORY = "history"
+KIND_TURN = "turn"
+# How much of the turn's request the summary call of its steps is shown (the request itself
+# stays verbatim in the context).
+TURN_REQUEST_SHOWN_CHARS = 1000
+_SUMMARY_HEAD = COMPACTION_SUMMARY_MESSAGE.split("{summary}")[0]
+_TURN_NOTE_HEAD = TURN_SUMMARY_MESSAGE.split("{summary}")[0]
+
+
+def _text_after(message: StoredMessage, head: str) -> str | None:
+    """The text after `head` of a user message that is one text block starting with it (the
+    summary an epoch starts with, a turn's note), else None."""
+    if message.role != "user" or len(message.content) != 1:
+        return None
+    block = message.content[0]
+    text = block.get("text", "") if block.get("type") == "text" else ""
+    return text[len(head) :] if text.startswith(head) else None
+
+
+@dataclass
+class TurnPlan:
+    """What a compaction of the running turn keeps and summarizes: `before`, the positions of
+    what precedes the turn and of its request (kept verbatim); `previous`, the turn's earlier
+    note (merged into the new one); `steps`, the older steps (summarized: whole steps, every
+    tool call with its result); `kept`, the positions of its newest steps (verbatim, from an
+    assistant message on)."""
+
+    before: list[int]
+    request: StoredMessage
+    previous: str | None
+    steps: list[StoredMessage]
+    kept: list[int]
 
 
 @dataclass
@@ -99,6 +144,8 @@ class Compactor:
         self.turn_start = -1
         self.warning_position: int | None = None
         self.warned = False
+        # What the warning given announces: a summary of the history, or of the turn's steps.
+        self.warning_kind = KIND_HISTORY
         self.masked: list[Masked] = []
         self.failure = ""  # why the last compaction failed, until one succeeds
 
@@ -127,10 +174,19 @@ class Compactor:
         snapshot, built = prebuilt if prebuilt is not None else await db(self.runner.build)()
         return snapshot, built, budget.estimate_prompt_tokens(snapshot, built.estimated_tokens)
 
+    def lead_summary(self) -> str | None:
+        """The summary the epoch starts with (a compaction of the history wrote it; one of the
+        turn's own steps copies it), None when it starts with none (epoch 0, or an epoch begun
+        by a compaction of a turn that had no summary before it)."""
+        stored = self.history.stored
+        if self.history.epoch == 0 or not stored:
+            return None
+        return _text_after(stored[0], _SUMMARY_HEAD)
+
     def older(self) -> list[StoredMessage]:
         """The epoch's history before the running turn, without the epoch's leading summary."""
         older = [m for m in self.history.stored if m.position < self.turn_start]
-        return older[1:] if self.history.epoch > 0 and older else older
+        return older[1:] if older and self.lead_summary() is not None else older
 
     def _summarizable(self, snapshot: SessionSnapshot, *, force: bool = False) -> bool:
         """Older history worth a summary call (any, when the API refused the prompt), and the
@@ -194,6 +250,7 @@ class Compactor:
         # Tier 2: a summary of the older history, after the warning step (seed 000). Not after a
         # refusal for length: the provider said this very request is too long, so the warning
         # step (this request and more) would be refused too.
+        failed = False
         if self._summarizable(snapshot, force=force):
             if not force and not self.warned:
                 room = await self._warning_room(snapshot, estimate)
@@ -208,9 +265,65 @@ class Compactor:
                 threshold = _limit(snapshot)
                 if estimate <= threshold:
                     return await self._fit(Prepared(snapshot, built, estimate))
+            else:
+                failed = True
         # Tier 3: the running turn's older results (its newest stays whole).
         snapshot, built, estimate = await self._mask_running(snapshot, estimate, target=threshold)
+        # Tier 4: the running turn's older steps, summarized into a note inside the turn (a long
+        # single turn: a child's whole history is its one turn). Once per turn the warning
+        # step comes first, as before a summary of the history.
+        if estimate > threshold and not failed and self._turn_plan(snapshot, force=force) is not None:
+            if not force and not self.warned:
+                room = await self._warning_room(snapshot, estimate)
+                if room is None:
+                    snapshot, built, estimate = await self.estimate()
+                    return await self._fit(Prepared(snapshot, built, estimate))
+                snapshot, estimate = room
+                if self._warning_fits(snapshot, estimate):
+                    return await self._warn(snapshot, estimate, kind=KIND_TURN)
+            if await self.compact_turn(provider, snapshot, tokens_before=before, trigger=trigger):
+                snapshot, built, estimate = await self.estimate()
+                snapshot, built, estimate = await self._mask_running(
+                    snapshot, estimate, target=_limit(snapshot)
+                )
         return await self._fit(Prepared(snapshot, built, estimate))
+
+    def _turn_plan(
+        self, snapshot: SessionSnapshot, *, force: bool = False, end: int | None = None
+    ) -> TurnPlan | None:
+        """The running turn's compaction (`TurnPlan`), None when it has no steps worth a summary
+        call (more than its newest `compaction.turn_keep_steps`, of MIN_SUMMARIZABLE_TOKENS at
+        least; any, when the API refused the prompt) or the breaker is tripped. `end`: the
+        turn's messages from there on are left out (the warning and the warning step)."""
+        if snapshot.compaction_failures >= services.COMPACTION_BREAKER_FAILURES:
+            return None
+        stored = self.history.stored
+        end = self.history.last_position + 1 if end is None else end
+        turn = [m for m in stored if self.turn_start <= m.position < end]
+        if len(turn) < 2 or turn[0].role != "user":
+            return None
+        request, rest = turn[0], turn[1:]
+        previous = _text_after(rest[0], _TURN_NOTE_HEAD)
+        if previous is not None:
+            rest = rest[1:]
+        # A step begins with the model's answer; its tool results follow it before the next
+        # one, so a cut before an answer never parts a call from its result.
+        starts = [index for index, message in enumerate(rest) if message.role == "assistant"]
+        keep = int(snapshot.setting("compaction", "turn_keep_steps"))
+        if len(starts) <= keep:
+            return None
+        cut = starts[-keep]
+        steps = rest[:cut]
+        least = 1 if force else MIN_SUMMARIZABLE_TOKENS
+        if sum(m.token_estimate for m in steps) < least:
+            return None
+        return TurnPlan(
+            before=[m.position for m in stored if m.position < self.turn_start] + [request.position],
+            request=request,
+            previous=previous,
+            steps=steps,
+            kept=[m.position for m in rest[cut:]],
+        )
 
     @staticmethod
     def _warning_fits(snapshot: SessionSnapshot, estimate: int) -> bool:
@@ -251,8 +364,9 @@ class Compactor:
             return None
         return await self._warn(snapshot, estimate)
 
-    async def _warn(self, snapshot: SessionSnapshot, estimate: int) -> Prepared:
-        """Store seed 000's warning; the request of the warning step."""
+    async def _warn(self, snapshot: SessionSnapshot, estimate: int, *, kind: str = KIND_HISTORY) -> Prepared:
+        """Store seed 000's warning; the request of the warning step (before a compaction of
+        `kind`: `compact_warned` makes it)."""
         runner = self.runner
         warning = await db(services.compaction_warning_store)(
             session_id=runner.session_id,
@@ -264,6 +378,7 @@ class Compactor:
         )
         self.history.append(StoredMessage(warning.position, "user", warning.content, warning.token_estimate))
         self.warned = True
+        self.warning_kind = kind
         self.warning_position = warning.position
         snapshot, built, warned_estimate = await self.estimate()
         prepared = await self._fit(Prepared(snapshot, built, warned_estimate))
@@ -317,14 +432,14 @@ class Compactor:
         runner = self.runner
         await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.COMPACTING)
         started = time.monotonic()
-        archive = await db(selectors.archive_latest)(session_id=runner.session_id)
-        previous = archive.summary if archive is not None and self.history.epoch > 0 else None
+        # The summary the epoch starts with: what the last compaction of the history wrote.
+        previous = self.lead_summary()
         end = self.warning_position if self.warning_position is not None else self.history.last_position + 1
         carry = [m.position for m in self.history.stored if self.turn_start <= m.position < end]
         # What the next epoch's request leaves for the summary, so that it still fits the window
         # (with the headroom of a request the provider has not counted yet).
         fits = budget.fit_limit(replace(snapshot, last_prompt_tokens=None))
-        after = await db(self._estimate_after)(snapshot, "", carry)
+        after = await db(self._estimate_after)(snapshot, self._history_after("", carry))
         room = int((fits - after) * (1 - budget.ESTIMATE_ERROR_SHARE))
         try:
             summary = await runner.cancellable(
@@ -338,11 +453,9 @@ class Compactor:
                 )
             )
         except CompactionFailed as exc:
-            self.failure = str(exc)
-            await db(services.compaction_failure_record)(session_id=runner.session_id, message=str(exc))
-            await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.RUNNING)
+            await self._failure_record(exc)
             return False
-        tokens_after = await db(self._estimate_after)(snapshot, summary, carry)
+        tokens_after = await db(self._estimate_after)(snapshot, self._history_after(summary, carry))
         archive_row, messages = await db(services.compaction_store)(
             session_id=runner.session_id,
             turn_id=runner.turn_id,
@@ -356,27 +469,128 @@ class Compactor:
             duration_ms=int((time.monotonic() - started) * 1000),
             masked=[m.as_dict() for m in self.masked],
         )
+        await self._epoch_begin(messages, turn_start=messages[1].position if len(messages) > 1 else None)
+        return True
+
+    async def compact_warned(
+        self, provider: Provider, snapshot: SessionSnapshot, *, tokens_before: int, trigger: str
+    ) -> bool:
+        """The compaction the warning step announced: of the history before the running turn,
+        or of the turn's older steps (the warning and the warning step are left out of both)."""
+        if self.warning_kind == KIND_TURN:
+            return await self.compact_turn(
+                provider, snapshot, tokens_before=tokens_before, trigger=trigger, end=self.warning_position
+            )
+        return await self.compact(provider, snapshot, tokens_before=tokens_before, trigger=trigger)
+
+    async def compact_turn(
+        self,
+        provider: Provider,
+        snapshot: SessionSnapshot,
+        *,
+        tokens_before: int,
+        trigger: str,
+        end: int | None = None,
+    ) -> bool:
+        """Summarize the running turn's older steps (`_turn_plan`) into one note and start the new
+        epoch with what precedes the turn, the turn's request, the note and its newest steps,
+        verbatim but for the note; the epoch is archived like any (`session_archive_read` reads
+        the summarized steps). False when there is nothing to summarize, or the summary kept
+        failing (then nothing changed but the failure count)."""
+        runner = self.runner
+        plan = self._turn_plan(snapshot, force=True, end=end)
+        if plan is None:
+            return False
+        await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.COMPACTING)
+        started = time.monotonic()
+        fits = budget.fit_limit(replace(snapshot, last_prompt_tokens=None))
+        after = await db(self._estimate_after)(snapshot, self._turn_after(plan, ""))
+        room = int((fits - after) * (1 - budget.ESTIMATE_ERROR_SHARE))
+        request = text_clip_middle(
+            content_text(plan.request.content, sep="\n"),
+            head=TURN_REQUEST_SHOWN_CHARS // 2,
+            tail=TURN_REQUEST_SHOWN_CHARS // 2,
+        )
+        try:
+            summary = await runner.cancellable(
+                summarize(
+                    provider=provider,
+                    session=snapshot,
+                    previous_summary=plan.previous,
+                    history=plan.steps,
+                    record=runner.record_summary,
+                    room=room,
+                    instructions=(
+                        COMPACTION_TURN_INSTRUCTION.format(request=request),
+                        COMPACTION_TURN_MERGE_INSTRUCTION.format(request=request),
+                    ),
+                )
+            )
+        except CompactionFailed as exc:
+            await self._failure_record(exc)
+            return False
+        note = TURN_SUMMARY_MESSAGE.format(summary=summary)
+        tokens_after = await db(self._estimate_after)(snapshot, self._turn_after(plan, note))
+        _, messages = await db(services.compaction_turn_store)(
+            session_id=runner.session_id,
+            turn_id=runner.turn_id,
+            epoch=runner.epoch,
+            summary=summary,
+            note=note,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            carry_before=plan.before,
+            carry_after=plan.kept,
+            trigger=trigger,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            masked=[m.as_dict() for m in self.masked],
+        )
+        await self._epoch_begin(messages, turn_start=messages[len(plan.before) - 1].position)
+        return True
+
+    async def _failure_record(self, exc: CompactionFailed) -> None:
+        self.failure = str(exc)
+        runner = self.runner
+        await db(services.compaction_failure_record)(session_id=runner.session_id, message=str(exc))
+        await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.RUNNING)
+
+    async def _epoch_begin(self, messages: list[Message], *, turn_start: int | None) -> None:
+        """The running turn goes on in the epoch a compaction began (`messages`, stored); its
+        first message there is at `turn_start` (None: no turn runs)."""
+        runner = self.runner
         runner.epoch += 1
         masks = {tool_use_id: self.history.masks[tool_use_id] for tool_use_id in self.history.masks}
         stored = [StoredMessage(m.position, m.role, m.content, m.token_estimate) for m in messages]
         view = await db(history_view)(runner.features, runner.session_id, runner.epoch, stored)
         runner.history = PreparedHistory(stored, epoch=runner.epoch, masks=masks, view=view)
         history_remember(runner.session_id, runner.history)
-        self.turn_start = messages[1].position if len(messages) > 1 else runner.history.last_position + 1
+        self.turn_start = turn_start if turn_start is not None else runner.history.last_position + 1
         self.warning_position = None
         self.masked = []
         self.failure = ""
-        return True
 
-    def _estimate_after(self, snapshot: SessionSnapshot, summary: str, carry: list[int]) -> int:
-        """The calibrated size of the next request once the history is the summary and the
-        running turn (runs in a DB thread)."""
+    def _history_after(self, summary: str, carry: list[int]) -> list[StoredMessage]:
+        """The history once it is the summary and the running turn."""
         text = COMPACTION_SUMMARY_MESSAGE.format(summary=summary)
-        kept = [m for m in self.history.stored if m.position in set(carry)]
-        history = PreparedHistory(
-            [StoredMessage(-1, "user", [{"type": "text", "text": text}], estimate_text_tokens(text)), *kept],
-            masks=self.history.masks,
-        )
+        kept = set(carry)
+        return [
+            StoredMessage(-1, "user", [{"type": "text", "text": text}], estimate_text_tokens(text)),
+            *(m for m in self.history.stored if m.position in kept),
+        ]
+
+    def _turn_after(self, plan: TurnPlan, note: str) -> list[StoredMessage]:
+        """The history once the turn's older steps are its note."""
+        before, kept = set(plan.before), set(plan.kept)
+        return [
+            *(m for m in self.history.stored if m.position in before),
+            StoredMessage(-1, "user", [{"type": "text", "text": note}], estimate_text_tokens(note)),
+            *(m for m in self.history.stored if m.position in kept),
+        ]
+
+    def _estimate_after(self, snapshot: SessionSnapshot, messages: list[StoredMessage]) -> int:
+        """The calibrated size of the next request once the history is `messages` (runs in a DB
+        thread)."""
+        history = PreparedHistory(messages, masks=self.history.masks)
         after = self.runner.build_with(snapshot, history)
         return round((snapshot.token_ratio or 1.0) * after.estimated_tokens)
 
