@@ -31,14 +31,15 @@ from _setup import django_setup  # noqa: E402
 
 WINDOW = 10_000_000
 # Common words drawn at random: text that tokenizes and compresses about as prose does.
-VOCABULARY = (
+_WORDS = (
     "the of and to in is was that for it with as his on be at by had are but from or have an they which "
     "one you were all we her she there would their will when who him been has more if no out do so can "
     "what up said about other into than its time only could new them man some these then two first may "
     "any like now my such make over our even most me state after also made many did must before back see "
     "through way where get much go well your know should down work year because come people just say each "
     "those take day good how long little use own great under last right place"
-).split()
+)
+VOCABULARY = _WORDS.split()
 
 
 def mb(n: float) -> str:
@@ -98,8 +99,6 @@ def fork_one(parent_id: Any, index: int, defaults: Any) -> str:
 def content_bytes(parent_id: Any) -> int:
     from django.db import connection
 
-    from sessions_app.models import AgentSession
-
     children = [c.hex if connection.vendor == "sqlite" else c for c in _children(parent_id)]
     if not children:
         return 0
@@ -111,7 +110,6 @@ def content_bytes(parent_id: Any) -> int:
         )
         cursor.execute(sql, children)
         (total,) = cursor.fetchone()
-    del AgentSession
     return int(total)
 
 
