@@ -378,3 +378,10 @@ PALIMPSEST_WS_DRAIN_SECONDS = env_float("PALIMPSEST_WS_DRAIN_SECONDS", 30.0)
 PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE = env_int("PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE", 1000)
 PALIMPSEST_QUOTA_CONNECTIONS = env_int("PALIMPSEST_QUOTA_CONNECTIONS", 1000)
 PALIMPSEST_QUOTA_FRAMES_PER_SECOND = env_int("PALIMPSEST_QUOTA_FRAMES_PER_SECOND", 2000)
+
+# ---------------------------------------------------------------------------
+# Sub-sessions (docs/subsessions.md): ceilings a session's settings cannot raise
+# ---------------------------------------------------------------------------
+# The most tokens of history a fork may copy, whatever the session's `subsessions.fork_max_tokens`
+# says: every fork stores its copy and its first request sends it.
+PALIMPSEST_FORK_MAX_TOKENS = env_int("PALIMPSEST_FORK_MAX_TOKENS", 1_000_000)

@@ -7,6 +7,9 @@ import json
 import uuid
 from typing import Any, NamedTuple
 
+from django.db import connection
+from django.db.models import IntegerField, JSONField
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from sessions_app.common.canonical import canonical_json
@@ -144,6 +147,73 @@ def session_messages_after(*, session_id: uuid.UUID, epoch: int, after_position:
             (session_id, epoch, after_position),
             order_by="position",
         )
+    ]
+
+
+class MessageOutline(NamedTuple):
+    """A stored message without its content: what deciding a copy of it needs."""
+
+    position: int
+    role: str
+    # Its metadata's "type" ("" for none): "compaction_warning", "compact", "forked", ...
+    kind: str
+    token_estimate: int
+    # How many blocks its content has, and its tool_use / tool_result blocks as
+    # (index in the content, type, the tool_use's "id" or the tool_result's "tool_use_id").
+    blocks: int
+    tool_blocks: list[tuple[int, str, Any]]
+
+
+# A message's tool blocks and its block count, computed by the database: a message of megabytes
+# is outlined in a few bytes, and its content never reaches Python.
+_OUTLINE_SQL = {
+    "postgresql": (
+        "CASE WHEN jsonb_typeof({c}) = 'array' THEN (SELECT COALESCE(jsonb_agg(jsonb_build_array("
+        "b.i - 1, b.v ->> 'type', CASE WHEN b.v ->> 'type' = 'tool_use' THEN b.v -> 'id' "
+        "ELSE b.v -> 'tool_use_id' END) ORDER BY b.i), '[]'::jsonb) "
+        "FROM jsonb_array_elements({c}) WITH ORDINALITY AS b(v, i) "
+        "WHERE jsonb_typeof(b.v) = 'object' AND b.v ->> 'type' IN ('tool_use', 'tool_result')) "
+        "ELSE '[]'::jsonb END",
+        "CASE WHEN jsonb_typeof({c}) = 'array' THEN jsonb_array_length({c}) ELSE 0 END",
+    ),
+    "sqlite": (
+        "CASE WHEN json_type({c}) = 'array' THEN (SELECT json_group_array(json_array("
+        "b.key, json_extract(b.value, '$.type'), json_extract(b.value, CASE json_extract(b.value, "
+        "'$.type') WHEN 'tool_use' THEN '$.id' ELSE '$.tool_use_id' END))) "
+        "FROM json_each({c}) AS b "
+        "WHERE b.type = 'object' AND json_extract(b.value, '$.type') IN ('tool_use', 'tool_result')) "
+        "ELSE '[]' END",
+        "CASE WHEN json_type({c}) = 'array' THEN json_array_length({c}) ELSE 0 END",
+    ),
+}
+
+
+def message_outlines(*, session_id: uuid.UUID, epoch: int) -> list[MessageOutline]:
+    """The epoch's messages in order, outlined (`MessageOutline`): what a fork decides its copy
+    from without reading any message's content into Python."""
+    tool_blocks_sql, blocks_sql = _OUTLINE_SQL[connection.vendor]
+    column = f"{connection.ops.quote_name(Message._meta.db_table)}.{connection.ops.quote_name('content')}"
+    rows = (
+        Message.objects.filter(session_id=session_id, epoch=epoch)
+        .annotate(
+            outline_tool_blocks=RawSQL(tool_blocks_sql.format(c=column), (), output_field=JSONField()),
+            outline_blocks=RawSQL(blocks_sql.format(c=column), (), output_field=IntegerField()),
+        )
+        .order_by("position")
+        .values_list(
+            "position", "role", "metadata", "token_estimate", "outline_blocks", "outline_tool_blocks"
+        )
+    )
+    return [
+        MessageOutline(
+            position=position,
+            role=role,
+            kind=str((metadata or {}).get("type", "")) if isinstance(metadata, dict) else "",
+            token_estimate=token_estimate,
+            blocks=blocks or 0,
+            tool_blocks=sorted((int(i), str(kind), ident) for i, kind, ident in tool_blocks or []),
+        )
+        for position, role, metadata, token_estimate, blocks, tool_blocks in rows
     ]
 
 

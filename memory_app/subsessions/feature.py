@@ -14,13 +14,26 @@ from sessions_app.engine.contract import Feature
 # Bounds of what a session may ask for: deep trees and wide fan-outs multiply model calls.
 MAX_DEPTH_LIMIT = 8
 MAX_CONCURRENT_LIMIT = 32
+# The most a session may ask a fork to copy; the service's own ceiling, PALIMPSEST_FORK_MAX_TOKENS,
+# applies on top (`services.fork_max_tokens`).
+FORK_MAX_TOKENS_LIMIT = 10_000_000
 
-SETTINGS = {"subsessions": {"enabled": True, "max_depth": 2, "max_concurrent": 4}}
+SETTINGS = {
+    "subsessions": {
+        "enabled": True,
+        "max_depth": 2,
+        "max_concurrent": 4,
+        # Every fork stores a copy of this much history and sends it in its first request: a
+        # standard 200,000-token window's history fits, a huge window's does not.
+        "fork_max_tokens": 200_000,
+    }
+}
 SETTINGS_RULES = {
     "subsessions": {
         "enabled": ("bool",),
         "max_depth": ("int", 0, MAX_DEPTH_LIMIT),
         "max_concurrent": ("int", 1, MAX_CONCURRENT_LIMIT),
+        "fork_max_tokens": ("int", 1, FORK_MAX_TOKENS_LIMIT),
     }
 }
 

@@ -56,6 +56,16 @@ DEPTH_LIMIT = (
     "This session is at depth {depth}, the deepest sub-sessions may go (subsessions.max_depth is {max_depth}), "
     "so it cannot start sub-sessions. Do the work here."
 )
+FORK_TOO_LARGE = (
+    "fork_session would copy {tokens:,} tokens of this conversation, and a fork may copy at most "
+    "{limit:,} ({limit_source}). Nothing was started. Use spawn_session instead, with a task that carries "
+    "what the child needs (the facts, names and paths it must know, written out), or put that in your "
+    "notepad and spawn with copy_notepad: true."
+)
+FORK_LIMIT_SESSION = "subsessions.fork_max_tokens"
+FORK_LIMIT_SERVICE = (
+    "the service's ceiling; this session's subsessions.fork_max_tokens of {setting:,} cannot raise it"
+)
 DISABLED = "Sub-sessions are switched off in this session (subsessions.enabled is false). Do the work here."
 REPORT_NOT_A_CHILD = (
     "report_result is for sub-sessions, and this session has no parent. Answer the user directly."

@@ -6,7 +6,9 @@ parent's tree. What it starts with:
 - spawn: an empty history and scratchpad; an empty notepad, or a copy of the parent's with
   `copy_notepad`;
 - fork: a copy of the parent's current epoch as the model sees it, up to the parent's last
-  completed step (`fork_history`), and copies of the parent's notepad and scratchpad.
+  completed step (`fork_plan`), and copies of the parent's notepad and scratchpad. The copy is
+  decided from the messages' outlines and made inside the database (no message's content passes
+  through Python), and refused, before anything is written, over `fork_max_tokens`.
 After creation parent and child memory are independent. The child, its copies and the
 `session.spawned` event on the parent are written in one transaction.
 """
@@ -15,8 +17,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.db import transaction
 
 from memory_app.notepad import services as notepad_services
@@ -28,6 +32,7 @@ from sessions_app.authors import AGENT_AUTHOR
 from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.models import AgentSession, Message, MessageRole
+from sessions_app.selectors import MessageOutline, message_outlines
 from sessions_app.services import event_emit
 
 MODE_SPAWN = "spawn"
@@ -84,7 +89,14 @@ def subsession_create(
         raise ValueError(f"unknown sub-session mode {mode!r}")
     with transaction.atomic():
         parent = AgentSession.objects.select_for_update().get(pk=parent_id)
-        subsession_limits_check(SessionSnapshot.from_session(parent, defaults=settings_defaults))
+        snapshot = SessionSnapshot.from_session(parent, defaults=settings_defaults)
+        subsession_limits_check(snapshot)
+        plan = None
+        if mode == MODE_FORK:
+            # Decided before anything is written: a fork over its limit leaves no trace.
+            outlines = message_outlines(session_id=parent.pk, epoch=parent.epoch)
+            plan = fork_plan(outlines, tool_use_id=tool_use_id)
+            fork_size_check(snapshot, plan)
         child = AgentSession.objects.create(
             owner_id=parent.owner_id,
             title=_title(title, task),
@@ -103,8 +115,8 @@ def subsession_create(
         )
         if (mode == MODE_FORK or copy_notepad) and parent.notepad:
             notepad_services.notepad_write(session_id=child.pk, content=parent.notepad, author=COPY_AUTHOR)
-        if mode == MODE_FORK:
-            _history_copy(parent=parent, child=child, tool_use_id=tool_use_id)
+        if plan is not None:
+            _history_copy(parent=parent, child=child, plan=plan)
             scratchpad_services.scratchpad_copy(
                 source_session_id=parent.pk, target_session_id=child.pk, author=COPY_AUTHOR
             )
@@ -124,22 +136,91 @@ def subsession_create(
 # ---------------------------------------------------------------------------
 # A fork's history
 # ---------------------------------------------------------------------------
-def _holds_tool_use(message: Message, tool_use_id: str) -> bool:
-    return message.role == MessageRole.ASSISTANT and any(
-        isinstance(b, dict) and b.get("type") == "tool_use" and b.get("id") == tool_use_id
-        for b in message.content
+# Where a block stands in its message, in the outlines `fork_plan` pairs (not a content key).
+_INDEX = "_block_index"
+
+
+@dataclass(frozen=True)
+class ForkPlan:
+    """What a fork copies, decided from the parent's message outlines (no content read)."""
+
+    # The parent's positions copied, in order: the copy of `positions[i]` is the fork's message i.
+    positions: list[int]
+    # Parent position -> indexes of its content blocks left out of the copy (an orphan tool_use
+    # or tool_result); most forks have none.
+    removed: dict[int, set[int]]
+    # The copied messages' token estimates, summed (those with blocks left out counted whole).
+    tokens: int
+    # The tool_use ids of the tool results copied (their masks are copied too).
+    tool_result_ids: set[str]
+
+
+def _holds_tool_use(outline: MessageOutline, tool_use_id: str) -> bool:
+    return outline.role == MessageRole.ASSISTANT and any(
+        kind == "tool_use" and ident == tool_use_id for _, kind, ident in outline.tool_blocks
     )
 
 
-def fork_history(messages: Sequence[Message], *, tool_use_id: str) -> list[tuple[Message, list[dict]]]:
+def _tool_block(index: int, kind: str, ident: Any) -> dict:
+    return {"type": kind, "id" if kind == "tool_use" else "tool_use_id": ident, _INDEX: index}
+
+
+def fork_plan(outlines: Sequence[MessageOutline], *, tool_use_id: str) -> ForkPlan:
     """What a fork made by the call `tool_use_id` starts with: the epoch's messages before the
     assistant message holding that call (the parent's running step is not complete), without the
     pre-compaction warning (an instruction to the parent, not to the fork), and with no orphan
-    tool_use or tool_result (`tool_pairs_complete`). Each kept message with its content."""
-    cut = next((i for i, m in enumerate(messages) if _holds_tool_use(m, tool_use_id)), len(messages))
-    kept = [m for m in messages[:cut] if (m.metadata or {}).get("type") != "compaction_warning"]
-    contents = tool_pairs_complete([(m.role, list(m.content)) for m in kept])
-    return [(m, content) for m, content in zip(kept, contents, strict=True) if content]
+    tool_use or tool_result (`tool_pairs_complete`, run on the outlines' tool blocks; a message
+    left with no block is not copied)."""
+    cut = next((i for i, o in enumerate(outlines) if _holds_tool_use(o, tool_use_id)), len(outlines))
+    kept = [o for o in outlines[:cut] if o.kind != "compaction_warning"]
+    # Each message as its tool blocks, plus one stand-in for all its other blocks (which pairing
+    # never takes out): enough for `tool_pairs_complete` to decide.
+    sketches = [
+        (
+            o.role,
+            [_tool_block(*block) for block in o.tool_blocks]
+            + ([{"type": "text"}] if o.blocks > len(o.tool_blocks) else []),
+        )
+        for o in kept
+    ]
+    positions: list[int] = []
+    removed: dict[int, set[int]] = {}
+    tokens = 0
+    results: set[str] = set()
+    for outline, blocks in zip(kept, tool_pairs_complete(sketches), strict=True):
+        if not blocks:
+            continue
+        positions.append(outline.position)
+        tokens += outline.token_estimate
+        left = {index for index, _, _ in outline.tool_blocks} - {b[_INDEX] for b in blocks if _INDEX in b}
+        if left:
+            removed[outline.position] = left
+        results |= {
+            str(b["tool_use_id"])
+            for b in blocks
+            if b.get("type") == "tool_result" and b["tool_use_id"] is not None
+        }
+    return ForkPlan(positions=positions, removed=removed, tokens=tokens, tool_result_ids=results)
+
+
+def fork_max_tokens(session: SessionSnapshot) -> tuple[int, str]:
+    """The most tokens of history a fork of `session` may copy, and where that limit comes from
+    (for the model's error): the session's `subsessions.fork_max_tokens`, never above the
+    service's PALIMPSEST_FORK_MAX_TOKENS."""
+    setting = int(session.setting("subsessions", "fork_max_tokens"))
+    ceiling = int(django_settings.PALIMPSEST_FORK_MAX_TOKENS)
+    if setting <= ceiling:
+        return setting, prompts.FORK_LIMIT_SESSION
+    return ceiling, prompts.FORK_LIMIT_SERVICE.format(setting=setting)
+
+
+def fork_size_check(session: SessionSnapshot, plan: ForkPlan) -> None:
+    """Raise `SubsessionRefused` when the fork would copy more than `fork_max_tokens` allows."""
+    limit, source = fork_max_tokens(session)
+    if plan.tokens > limit:
+        raise SubsessionRefused(
+            prompts.FORK_TOO_LARGE.format(tokens=plan.tokens, limit=limit, limit_source=source)
+        )
 
 
 def tool_pairs_complete(messages: Sequence[tuple[str, list[dict]]]) -> list[list[dict]]:
@@ -188,49 +269,33 @@ def tool_pairs_complete(messages: Sequence[tuple[str, list[dict]]]) -> list[list
             return contents
 
 
-def _history_copy(*, parent: AgentSession, child: AgentSession, tool_use_id: str) -> None:
-    """The fork's epoch 0: the parent's current epoch as its model sees it (`fork_history`), with
+def _history_copy(*, parent: AgentSession, child: AgentSession, plan: ForkPlan) -> None:
+    """The fork's epoch 0 as `plan` says: the parent's current epoch as its model sees it, with
     the masks of the results it keeps and the parent's tasks finished in that epoch (shown
-    collapsed), so the fork's first request shows the copied part as the parent's would."""
-    messages = list(
-        Message.objects.filter(session_id=parent.pk, epoch=parent.epoch)
-        .only("position", "role", "content", "token_estimate", "metadata")
-        .order_by("position")
+    collapsed), so the fork's first request shows the copied part as the parent's would.
+
+    The rows are copied inside the database (`services.messages_copy`); only a message with
+    blocks left out is read, changed and written again (rare: an orphan at the cut)."""
+    copied = services.messages_copy(
+        source_session_id=parent.pk,
+        positions=plan.positions,
+        target_session_id=child.pk,
+        marker={"type": "forked", "from_session": str(parent.pk)},
     )
-    copied: list[Message] = []
-    positions: dict[int, int] = {}
-    for position, (message, content) in enumerate(fork_history(messages, tool_use_id=tool_use_id)):
-        positions[message.position] = position
-        unchanged = content == message.content
-        metadata: dict[str, Any] = {
-            "type": "forked",
-            "from_session": str(parent.pk),
-            "from_position": message.position,
-        }
-        copied.append(
-            Message(
-                session=child,
-                position=position,
-                epoch=0,
-                role=message.role,
-                content=content,
-                token_estimate=message.token_estimate if unchanged else estimate_json_tokens(content),
-                metadata=metadata,
-            )
+    positions = {source: target for target, source in enumerate(plan.positions)}
+    for source, left in plan.removed.items():
+        original = Message.objects.filter(session_id=parent.pk, position=source)
+        content = original.values_list("content", flat=True).get()
+        kept = [block for index, block in enumerate(content) if index not in left]
+        Message.objects.filter(session_id=child.pk, position=positions[source]).update(
+            content=kept, token_estimate=estimate_json_tokens(kept)
         )
-    Message.objects.bulk_create(copied)
-    AgentSession.objects.filter(pk=child.pk).update(next_position=len(copied))
-    results = {
-        block.get("tool_use_id", "")
-        for message in copied
-        for block in message.content
-        if isinstance(block, dict) and block.get("type") == "tool_result"
-    }
+    AgentSession.objects.filter(pk=child.pk).update(next_position=copied)
     services.masked_results_copy(
         source_session_id=parent.pk,
         source_epoch=parent.epoch,
         target_session_id=child.pk,
-        tool_use_ids=results,
+        tool_use_ids=plan.tool_result_ids,
     )
     tasks_services.tasks_copy_finished(
         source_session_id=parent.pk,

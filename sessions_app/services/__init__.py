@@ -28,6 +28,7 @@ from sessions_app.services.archives import (
     masked_results_copy,
 )
 from sessions_app.services.events import event_emit, events_emit
+from sessions_app.services.messages import messages_copy
 from sessions_app.services.sessions import (
     SESSION_UPDATABLE_FIELDS,
     default_model,
@@ -114,6 +115,7 @@ __all__ = [
     "lease_hold",
     "lease_lapsed",
     "lease_takeover_at",
+    "messages_copy",
     "model_call_record",
     "SESSION_UPDATABLE_FIELDS",
     "session_insert",

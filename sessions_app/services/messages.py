@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
+from django.db import connection
 from django.utils import timezone
 
 from sessions_app.common.estimate import estimate_json_tokens
@@ -99,3 +103,56 @@ def dangling_tool_uses(session: AgentSession) -> list[str]:
     if last is None or last.role != MessageRole.ASSISTANT:
         return []
     return [b["id"] for b in last.content if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+# The copy is one INSERT ... SELECT: the rows' content goes from table to table inside the
+# database, never through Python. `{positions}` is the source positions (one parameter, whatever
+# their number); the copies are numbered 0, 1, ... in their order.
+_COPY_SQL = (
+    "INSERT INTO {table} (session_id, position, epoch, role, content, token_estimate, turn_id, metadata, "
+    "created_at) SELECT %s, ROW_NUMBER() OVER (ORDER BY position) - 1, 0, role, content, token_estimate, "
+    "NULL, {metadata}, %s FROM {table} WHERE session_id = %s AND {positions}"
+)
+_COPY_VENDOR_SQL = {
+    "postgresql": {
+        "metadata": "CAST(%s AS jsonb) || jsonb_build_object('from_position', position)",
+        "positions": (
+            "position IN (SELECT CAST(value AS integer) FROM jsonb_array_elements_text(CAST(%s AS jsonb)))"
+        ),
+    },
+    "sqlite": {
+        "metadata": "json_set(%s, '$.from_position', position)",
+        "positions": "position IN (SELECT value FROM json_each(%s))",
+    },
+}
+
+
+def messages_copy(
+    *,
+    source_session_id: uuid.UUID,
+    positions: Sequence[int],
+    target_session_id: uuid.UUID,
+    marker: dict[str, Any],
+) -> int:
+    """Copy the source's messages at `positions` into the target's epoch 0, at positions 0, 1, ...
+    in the order of their source positions, each with its content, role and token estimate, no
+    turn, and the metadata `marker` plus `"from_position"` (its source position). Inside the
+    caller's transaction; the target's `next_position` is the caller's to set. The content is
+    copied by the database (one statement): none of it is read into Python. Returns how many."""
+    if not positions:
+        return 0
+    vendor = _COPY_VENDOR_SQL[connection.vendor]
+    table = connection.ops.quote_name(Message._meta.db_table)
+    sql = _COPY_SQL.format(table=table, metadata=vendor["metadata"], positions=vendor["positions"])
+    ids = Message._meta.get_field("session")
+    created_at = Message._meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
+    params = [
+        ids.get_db_prep_value(target_session_id, connection),
+        json.dumps(marker),
+        created_at,
+        ids.get_db_prep_value(source_session_id, connection),
+        json.dumps(list(positions)),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
