@@ -29,8 +29,11 @@ from sessions_app.services.archives import (
 from sessions_app.services.events import event_emit, events_emit
 from sessions_app.services.sessions import (
     SESSION_UPDATABLE_FIELDS,
+    SESSIONS_QUOTA_PERIOD_SECONDS,
+    SessionQuotaExceeded,
     default_model,
     session_insert,
+    session_quota_check,
     session_settings_update,
     session_status_set,
     session_tree_delete,
@@ -114,7 +117,10 @@ __all__ = [
     "lease_takeover_at",
     "model_call_record",
     "SESSION_UPDATABLE_FIELDS",
+    "SESSIONS_QUOTA_PERIOD_SECONDS",
+    "SessionQuotaExceeded",
     "session_insert",
+    "session_quota_check",
     "session_settings_update",
     "session_status_set",
     "session_tree_delete",
