@@ -11,16 +11,33 @@ from memory_app.subsessions.scripted import rule_child_reports, rule_fork, rule_
 from memory_app.subsessions.tools import FORK_SESSION_TOOL, REPORT_RESULT_TOOL, SPAWN_SESSION_TOOL
 from sessions_app.engine.contract import Feature
 
-# Bounds of what a session may ask for: deep trees and wide fan-outs multiply model calls.
+# Bounds of what a session may ask for: deep trees and wide fan-outs multiply model calls. The
+# fan-out bounds (`max_per_step`, `max_per_tree`, `max_per_client`) are also clamped to the
+# service's ceilings, `PALIMPSEST_SUBSESSIONS_MAX_PER_*` (`services.subsession_bound`).
 MAX_DEPTH_LIMIT = 8
 MAX_CONCURRENT_LIMIT = 32
+MAX_PER_STEP_LIMIT = 64
+MAX_PER_TREE_LIMIT = 10_000
+MAX_PER_CLIENT_LIMIT = 10_000
 
-SETTINGS = {"subsessions": {"enabled": True, "max_depth": 2, "max_concurrent": 4}}
+SETTINGS = {
+    "subsessions": {
+        "enabled": True,
+        "max_depth": 2,
+        "max_concurrent": 4,
+        "max_per_step": 8,
+        "max_per_tree": 50,
+        "max_per_client": 100,
+    }
+}
 SETTINGS_RULES = {
     "subsessions": {
         "enabled": ("bool",),
         "max_depth": ("int", 0, MAX_DEPTH_LIMIT),
         "max_concurrent": ("int", 1, MAX_CONCURRENT_LIMIT),
+        "max_per_step": ("int", 1, MAX_PER_STEP_LIMIT),
+        "max_per_tree": ("int", 1, MAX_PER_TREE_LIMIT),
+        "max_per_client": ("int", 1, MAX_PER_CLIENT_LIMIT),
     }
 }
 
