@@ -111,7 +111,7 @@ def _tree_check(root: SessionSnapshot) -> None:
 
 
 def _client_check(root: SessionSnapshot, *, owner_id: int | None) -> None:
-    """Lock the token's row, then refuse where it is over its sessions-per-minute quota or has
+    """Under the token's row lock: refuse where it is over its sessions-per-minute quota or has
     `max_per_client` sub-sessions running a turn or created in the last CLIENT_RECENT_SECONDS.
     A tree no token owns (an operator's) has no client bound."""
     if owner_id is None:
@@ -163,9 +163,10 @@ def subsession_create(
     """Create the child of `parent_id` that its call `tool_use_id` asks for, and announce it.
 
     Raises `SubsessionRefused` (nothing written) where the parent may not start children, or
-    its tree or its token is at a bound (the module's docstring). The root's row is locked, then
-    the parent's (the order `session_tree_delete` locks a tree in), then the token's: concurrent
-    calls anywhere in the tree, or of the token, are counted one after another. The child's
+    its tree or its token is at a bound (the module's docstring). The token's row is locked
+    first (`services.agent_token_lock` says why), then the root's, then the parent's (the order
+    `session_tree_delete` locks a tree in): concurrent calls anywhere in the tree, or of the
+    token, are counted one after another. The child's
     `task` is not stored here: it becomes the child's first user message when its turn begins.
     Emits `session.spawned` (`child_session_id`, `mode`, `tool_use_id`, `title`) on the parent.
     Returns the child.
@@ -173,9 +174,10 @@ def subsession_create(
     if mode not in (MODE_SPAWN, MODE_FORK):
         raise ValueError(f"unknown sub-session mode {mode!r}")
     with transaction.atomic():
-        root_id = (
-            AgentSession.objects.values_list("root_session_id", flat=True).get(pk=parent_id) or parent_id
-        )
+        # Set once at creation, so read before the locks: the token's first, then the root's.
+        owner_id, root_id = AgentSession.objects.values_list("owner_id", "root_session_id").get(pk=parent_id)
+        root_id = root_id or parent_id
+        services.agent_token_lock(owner_id=owner_id)
         root = AgentSession.objects.select_for_update().get(pk=root_id)
         parent = root if root_id == parent_id else AgentSession.objects.select_for_update().get(pk=parent_id)
         subsession_limits_check(SessionSnapshot.from_session(parent, defaults=settings_defaults))

@@ -27,6 +27,15 @@ class SessionQuotaExceeded(Exception):
         self.limit = limit
 
 
+def agent_token_lock(*, owner_id: int | None) -> None:
+    """Lock the token's row until the transaction ends (nothing for None): what a token creates
+    is counted one creation after another. Take it before any session's row: a transaction that
+    creates a session locks the token's row at its commit too (PostgreSQL's deferred foreign key
+    check), so a session's row taken first could deadlock with it."""
+    if owner_id is not None:
+        AgentToken.objects.select_for_update().filter(pk=owner_id).values_list("pk", flat=True).first()
+
+
 def session_quota_check(*, owner_id: int | None) -> None:
     """Raise `SessionQuotaExceeded` where the token `owner_id` has created
     `PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE` sessions (roots and sub-sessions alike) in the last
@@ -41,7 +50,7 @@ def session_quota_check(*, owner_id: int | None) -> None:
     if owner_id is None:
         return
     # Locked even with the quota off: the sub-sessions' per-client count relies on it.
-    AgentToken.objects.select_for_update().filter(pk=owner_id).values_list("pk", flat=True).first()
+    agent_token_lock(owner_id=owner_id)
     limit = django_settings.PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE
     if limit <= 0:
         return
