@@ -361,6 +361,26 @@ PALIMPSEST_FEATURES = [
 PALIMPSEST_ANNOUNCER = "sessions_app.fastpath.channel_announcer.announce_via_channel_layer"
 
 # ---------------------------------------------------------------------------
+# Sub-sessions: service-wide ceilings on how many a tree may make (docs/subsessions.md, "Limits").
+# A session's settings `subsessions.max_per_step`, `max_per_tree` and `max_per_client` choose a
+# bound up to its ceiling; a setting above it is clamped to it (the bound is the smaller).
+# ---------------------------------------------------------------------------
+
+
+def _subsessions_ceiling(name: str, default: int) -> int:
+    value = env_int(name, default)
+    if value < 1:
+        raise ImproperlyConfigured(
+            f"{name} must be at least 1 (to switch sub-sessions off, leave out their feature)."
+        )
+    return value
+
+
+PALIMPSEST_SUBSESSIONS_MAX_PER_STEP = _subsessions_ceiling("PALIMPSEST_SUBSESSIONS_MAX_PER_STEP", 16)
+PALIMPSEST_SUBSESSIONS_MAX_PER_TREE = _subsessions_ceiling("PALIMPSEST_SUBSESSIONS_MAX_PER_TREE", 200)
+PALIMPSEST_SUBSESSIONS_MAX_PER_CLIENT = _subsessions_ceiling("PALIMPSEST_SUBSESSIONS_MAX_PER_CLIENT", 500)
+
+# ---------------------------------------------------------------------------
 # Websocket limits (README: "Limits")
 # ---------------------------------------------------------------------------
 # Each process re-checks the tokens of its open agent connections this often; a revoked token's

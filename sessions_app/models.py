@@ -140,6 +140,14 @@ class AgentSession(TimestampedModel):
                 condition=Q(lease_expires_at__isnull=False),
                 name="session_lease_expiry_idx",
             ),
+            # A token's sessions created in the last minute (`services.session_quota_check`).
+            models.Index(fields=["owner", "created_at"], name="session_owner_created_idx"),
+            # A token's sub-sessions running a turn (the sub-sessions' per-client bound).
+            models.Index(
+                fields=["owner"],
+                condition=Q(current_turn_id__isnull=False, depth__gte=1),
+                name="session_owner_running_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -11,12 +11,17 @@ from memory_app.subsessions.scripted import rule_child_reports, rule_fork, rule_
 from memory_app.subsessions.tools import FORK_SESSION_TOOL, REPORT_RESULT_TOOL, SPAWN_SESSION_TOOL
 from sessions_app.engine.contract import Feature
 
-# Bounds of what a session may ask for: deep trees and wide fan-outs multiply model calls.
+# Bounds of what a session may ask for: deep trees and wide fan-outs multiply model calls. The
+# fan-out bounds (`max_per_step`, `max_per_tree`, `max_per_client`) are also clamped to the
+# service's ceilings, `PALIMPSEST_SUBSESSIONS_MAX_PER_*` (`services.subsession_bound`).
 MAX_DEPTH_LIMIT = 8
 MAX_CONCURRENT_LIMIT = 32
 # The most a session may ask a fork to copy; the service's own ceiling, PALIMPSEST_FORK_MAX_TOKENS,
 # applies on top (`services.fork_max_tokens`).
 FORK_MAX_TOKENS_LIMIT = 10_000_000
+MAX_PER_STEP_LIMIT = 64
+MAX_PER_TREE_LIMIT = 10_000
+MAX_PER_CLIENT_LIMIT = 10_000
 
 SETTINGS = {
     "subsessions": {
@@ -26,6 +31,9 @@ SETTINGS = {
         # Every fork stores a copy of this much history and sends it in its first request: a
         # standard 200,000-token window's history fits, a huge window's does not.
         "fork_max_tokens": 200_000,
+        "max_per_step": 8,
+        "max_per_tree": 50,
+        "max_per_client": 100,
     }
 }
 SETTINGS_RULES = {
@@ -34,6 +42,9 @@ SETTINGS_RULES = {
         "max_depth": ("int", 0, MAX_DEPTH_LIMIT),
         "max_concurrent": ("int", 1, MAX_CONCURRENT_LIMIT),
         "fork_max_tokens": ("int", 1, FORK_MAX_TOKENS_LIMIT),
+        "max_per_step": ("int", 1, MAX_PER_STEP_LIMIT),
+        "max_per_tree": ("int", 1, MAX_PER_TREE_LIMIT),
+        "max_per_client": ("int", 1, MAX_PER_CLIENT_LIMIT),
     }
 }
 

@@ -66,6 +66,30 @@ FORK_LIMIT_SESSION = "subsessions.fork_max_tokens"
 FORK_LIMIT_SERVICE = (
     "the service's ceiling; this session's subsessions.fork_max_tokens of {setting:,} cannot raise it"
 )
+# The fan-out limits (`services.subsession_bound`): `why` says which setting or ceiling sets it.
+STEP_LIMIT = (
+    "This is spawn/fork call {number} of this step, and one step may start at most {limit} sub-sessions "
+    "({why}), so this call started nothing. Wait for the results of the first {limit}, then delegate the "
+    "rest in a later step, or do this work here."
+)
+TREE_LIMIT = (
+    "This tree of sessions already holds {count} sub-sessions, the most one tree may hold ({why}), so nothing "
+    "was started; a sub-session keeps its place after it ends. Use the results you have and do this work here."
+)
+CLIENT_LIMIT = (
+    "This client already has {count} sub-sessions running or started in the last minute, the most it may have "
+    "({why}), so nothing was started. Wait for the running ones to end and try again, or do this work here."
+)
+QUOTA_LIMIT = (
+    "This client has created {limit} sessions in the last minute, the most it may create a minute "
+    "(PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE is {limit}; sub-sessions count), so nothing was started. Do this "
+    "work here, or delegate it in a minute."
+)
+BOUND_BY_SETTING = "subsessions.{key} is {value}"
+BOUND_BY_CEILING = (
+    "the service's ceiling {ceiling_name} is {ceiling}; subsessions.{key} ({value}) cannot raise it"
+)
+START_FAILED = "The sub-session could not begin its turn, so none was kept: {reason}"
 DISABLED = "Sub-sessions are switched off in this session (subsessions.enabled is false). Do the work here."
 REPORT_NOT_A_CHILD = (
     "report_result is for sub-sessions, and this session has no parent. Answer the user directly."

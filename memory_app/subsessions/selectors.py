@@ -41,6 +41,31 @@ def _text_of(content: Any) -> str:
     ).strip()
 
 
+# How far back in the turn a call's step message is looked for (the step's own is the newest).
+STEP_MESSAGES = 3
+
+
+def subsession_call_number(*, session_id: uuid.UUID, turn_id: uuid.UUID, tool_use_id: str) -> int:
+    """Which of its step's spawn/fork calls `tool_use_id` is, from 1, in the model's order (read
+    from the step's stored assistant message; 1 when it is not found, e.g. a handler called
+    outside a turn)."""
+    contents = (
+        Message.objects.filter(session_id=session_id, turn_id=turn_id, role=MessageRole.ASSISTANT)
+        .order_by("-position")
+        .values_list("content", flat=True)[:STEP_MESSAGES]
+    )
+    for content in contents:
+        number = 0
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict) or block.get("type") != "tool_use":
+                continue
+            if block.get("name") in DELEGATING_TOOLS:
+                number += 1
+            if block.get("id") == tool_use_id:
+                return max(number, 1)
+    return 1
+
+
 def subsession_last_text(*, child_id: uuid.UUID, turn_id: uuid.UUID) -> str:
     """The last assistant text of the child's turn ("" when it wrote none)."""
     contents = (

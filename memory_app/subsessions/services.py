@@ -11,6 +11,18 @@ parent's tree. What it starts with:
   through Python), and refused, before anything is written, over `fork_max_tokens`.
 After creation parent and child memory are independent. The child, its copies and the
 `session.spawned` event on the parent are written in one transaction.
+
+How many children there may be (issue 31), each bound the smaller of a session setting and the
+service's ceiling (`subsession_bound`):
+- per step: a step's first `subsessions.max_per_step` spawn/fork calls may start a child, later
+  ones are refused (`tools`, from the step's stored message);
+- per tree: at most `subsessions.max_per_tree` (the root's setting) sessions below one root,
+  counted under the root's row lock;
+- per client: at most `subsessions.max_per_client` (the root's setting) sub-sessions of one
+  token that run a turn or were created in the last CLIENT_RECENT_SECONDS, counted under the
+  token's row lock; and each child counts against the token's sessions-per-minute quota
+  (`sessions_app.services.session_quota_check`).
+A refusal raises `SubsessionRefused` with a message for the model, before anything is written.
 """
 
 from __future__ import annotations
@@ -18,10 +30,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings as django_settings
 from django.db import transaction
+from django.utils import timezone
 
 from memory_app.notepad import services as notepad_services
 from memory_app.scratchpad import services as scratchpad_services
@@ -31,7 +45,7 @@ from sessions_app import services
 from sessions_app.authors import AGENT_AUTHOR
 from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.engine.contract import SessionSnapshot
-from sessions_app.models import AgentSession, Message, MessageRole
+from sessions_app.models import AgentSession, Message, MessageRole, Turn
 from sessions_app.selectors import MessageOutline, message_outlines
 from sessions_app.services import event_emit
 
@@ -45,8 +59,79 @@ TITLE_MAX_CHARS = AgentSession._meta.get_field("title").max_length or 200
 COPY_AUTHOR = AGENT_AUTHOR
 
 
+# The per-client bound counts the token's sub-sessions created this recently (with those that
+# run a turn): a child is created a moment before its turn begins.
+CLIENT_RECENT_SECONDS = 60
+# Each fan-out setting's service-wide ceiling (config/settings.py).
+CEILINGS = {
+    "max_per_step": "PALIMPSEST_SUBSESSIONS_MAX_PER_STEP",
+    "max_per_tree": "PALIMPSEST_SUBSESSIONS_MAX_PER_TREE",
+    "max_per_client": "PALIMPSEST_SUBSESSIONS_MAX_PER_CLIENT",
+}
+
+
 class SubsessionRefused(Exception):
     """The session may not start a sub-session now; the message is written for the model."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A fan-out bound as it applies: `value`, and `why` (which setting or ceiling sets it, for
+    the model's error)."""
+
+    value: int
+    why: str
+
+
+def subsession_bound(session: SessionSnapshot, key: str) -> Bound:
+    """The bound `subsessions.<key>` (one of CEILINGS) sets for `session`: the smaller of the
+    setting and the service's ceiling, which a session's settings cannot raise."""
+    value = int(session.setting("subsessions", key))
+    ceiling_name = CEILINGS[key]
+    ceiling = int(getattr(django_settings, ceiling_name))
+    if value <= ceiling:
+        return Bound(value, prompts.BOUND_BY_SETTING.format(key=key, value=value))
+    why = prompts.BOUND_BY_CEILING.format(ceiling_name=ceiling_name, ceiling=ceiling, key=key, value=value)
+    return Bound(ceiling, why)
+
+
+def subsession_step_check(session: SessionSnapshot, *, call_number: int) -> None:
+    """Raise `SubsessionRefused` where the step's `call_number`-th spawn/fork call (from 1) is
+    over `subsessions.max_per_step`."""
+    bound = subsession_bound(session, "max_per_step")
+    if call_number > bound.value:
+        raise SubsessionRefused(
+            prompts.STEP_LIMIT.format(number=call_number, limit=bound.value, why=bound.why)
+        )
+
+
+def _tree_check(root: SessionSnapshot) -> None:
+    """Under the root's row lock: refuse where its tree holds `max_per_tree` sub-sessions."""
+    bound = subsession_bound(root, "max_per_tree")
+    count = AgentSession.objects.filter(root_session_id=root.id).count()
+    if count >= bound.value:
+        raise SubsessionRefused(prompts.TREE_LIMIT.format(count=count, why=bound.why))
+
+
+def _client_check(root: SessionSnapshot, *, owner_id: int | None) -> None:
+    """Under the token's row lock: refuse where it is over its sessions-per-minute quota or has
+    `max_per_client` sub-sessions running a turn or created in the last CLIENT_RECENT_SECONDS.
+    A tree no token owns (an operator's) has no client bound."""
+    if owner_id is None:
+        return
+    try:
+        services.session_quota_check(owner_id=owner_id)
+    except services.SessionQuotaExceeded as exc:
+        raise SubsessionRefused(prompts.QUOTA_LIMIT.format(limit=exc.limit)) from exc
+    bound = subsession_bound(root, "max_per_client")
+    children = AgentSession.objects.filter(owner_id=owner_id, depth__gte=1)
+    since = timezone.now() - timedelta(seconds=CLIENT_RECENT_SECONDS)
+    count = (
+        children.filter(current_turn_id__isnull=False).count()
+        + children.filter(current_turn_id__isnull=True, created_at__gt=since).count()
+    )
+    if count >= bound.value:
+        raise SubsessionRefused(prompts.CLIENT_LIMIT.format(count=count, why=bound.why))
 
 
 def subsession_limits_check(session: SessionSnapshot) -> None:
@@ -80,17 +165,29 @@ def subsession_create(
 ) -> AgentSession:
     """Create the child of `parent_id` that its call `tool_use_id` asks for, and announce it.
 
-    Raises `SubsessionRefused` (nothing written) where the parent may not start children. The
-    child's `task` is not stored here: it becomes the child's first user message when its turn
-    begins. Emits `session.spawned` (`child_session_id`, `mode`, `tool_use_id`, `title`) on the
-    parent. Returns the child.
+    Raises `SubsessionRefused` (nothing written) where the parent may not start children, or
+    its tree or its token is at a bound (the module's docstring). The token's row is locked
+    first (`services.agent_token_lock` says why), then the root's, then the parent's (the order
+    `session_tree_delete` locks a tree in): concurrent calls anywhere in the tree, or of the
+    token, are counted one after another. The child's
+    `task` is not stored here: it becomes the child's first user message when its turn begins.
+    Emits `session.spawned` (`child_session_id`, `mode`, `tool_use_id`, `title`) on the parent.
+    Returns the child.
     """
     if mode not in (MODE_SPAWN, MODE_FORK):
         raise ValueError(f"unknown sub-session mode {mode!r}")
     with transaction.atomic():
-        parent = AgentSession.objects.select_for_update().get(pk=parent_id)
+        # Set once at creation, so read before the locks: the token's first, then the root's.
+        owner_id, root_id = AgentSession.objects.values_list("owner_id", "root_session_id").get(pk=parent_id)
+        root_id = root_id or parent_id
+        services.agent_token_lock(owner_id=owner_id)
+        root = AgentSession.objects.select_for_update().get(pk=root_id)
+        parent = root if root_id == parent_id else AgentSession.objects.select_for_update().get(pk=parent_id)
         snapshot = SessionSnapshot.from_session(parent, defaults=settings_defaults)
         subsession_limits_check(snapshot)
+        root_snapshot = SessionSnapshot.from_session(root, defaults=settings_defaults)
+        _tree_check(root_snapshot)
+        _client_check(root_snapshot, owner_id=parent.owner_id)
         plan = None
         if mode == MODE_FORK:
             # Decided before anything is written: a fork over its limit leaves no trace.
@@ -131,6 +228,19 @@ def subsession_create(
             },
         )
     return child
+
+
+def subsession_discard(*, child_id: uuid.UUID) -> bool:
+    """Delete the child if its turn never began (its parent's call was abandoned before, or the
+    turn could not begin), with what it was given (a fork's copies): a child that never started
+    is not left behind. Whether it was deleted; a child that has begun a turn is kept. The
+    parent's `session.spawned` stays, as every event does."""
+    with transaction.atomic():
+        child = AgentSession.objects.select_for_update().filter(pk=child_id).first()
+        if child is None or child.current_turn_id or Turn.objects.filter(session_id=child_id).exists():
+            return False
+        AgentSession.objects.filter(pk=child_id).delete()
+    return True
 
 
 # ---------------------------------------------------------------------------

@@ -3,17 +3,20 @@
 only, `report_result {result}`.
 
 spawn and fork are concurrent tools: several calls in one step run their children together
-(`runs.child_run` bounds how many at once). Every misuse is a `ToolError` the model can read,
-raised before anything is created. The fields' types and that the required ones are given are
+(`runs.child_run` bounds how many at once, and creates each child once it has a place). Every
+misuse, and every call over a bound on how many children there may be (`services`: per step, per
+tree, per client, the sessions-per-minute quota), is a `ToolError` the model can read, raised
+before anything is created. The fields' types and that the required ones are given are
 checked against the schemas before a handler runs (`engine.tool_input`; a null counts as not
 given); the handlers check that a text is not blank.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
-from memory_app.subsessions import prompts, runs, services
+from memory_app.subsessions import prompts, runs, selectors, services
 from memory_app.subsessions.context import delegation_offered, delegation_refusal, is_child
 from memory_app.subsessions.selectors import FORK_SESSION, REPORT_RESULT, SPAWN_SESSION
 from sessions_app.common.db import db
@@ -55,23 +58,38 @@ def _task(tool: str, tool_input: dict) -> str:
 
 
 async def _delegate(ctx: ToolContext, *, mode: str, task: str, title: str | None, copy_notepad: bool) -> Any:
-    try:
-        child = await db(services.subsession_create)(
-            parent_id=ctx.session.id,
-            tool_use_id=ctx.tool_use_id,
-            mode=mode,
-            task=task,
-            title=title,
-            copy_notepad=copy_notepad,
-            settings_defaults=ctx.session.defaults,
-        )
-    except services.SubsessionRefused as exc:
-        raise ToolError(str(exc)) from exc
     if ctx.turns is None:
         raise ToolError("Sub-sessions cannot be started here: no turn loop runs this call.")
+    # The step's bound is known at once (the calls are in the step's message): a call over it is
+    # refused without waiting for a place.
+    number = await db(selectors.subsession_call_number)(
+        session_id=ctx.session.id, turn_id=ctx.turn_id, tool_use_id=ctx.tool_use_id
+    )
+    try:
+        services.subsession_step_check(ctx.session, call_number=number)
+    except services.SubsessionRefused as exc:
+        raise ToolError(str(exc)) from exc
+
+    async def create() -> uuid.UUID:
+        # Once the call has a place to run its child: the tree's and the client's bounds are
+        # counted then, with the children that exist.
+        try:
+            child = await db(services.subsession_create)(
+                parent_id=ctx.session.id,
+                tool_use_id=ctx.tool_use_id,
+                mode=mode,
+                task=task,
+                title=title,
+                copy_notepad=copy_notepad,
+                settings_defaults=ctx.session.defaults,
+            )
+        except services.SubsessionRefused as exc:
+            raise ToolError(str(exc)) from exc
+        return child.pk
+
     return await runs.child_run(
         turns=ctx.turns,
-        child_id=child.pk,
+        create=create,
         task=task,
         parent_turn_id=ctx.turn_id,
         max_concurrent=ctx.session.setting("subsessions", "max_concurrent"),

@@ -180,27 +180,25 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
             reserved_tool_names=reserved,
         )
         assert self.token is not None
-        if not quotas.session_create_allowed(token_id=self.token.pk):
-            limit = settings.PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE
-            raise FrameError(
-                "rate_limited",
-                f"too many sessions: at most {limit} a minute per token (per server process)",
-                request_id,
-            )
         context_window = await engine_sessions.session_context_window_resolve(
             model=clean.get("model"), context_window=clean.get("context_window")
         )
-        session = await database_sync_to_async(engine_sessions.session_create)(
-            owner=self.token,
-            title=clean.get("title"),
-            model=clean.get("model"),
-            system_prompt=clean.get("system_prompt"),
-            context_window=context_window,
-            compact_threshold=clean.get("compact_threshold"),
-            tools=clean["tools"],
-            settings=clean["settings"],
-            reserved_tool_names=reserved,
-        )
+        try:
+            # The sessions-per-minute quota is counted in the database where the session is
+            # stored, with the sub-sessions the token's turns spawn (`services.session_quota_check`).
+            session = await database_sync_to_async(engine_sessions.session_create)(
+                owner=self.token,
+                title=clean.get("title"),
+                model=clean.get("model"),
+                system_prompt=clean.get("system_prompt"),
+                context_window=context_window,
+                compact_threshold=clean.get("compact_threshold"),
+                tools=clean["tools"],
+                settings=clean["settings"],
+                reserved_tool_names=reserved,
+            )
+        except services.SessionQuotaExceeded as exc:
+            raise FrameError("rate_limited", str(exc), request_id) from None
         await self.stream_join(session.id, since_seq=0)
         state = engine_sessions.session_state(session)
         await self._send({"type": "session.created", "session": state}, request_id)

@@ -1,5 +1,6 @@
-"""Per-token quotas on agent clients: sessions created per minute, frames per second, open
-connections (DESIGN.md, Security: they stop runaway clients).
+"""Per-token quotas on agent clients: frames per second, open connections (DESIGN.md, Security:
+they stop runaway clients). Sessions created per minute are counted in the database, with the
+sub-sessions a token's turns spawn (`services.session_quota_check`).
 
 Counters are kept per server process (with N daphne processes a token may get up to N times a
 limit); the limits come from settings (`PALIMPSEST_QUOTA_*`, 0 switches one off) and their
@@ -21,7 +22,6 @@ from sessions_app.common.caches import ExpiringMap
 
 QUOTA_TRACKED_TOKENS = 10_000
 FRAMES_PERIOD_SECONDS = 1.0
-SESSIONS_PERIOD_SECONDS = 60.0
 # Closing code for a connection over its token's open-connection quota (PROTOCOL additions).
 CLOSE_TOO_MANY_CONNECTIONS = 4429
 
@@ -70,15 +70,10 @@ class RateLimiter:
 
 
 _frames = RateLimiter(period_seconds=FRAMES_PERIOD_SECONDS)
-_sessions = RateLimiter(period_seconds=SESSIONS_PERIOD_SECONDS)
 
 
 def frame_allowed(*, token_id: int) -> bool:
     return _frames.allow(token_id, limit=settings.PALIMPSEST_QUOTA_FRAMES_PER_SECOND)
-
-
-def session_create_allowed(*, token_id: int) -> bool:
-    return _sessions.allow(token_id, limit=settings.PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE)
 
 
 def connection_allowed(*, open_connections: int) -> bool:
@@ -89,6 +84,5 @@ def connection_allowed(*, open_connections: int) -> bool:
 
 def quotas_reset() -> None:
     """Forget every counter (tests)."""
-    global _frames, _sessions
+    global _frames
     _frames = RateLimiter(period_seconds=FRAMES_PERIOD_SECONDS)
-    _sessions = RateLimiter(period_seconds=SESSIONS_PERIOD_SECONDS)

@@ -12,7 +12,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -110,6 +110,23 @@ def results_fit(outcomes: list[ToolOutcome], server: set[str], room_tokens: int)
     return fitted
 
 
+async def _every_one(tasks: Sequence[asyncio.Future[T]]) -> list[T]:
+    """The tasks' results, in order, once all have ended. Cancelled, it cancels every task at
+    once and raises only when each has ended: a step's concurrent calls all end before the turn
+    does (a sub-session's turn before its parent's `turn.completed`), and none goes on meanwhile
+    (a call waiting for a place does not take one that a cancelled call gives back).
+    `asyncio.gather` does neither: cancelled, it ends as soon as one of them has ended cancelled;
+    and awaiting the tasks one by one would pass the cancel to the first alone, until it ended."""
+    try:
+        await asyncio.wait(tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    return [task.result() for task in tasks]
+
+
 class ToolDispatch:
     def __init__(self, *, turn: TurnControl, features: FeatureSet) -> None:
         self.turn = turn
@@ -199,9 +216,8 @@ class ToolDispatch:
     ) -> None:
         if not calls:
             return
-        done = await self.turn.cancellable(
-            asyncio.gather(*(self._run_server_tool(snapshot, call) for call in calls))
-        )
+        tasks = [asyncio.ensure_future(self._run_server_tool(snapshot, call)) for call in calls]
+        done = await self.turn.cancellable(_every_one(tasks))
         outcomes.update((outcome.tool_use_id, outcome) for outcome in done)
 
     async def _run_server_tool(self, snapshot: SessionSnapshot, call: PendingCall) -> ToolOutcome:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -13,6 +14,49 @@ from django.utils import timezone
 from sessions_app.models import AgentSession, AgentToken
 from sessions_app.services.events import event_emit
 from sessions_app.services.turns import TurnInProgress
+
+# The period of `PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE`.
+SESSIONS_QUOTA_PERIOD_SECONDS = 60
+
+
+class SessionQuotaExceeded(Exception):
+    """The token has created `limit` sessions in the last minute already."""
+
+    def __init__(self, *, limit: int) -> None:
+        super().__init__(f"too many sessions: at most {limit} a minute per token")
+        self.limit = limit
+
+
+def agent_token_lock(*, owner_id: int | None) -> None:
+    """Lock the token's row until the transaction ends (nothing for None): what a token creates
+    is counted one creation after another. Take it before any session's row: a transaction that
+    creates a session locks the token's row at its commit too (PostgreSQL's deferred foreign key
+    check), so a session's row taken first could deadlock with it."""
+    if owner_id is not None:
+        AgentToken.objects.select_for_update().filter(pk=owner_id).values_list("pk", flat=True).first()
+
+
+def session_quota_check(*, owner_id: int | None) -> None:
+    """Raise `SessionQuotaExceeded` where the token `owner_id` has created
+    `PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE` sessions (roots and sub-sessions alike) in the last
+    SESSIONS_QUOTA_PERIOD_SECONDS; 0 switches the quota off, and a session no token owns (an
+    operator's) is not counted.
+
+    Call it inside the transaction that creates the session: it locks the token's row first
+    (whatever the quota), so concurrent creations of one token, in any process, are counted one
+    after another until that transaction ends (on SQLite the write transaction itself serializes
+    them). The count is the database's, so the quota is
+    the same in every server process."""
+    if owner_id is None:
+        return
+    # Locked even with the quota off: the sub-sessions' per-client count relies on it.
+    agent_token_lock(owner_id=owner_id)
+    limit = django_settings.PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE
+    if limit <= 0:
+        return
+    since = timezone.now() - timedelta(seconds=SESSIONS_QUOTA_PERIOD_SECONDS)
+    if AgentSession.objects.filter(owner_id=owner_id, created_at__gt=since).count() >= limit:
+        raise SessionQuotaExceeded(limit=limit)
 
 
 def session_insert(
@@ -27,17 +71,20 @@ def session_insert(
     client_tools: list[dict],
 ) -> AgentSession:
     """Store a new session from values already checked (`engine.sessions.session_create` checks
-    them against the features' settings and the model's window)."""
-    return AgentSession.objects.create(
-        owner=owner,
-        title=title,
-        model=model,
-        system_prompt=system_prompt,
-        context_window=context_window,
-        compact_threshold=compact_threshold,
-        settings=settings,
-        client_tools=client_tools,
-    )
+    them against the features' settings and the model's window). Raises `SessionQuotaExceeded`
+    (nothing stored) where its token is over its sessions-per-minute quota."""
+    with transaction.atomic():
+        session_quota_check(owner_id=owner.pk if owner is not None else None)
+        return AgentSession.objects.create(
+            owner=owner,
+            title=title,
+            model=model,
+            system_prompt=system_prompt,
+            context_window=context_window,
+            compact_threshold=compact_threshold,
+            settings=settings,
+            client_tools=client_tools,
+        )
 
 
 def default_model() -> str:
