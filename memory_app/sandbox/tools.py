@@ -3,6 +3,7 @@ with the session notepad reachable inside through the bridge."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from memory_app.notepad.sandbox_api import notepad_of
@@ -49,13 +50,18 @@ async def run_sandbox_code(ctx: ToolContext, tool_input: dict) -> dict[str, Any]
             f"timeout_seconds must be an integer from {limits.SANDBOX_MIN_TIMEOUT_SECONDS} to {ceiling} "
             "(the session's sandbox.timeout_seconds). Nothing was run."
         )
+    notepad = notepad_of(ctx)
     try:
-        result = await sandbox_run(
-            code=code,
-            timeout_seconds=timeout,
-            memory_mb=int(ctx.session.setting("sandbox", "memory_mb")),
-            notepad=notepad_of(ctx),
-        )
+        # One run's notepad edits are one revision and one `notepad.updated` event, announced
+        # when the run ends (a timeout, a cancel and an error included); each edit is stored at
+        # once, so the code's later reads see it.
+        async with notepad.burst() if notepad is not None else contextlib.nullcontext() as run_notepad:
+            result = await sandbox_run(
+                code=code,
+                timeout_seconds=timeout,
+                memory_mb=int(ctx.session.setting("sandbox", "memory_mb")),
+                notepad=run_notepad,
+            )
     except ValueError as exc:
         raise ToolError(f"{exc}. Nothing was run.") from exc
     except SandboxUnavailable as exc:
