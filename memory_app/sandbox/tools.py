@@ -11,7 +11,7 @@ from memory_app.sandbox import limits
 from memory_app.sandbox.errors import SandboxError, SandboxUnavailable
 from memory_app.sandbox.jail import sandbox_available, sandbox_run
 from memory_app.sandbox.prompts import OUTPUT_TRUNCATED_NOTE, RUN_SANDBOX_CODE_DESCRIPTION
-from sessions_app.engine.contract import SessionSnapshot, ToolContext, ToolError, ToolSpec
+from sessions_app.engine.contract import SessionSnapshot, TextLimit, ToolContext, ToolError, ToolSpec
 
 RUN_SANDBOX_CODE = "run_sandbox_code"
 SCHEMA: dict[str, Any] = {
@@ -86,4 +86,6 @@ RUN_SANDBOX_CODE_TOOL = ToolSpec(
     input_schema=SCHEMA,
     handler=run_sandbox_code,
     enabled=sandbox_enabled,
+    # A character is at least one byte: the jail's own check then counts the UTF-8 bytes.
+    text_limits={"code": TextLimit(chars=limits.SANDBOX_MAX_CODE_BYTES, name="SANDBOX_MAX_CODE_BYTES")},
 )

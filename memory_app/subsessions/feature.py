@@ -8,19 +8,26 @@ from __future__ import annotations
 from memory_app.subsessions.context import CHILD_SECTION
 from memory_app.subsessions.dashboard import DASHBOARD
 from memory_app.subsessions.scripted import rule_child_reports, rule_fork, rule_spawn
-from memory_app.subsessions.tools import FORK_SESSION_TOOL, REPORT_RESULT_TOOL, SPAWN_SESSION_TOOL
+from memory_app.subsessions.tools import (
+    FORK_SESSION_TOOL,
+    REPORT_RESULT_TOOL,
+    SPAWN_SESSION_TOOL,
+    TEXT_SETTINGS,
+    TEXT_SETTINGS_RULES,
+)
 from sessions_app.engine.contract import Feature
 
 # Bounds of what a session may ask for: deep trees and wide fan-outs multiply model calls.
 MAX_DEPTH_LIMIT = 8
 MAX_CONCURRENT_LIMIT = 32
 
-SETTINGS = {"subsessions": {"enabled": True, "max_depth": 2, "max_concurrent": 4}}
+SETTINGS = {"subsessions": {"enabled": True, "max_depth": 2, "max_concurrent": 4, **TEXT_SETTINGS}}
 SETTINGS_RULES = {
     "subsessions": {
         "enabled": ("bool",),
         "max_depth": ("int", 0, MAX_DEPTH_LIMIT),
         "max_concurrent": ("int", 1, MAX_CONCURRENT_LIMIT),
+        **TEXT_SETTINGS_RULES,
     }
 }
 

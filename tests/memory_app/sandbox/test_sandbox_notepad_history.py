@@ -6,6 +6,7 @@ edits stored at once (a timeout or a cancel included), and the session's revisio
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -23,8 +24,9 @@ FLOOD = f"for i in range({WRITES}):\n    session.notepad.write(str(i % 10) * 99_
 
 
 @sync_to_async
-def history_of(session_id: str) -> dict:
+def history_of(session_key: str) -> dict:
     """The notepad's stored history and its events: rows, text kept, event rows and their bytes."""
+    session_id = uuid.UUID(session_key)
     rows = NotepadRevision.objects.filter(session_id=session_id)
     events = SessionEvent.objects.filter(session_id=session_id, type="notepad.updated")
     session = AgentSession.objects.get(pk=session_id)

@@ -19,6 +19,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "claude-sonnet-4-6"
 
 
+def revision_rows(session_id: uuid.UUID) -> list[tuple[int, str]]:
+    return list(NotepadRevision.objects.filter(session_id=session_id).values_list("version", "operation"))
+
+
 def result_of(frames: list[dict]) -> dict:
     return json.loads(next(f for f in frames if f["type"] == "tool.result")["content"])
 
@@ -57,9 +61,7 @@ async def test_the_codes_edits_are_one_revision_and_one_event_and_the_next_reque
     # Announced when the run ends, before the tool's result.
     assert types.index("notepad.updated") < types.index("tool.result")
     assert result_of(frames)["stdout"] == "3\n"
-    rows = await sync_to_async(list)(
-        NotepadRevision.objects.filter(session_id=session["id"]).values_list("version", "operation")
-    )
+    rows = await sync_to_async(revision_rows)(uuid.UUID(session["id"]))
     assert rows == [(4, "write")]
     await turn(client, "next")
     assert system_texts(fake_anthropic.requests[-1].body)[-1] == (
