@@ -210,7 +210,7 @@ def _notepad_change(
                 payload={"content": content, "version": version, "author": author},
             )
     if burst is not None:
-        # Only once committed: a rolled-back edit leaves the burst as it was.
+        # Only after the block succeeded: a refused edit leaves the burst as it was.
         burst.revision_id, burst.version, burst.operation = revision.pk, version, revision.operation
         burst.unannounced = True
     return revision

@@ -19,7 +19,7 @@ from tests.memory_app.notepad_support import turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "claude-sonnet-4-6"
-WRITES = 300
+WRITES = 100
 FLOOD = f"for i in range({WRITES}):\n    session.notepad.write(str(i % 10) * 99_000)\nprint('done')\n"
 
 
@@ -40,6 +40,12 @@ def history_of(session_key: str) -> dict:
     }
 
 
+async def run_turn(client, content: str) -> list[dict]:
+    """A turn whose runs may take a while to write (no frame comes while the code runs)."""
+    await client.send({"type": "user.message", "content": content})
+    return await client.until("turn.completed", timeout=120)
+
+
 def updates(frames: list[dict]) -> list[dict]:
     return [f for f in frames if f["type"] == "notepad.updated"]
 
@@ -48,7 +54,7 @@ async def test_a_flood_of_writes_in_one_run_is_one_revision_and_one_event(connec
     fake_anthropic.enqueue(tool_use("run_sandbox_code", {"code": FLOOD}), text("done"))
     client = await connect()
     session = await client.create(model=MODEL)
-    frames = await turn(client, "flood")
+    frames = await run_turn(client, "flood")
     result = json.loads(next(f for f in frames if f["type"] == "tool.result")["content"])
     assert result["stdout"] == "done\n"
     stored = await history_of(session["id"])
@@ -61,13 +67,13 @@ async def test_a_flood_of_writes_in_one_run_is_one_revision_and_one_event(connec
 
 
 async def test_each_run_is_its_own_revision_and_the_history_keeps_its_bound(connect, fake_anthropic):
-    runs = 5
+    runs = 4
     for _ in range(runs):
         fake_anthropic.enqueue(tool_use("run_sandbox_code", {"code": FLOOD}))
     fake_anthropic.enqueue(text("done"))
     client = await connect()
     session = await client.create(model=MODEL, settings={"notepad": {"history_max_chars": 250_000}})
-    frames = await turn(client, "flood five times")
+    frames = await run_turn(client, "flood four times")
     assert len(updates(frames)) == runs
     stored = await history_of(session["id"])
     assert stored["version"] == runs * WRITES and stored["events"] == runs
