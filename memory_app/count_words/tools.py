@@ -17,9 +17,11 @@ from typing import Any
 from memory_app.count_words.prompts import COUNT_WORDS_DESCRIPTION, COUNT_WORDS_SCHEMA
 from memory_app.notepad.context import notepad_enabled
 from memory_app.notepad.sandbox_api import notepad_of
-from sessions_app.engine.contract import ToolContext, ToolSpec
+from sessions_app.engine.contract import TextLimit, ToolContext, ToolSpec
 
 COUNT_WORDS_MAX_PROGRESS_NOTES = 10
+# The longest text counted (it is held and split in memory).
+COUNT_WORDS_MAX_CHARS = 10_000_000
 COUNT_WORDS_MIN_CHUNK_LINES = 500
 COUNT_WORDS_TOP = 10
 _WORD_RE = re.compile(r"\w+(?:['’-]\w+)*")
@@ -64,4 +66,5 @@ COUNT_WORDS = ToolSpec(
     handler=count_words,
     # The sandbox API's example: its progress notes go to the notepad, so it is offered with it.
     enabled=notepad_enabled,
+    text_limits={"text": TextLimit(chars=COUNT_WORDS_MAX_CHARS, name="COUNT_WORDS_MAX_CHARS")},
 )

@@ -22,9 +22,11 @@ from typing import Any
 from django.conf import settings
 
 from memory_app.files.prompts import BINARY_ENCODING, FS_READ_DESCRIPTION, FS_READ_SCHEMA
-from sessions_app.engine.contract import SessionSnapshot, ToolContext, ToolError, ToolSpec
+from sessions_app.engine.contract import SessionSnapshot, TextLimit, ToolContext, ToolError, ToolSpec
 
 FS_READ = "fs_read"
+# Linux's PATH_MAX: no longer path names a file.
+FS_PATH_MAX_CHARS = 4096
 FS_READ_MAX_BYTES = 64 * 1024 * 1024  # a larger file is refused (it is read whole into memory)
 
 
@@ -102,4 +104,5 @@ FS_READ_TOOL = ToolSpec(
     input_schema=FS_READ_SCHEMA,
     handler=fs_read,
     enabled=fs_read_enabled,
+    text_limits={"path": TextLimit(chars=FS_PATH_MAX_CHARS, name="FS_PATH_MAX_CHARS, the longest path")},
 )

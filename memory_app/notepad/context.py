@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from memory_app.notepad import selectors
 from memory_app.notepad.prompts import NOTEPAD_EMPTY_HINT, NOTEPAD_GUIDANCE, NOTEPAD_HEADING
+from memory_app.notepad.settings import NOTEPAD_POSITION_MESSAGE, NOTEPAD_POSITION_SYSTEM
 from sessions_app.engine.contract import SessionSnapshot
-
-NOTEPAD_POSITION_SYSTEM = "system"
-NOTEPAD_POSITION_MESSAGE = "message"
 
 
 def notepad_enabled(session: SessionSnapshot) -> bool:

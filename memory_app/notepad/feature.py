@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-from memory_app.notepad.context import NOTEPAD_POSITION_MESSAGE, NOTEPAD_POSITION_SYSTEM, NOTEPAD_SECTION
+from memory_app.notepad.context import NOTEPAD_SECTION
 from memory_app.notepad.dashboard import DASHBOARD
 from memory_app.notepad.prompts import NOTEPAD_HEADING
 from memory_app.notepad.sandbox_api import SANDBOX_NAME, sandbox_notepad
 from memory_app.notepad.scripted import rule_forget, rule_notepad, rule_remember
+from memory_app.notepad.settings import SETTINGS, SETTINGS_RULES
 from memory_app.notepad.tools import READ_NOTEPAD, UPDATE_NOTEPAD, WRITE_NOTEPAD
 from sessions_app.engine.contract import Feature
 
 FEATURE = Feature(
     name="notepad",
-    settings={"notepad": {"enabled": True, "position": NOTEPAD_POSITION_SYSTEM}},
-    settings_rules={
-        "notepad": {
-            "enabled": ("bool",),
-            "position": ("choice", {NOTEPAD_POSITION_SYSTEM, NOTEPAD_POSITION_MESSAGE}),
-        }
-    },
+    settings=SETTINGS,
+    settings_rules=SETTINGS_RULES,
     tools=[READ_NOTEPAD, WRITE_NOTEPAD, UPDATE_NOTEPAD],
     sections=[NOTEPAD_SECTION],
     sandbox={SANDBOX_NAME: sandbox_notepad},

@@ -22,7 +22,10 @@ class NotepadRevision(models.Model):
     """One change of a session's notepad: version `n` holds the content after the n-th change.
 
     The notepad itself lives on the session (`AgentSession.notepad`, as the seed says); these rows
-    let the dashboard show it as it was at any moment and say who changed it.
+    let the dashboard show it as it was at any moment and say who changed it. A burst of edits (one
+    sandbox run) shares one row, which moves to the burst's latest version, so versions a burst
+    passed through have no row; the current version always has one. Past the session's
+    `notepad.history_max_chars` the oldest rows lose their text (`pruned`), newest kept first.
     """
 
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="notepad_revisions")
@@ -31,6 +34,10 @@ class NotepadRevision(models.Model):
     author = models.CharField(max_length=200)
     operation = models.CharField(max_length=16, choices=NotepadOperation.choices)
     content = models.TextField()
+    # len(content), summed to bound the history's text per session; 0 once pruned.
+    chars = models.PositiveIntegerField(default=0)
+    # The text was dropped to keep the session's history within its bound (`content` is "").
+    pruned = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:

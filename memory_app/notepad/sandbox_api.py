@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from memory_app.notepad import selectors, services
@@ -20,12 +24,26 @@ class SessionNotepad:
     """`session.notepad` of the seed's sandbox API, for server tools: `ctx.sandbox["notepad"]`.
 
     Writes are the agent's (author `agent`) and go through the same service as the notepad tools:
-    serialized with every other edit, one revision and one `notepad.updated` event each. An edit
-    that cannot apply (e.g. past the size limit) raises `ToolError`, which a tool may catch or let
+    serialized with every other edit, one revision and one `notepad.updated` event each, or, on
+    the notepad `burst()` gives, one revision and one event for the whole burst. An edit that
+    cannot apply (e.g. past the size limit) raises `ToolError`, which a tool may catch or let
     through to the model.
     """
 
     session_id: uuid.UUID
+    edits: services.NotepadBurst | None = None
+
+    @contextlib.asynccontextmanager
+    async def burst(self) -> AsyncIterator[SessionNotepad]:
+        """This notepad, with every edit made through it inside the block sharing one revision
+        and one `notepad.updated` event (`services.NotepadBurst`): each edit is stored at once,
+        the event is sent when the block ends, however it ends (an error, a cancel)."""
+        edits = services.NotepadBurst(author=AGENT_AUTHOR)
+        try:
+            yield dataclasses.replace(self, edits=edits)
+        finally:
+            # Shielded: a cancelled run still announces what it wrote.
+            await asyncio.shield(db(services.notepad_burst_announce)(session_id=self.session_id, burst=edits))
 
     async def read(self) -> str:
         state = await db(selectors.notepad_get)(session_id=self.session_id)
@@ -35,7 +53,9 @@ class SessionNotepad:
         if not isinstance(content, str):
             raise TypeError("notepad.write(content): content must be a string")
         try:
-            await db(services.notepad_write)(session_id=self.session_id, content=content, author=AGENT_AUTHOR)
+            await db(services.notepad_write)(
+                session_id=self.session_id, content=content, author=AGENT_AUTHOR, burst=self.edits
+            )
         except services.NotepadEditError as exc:
             raise ToolError(str(exc)) from exc
 
@@ -48,6 +68,7 @@ class SessionNotepad:
                 operation="append",
                 content=text,
                 author=AGENT_AUTHOR,
+                burst=self.edits,
             )
         except services.NotepadEditError as exc:
             raise ToolError(str(exc)) from exc

@@ -20,7 +20,7 @@ from memory_app.notepad.prompts import (
 )
 from sessions_app.authors import AGENT_AUTHOR
 from sessions_app.common.db import db
-from sessions_app.engine.contract import ToolContext, ToolError, ToolSpec
+from sessions_app.engine.contract import TextLimit, ToolContext, ToolError, ToolSpec
 
 READ_NOTEPAD_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -59,6 +59,11 @@ UPDATE_NOTEPAD_SCHEMA: dict[str, Any] = {
 }
 
 OK: dict[str, Any] = {"ok": True}
+
+# No text of an edit can be longer than the notepad may be.
+NOTEPAD_TEXT_LIMIT = TextLimit(
+    chars=services.NOTEPAD_MAX_CHARS, name="the notepad's size limit, NOTEPAD_MAX_CHARS"
+)
 
 
 async def read_notepad(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
@@ -107,6 +112,7 @@ WRITE_NOTEPAD = ToolSpec(
     input_schema=WRITE_NOTEPAD_SCHEMA,
     handler=write_notepad,
     enabled=notepad_enabled,
+    text_limits={"content": NOTEPAD_TEXT_LIMIT},
 )
 
 
@@ -116,4 +122,5 @@ UPDATE_NOTEPAD = ToolSpec(
     input_schema=UPDATE_NOTEPAD_SCHEMA,
     handler=update_notepad,
     enabled=notepad_enabled,
+    text_limits={"content": NOTEPAD_TEXT_LIMIT, "find": NOTEPAD_TEXT_LIMIT, "replace": NOTEPAD_TEXT_LIMIT},
 )

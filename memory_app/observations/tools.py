@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 from memory_app.observations.content import SCRATCHPAD_READ
-from memory_app.observations.grep import observation_grep
+from memory_app.observations.grep import GREP_PATTERN_MAX_CHARS, observation_grep
 from memory_app.observations.prompts import SCRATCHPAD_READ_DESCRIPTION, SCRATCHPAD_READ_SCHEMA
 from memory_app.observations.selectors import (
     ObservationReadError,
@@ -21,7 +21,10 @@ from memory_app.observations.selectors import (
 )
 from sessions_app.common.db import db_heavy
 from sessions_app.common.estimate import estimate_json_tokens, estimate_text_tokens
-from sessions_app.engine.contract import SessionSnapshot, ToolContext, ToolError, ToolSpec
+from sessions_app.engine.contract import SessionSnapshot, TextLimit, ToolContext, ToolError, ToolSpec
+
+# An id is 16 characters; a longer text is no id (a mistyped one still gets "not found").
+SCRATCHPAD_ID_MAX_CHARS = 200
 
 
 def _scope(session: SessionSnapshot) -> str:
@@ -128,4 +131,8 @@ SCRATCHPAD_READ_TOOL = ToolSpec(
     input_schema=SCRATCHPAD_READ_SCHEMA,
     handler=scratchpad_read,
     offered_in_turn=scratchpad_read_offered,
+    text_limits={
+        "scratchpad_id": TextLimit(chars=SCRATCHPAD_ID_MAX_CHARS, name="SCRATCHPAD_ID_MAX_CHARS"),
+        "pattern": TextLimit(chars=GREP_PATTERN_MAX_CHARS, name="GREP_PATTERN_MAX_CHARS"),
+    },
 )

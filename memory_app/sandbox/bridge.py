@@ -9,7 +9,8 @@ Protocol (bootstrap.py has the client): one JSON object per line, UTF-8, on two 
 Rules:
 - Every request line gets exactly one reply, in order, except when the bridge closes.
 - A request is applied by awaiting the given notepad object (in production the notepad's own service,
-  so each edit is the agent's revision and `notepad.updated` event, live while the code runs). Its
+  in a burst: each edit is stored at once as the agent's, and the run's edits share one revision
+  and one `notepad.updated` event, sent when the run ends; `run_sandbox_code` makes the burst). Its
   refusal (`ToolError`, `TypeError`, `ValueError`) becomes an error reply with its message; any other
   failure is logged and answered with a generic error. Nothing a request does can crash the server.
 - Malformed requests (not JSON, not an object, bad id, unknown op, missing or non-string field) get

@@ -166,7 +166,9 @@ def _check_input(code: str, timeout_seconds: int, memory_mb: int) -> bytes:
     except UnicodeEncodeError:
         raise ValueError("code must be valid Unicode text") from None
     if len(data) > limits.SANDBOX_MAX_CODE_BYTES:
-        raise ValueError(f"code is over {limits.SANDBOX_MAX_CODE_BYTES} bytes")
+        raise ValueError(
+            f"code is over {limits.SANDBOX_MAX_CODE_BYTES:,} bytes of UTF-8 (SANDBOX_MAX_CODE_BYTES)"
+        )
     return data
 
 

@@ -3,6 +3,7 @@ with the session notepad reachable inside through the bridge."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from memory_app.notepad.sandbox_api import notepad_of
@@ -10,7 +11,7 @@ from memory_app.sandbox import limits
 from memory_app.sandbox.errors import SandboxError, SandboxUnavailable
 from memory_app.sandbox.jail import sandbox_available, sandbox_run
 from memory_app.sandbox.prompts import OUTPUT_TRUNCATED_NOTE, RUN_SANDBOX_CODE_DESCRIPTION
-from sessions_app.engine.contract import SessionSnapshot, ToolContext, ToolError, ToolSpec
+from sessions_app.engine.contract import SessionSnapshot, TextLimit, ToolContext, ToolError, ToolSpec
 
 RUN_SANDBOX_CODE = "run_sandbox_code"
 SCHEMA: dict[str, Any] = {
@@ -49,13 +50,18 @@ async def run_sandbox_code(ctx: ToolContext, tool_input: dict) -> dict[str, Any]
             f"timeout_seconds must be an integer from {limits.SANDBOX_MIN_TIMEOUT_SECONDS} to {ceiling} "
             "(the session's sandbox.timeout_seconds). Nothing was run."
         )
+    notepad = notepad_of(ctx)
     try:
-        result = await sandbox_run(
-            code=code,
-            timeout_seconds=timeout,
-            memory_mb=int(ctx.session.setting("sandbox", "memory_mb")),
-            notepad=notepad_of(ctx),
-        )
+        # One run's notepad edits are one revision and one `notepad.updated` event, announced
+        # when the run ends (a timeout, a cancel and an error included); each edit is stored at
+        # once, so the code's later reads see it.
+        async with notepad.burst() if notepad is not None else contextlib.nullcontext() as run_notepad:
+            result = await sandbox_run(
+                code=code,
+                timeout_seconds=timeout,
+                memory_mb=int(ctx.session.setting("sandbox", "memory_mb")),
+                notepad=run_notepad,
+            )
     except ValueError as exc:
         raise ToolError(f"{exc}. Nothing was run.") from exc
     except SandboxUnavailable as exc:
@@ -80,4 +86,6 @@ RUN_SANDBOX_CODE_TOOL = ToolSpec(
     input_schema=SCHEMA,
     handler=run_sandbox_code,
     enabled=sandbox_enabled,
+    # A character is at least one byte: the jail's own check then counts the UTF-8 bytes.
+    text_limits={"code": TextLimit(chars=limits.SANDBOX_MAX_CODE_BYTES, name="SANDBOX_MAX_CODE_BYTES")},
 )

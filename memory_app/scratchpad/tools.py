@@ -9,13 +9,14 @@ from memory_app.scratchpad import prompts
 from memory_app.scratchpad.context import scratchpad_enabled
 from memory_app.scratchpad.services import (
     ACTIONS,
+    REF_MAX_CHARS,
     ScratchpadActionError,
     ScratchpadLimits,
     scratchpad_apply,
 )
 from sessions_app.authors import AGENT_AUTHOR
 from sessions_app.common.db import db
-from sessions_app.engine.contract import ToolContext, ToolError, ToolSpec
+from sessions_app.engine.contract import TextLimit, ToolContext, ToolError, ToolSpec
 
 # Seed 003 gives the parameters as a table and seed 001 the description; this is their schema.
 # `action` is the only required field: which of the others an action needs is checked by the
@@ -36,6 +37,15 @@ CHECKED_SCHEMA: dict[str, Any] = {
     **INPUT_SCHEMA,
     "properties": {**INPUT_SCHEMA["properties"], "items": {"type": "array"}},
 }
+
+
+# Seed 003 truncates a space's text to its setting (notes_max_chars, plan_max_chars) and drops a
+# refs.set item longer than a ref may be; past the settings' own ceiling a text is refused.
+SCRATCHPAD_TEXT_MAX_CHARS = 1_000_000
+SCRATCHPAD_TEXT_LIMIT = TextLimit(
+    chars=SCRATCHPAD_TEXT_MAX_CHARS,
+    name="the ceiling of notes_max_chars and plan_max_chars, SCRATCHPAD_TEXT_MAX_CHARS",
+)
 
 
 async def session_scratchpad(ctx: ToolContext, tool_input: dict) -> str:
@@ -59,4 +69,9 @@ SPEC = ToolSpec(
     checked_schema=CHECKED_SCHEMA,
     handler=session_scratchpad,
     enabled=scratchpad_enabled,
+    text_limits={
+        "content": SCRATCHPAD_TEXT_LIMIT,
+        "ref": TextLimit(chars=REF_MAX_CHARS, name="a ref's limit, REF_MAX_CHARS"),
+        "items": SCRATCHPAD_TEXT_LIMIT,
+    },
 )

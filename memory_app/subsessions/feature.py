@@ -8,7 +8,13 @@ from __future__ import annotations
 from memory_app.subsessions.context import CHILD_SECTION
 from memory_app.subsessions.dashboard import DASHBOARD
 from memory_app.subsessions.scripted import rule_child_reports, rule_fork, rule_spawn
-from memory_app.subsessions.tools import FORK_SESSION_TOOL, REPORT_RESULT_TOOL, SPAWN_SESSION_TOOL
+from memory_app.subsessions.tools import (
+    FORK_SESSION_TOOL,
+    REPORT_RESULT_TOOL,
+    SPAWN_SESSION_TOOL,
+    TEXT_SETTINGS,
+    TEXT_SETTINGS_RULES,
+)
 from sessions_app.engine.contract import Feature
 
 # Bounds of what a session may ask for: deep trees and wide fan-outs multiply model calls. The
@@ -34,6 +40,7 @@ SETTINGS = {
         "max_per_step": 8,
         "max_per_tree": 50,
         "max_per_client": 100,
+        **TEXT_SETTINGS,
     }
 }
 SETTINGS_RULES = {
@@ -45,6 +52,7 @@ SETTINGS_RULES = {
         "max_per_step": ("int", 1, MAX_PER_STEP_LIMIT),
         "max_per_tree": ("int", 1, MAX_PER_TREE_LIMIT),
         "max_per_client": ("int", 1, MAX_PER_CLIENT_LIMIT),
+        **TEXT_SETTINGS_RULES,
     }
 }
 

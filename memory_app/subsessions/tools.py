@@ -20,7 +20,7 @@ from memory_app.subsessions import prompts, runs, selectors, services
 from memory_app.subsessions.context import delegation_offered, delegation_refusal, is_child
 from memory_app.subsessions.selectors import FORK_SESSION, REPORT_RESULT, SPAWN_SESSION
 from sessions_app.common.db import db
-from sessions_app.engine.contract import EndTurn, ToolContext, ToolError, ToolSpec
+from sessions_app.engine.contract import EndTurn, TextLimit, ToolContext, ToolError, ToolSpec
 
 SPAWN_SESSION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -48,6 +48,15 @@ REPORT_RESULT_SCHEMA: dict[str, Any] = {
 }
 
 REPORTED: dict[str, Any] = {"ok": True}
+
+# The most characters of a child's task and of its result (`settings.subsessions.*_max_chars`);
+# a title is bounded by the session's title column (`services.TITLE_MAX_CHARS`).
+TEXT_SETTINGS = {"task_max_chars": 20_000, "result_max_chars": 20_000}
+TEXT_SETTINGS_RULES = {"task_max_chars": ("int", 1, 400_000), "result_max_chars": ("int", 1, 400_000)}
+TASK_TEXT_LIMITS = {
+    "task": TextLimit(setting=("subsessions", "task_max_chars")),
+    "title": TextLimit(chars=services.TITLE_MAX_CHARS, name="a session title's limit"),
+}
 
 
 def _task(tool: str, tool_input: dict) -> str:
@@ -126,6 +135,7 @@ SPAWN_SESSION_TOOL = ToolSpec(
     enabled=delegation_offered,
     refusal=delegation_refusal,
     concurrent=True,
+    text_limits=TASK_TEXT_LIMITS,
 )
 
 FORK_SESSION_TOOL = ToolSpec(
@@ -136,6 +146,7 @@ FORK_SESSION_TOOL = ToolSpec(
     enabled=delegation_offered,
     refusal=delegation_refusal,
     concurrent=True,
+    text_limits=TASK_TEXT_LIMITS,
 )
 
 REPORT_RESULT_TOOL = ToolSpec(
@@ -145,4 +156,5 @@ REPORT_RESULT_TOOL = ToolSpec(
     handler=report_result,
     enabled=is_child,
     refusal=lambda session: prompts.REPORT_NOT_A_CHILD,
+    text_limits={"result": TextLimit(setting=("subsessions", "result_max_chars"))},
 )

@@ -6,13 +6,13 @@ from memory_app.tasks.context import TASKS_SECTION, tasks_warning_notes
 from memory_app.tasks.dashboard import DASHBOARD
 from memory_app.tasks.scripted import rule_task, rule_task_steps
 from memory_app.tasks.selectors import tasks_history_view
-from memory_app.tasks.tools import BEGIN_TASK, END_TASK
+from memory_app.tasks.tools import BEGIN_TASK, END_TASK, TEXT_SETTINGS, TEXT_SETTINGS_RULES
 from sessions_app.engine.contract import Feature
 
 FEATURE = Feature(
     name="tasks",
-    settings={"tasks": {"enabled": True}},
-    settings_rules={"tasks": {"enabled": ("bool",)}},
+    settings={"tasks": {"enabled": True, **TEXT_SETTINGS}},
+    settings_rules={"tasks": {"enabled": ("bool",), **TEXT_SETTINGS_RULES}},
     tools=[BEGIN_TASK, END_TASK],
     sections=[TASKS_SECTION],
     scripted_rules=[rule_task, rule_task_steps],

@@ -15,7 +15,7 @@ from memory_app.tasks.prompts import (
     TASK_SUMMARY_MISSING,
 )
 from sessions_app.common.db import db
-from sessions_app.engine.contract import ToolContext, ToolError, ToolSpec
+from sessions_app.engine.contract import TextLimit, ToolContext, ToolError, ToolSpec
 
 BEGIN_TASK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -35,6 +35,16 @@ END_TASK_SCHEMA: dict[str, Any] = {
         }
     },
     "required": ["summary"],
+}
+
+
+# The most characters of each text (`settings.tasks.*_max_chars`): a task's summary stays in every
+# later request in place of its tool calls, so it must stay short.
+TEXT_SETTINGS = {"name_max_chars": 200, "goal_max_chars": 4_000, "summary_max_chars": 8_000}
+TEXT_SETTINGS_RULES = {
+    "name_max_chars": ("int", 1, 10_000),
+    "goal_max_chars": ("int", 1, 100_000),
+    "summary_max_chars": ("int", 1, 200_000),
 }
 
 
@@ -76,6 +86,10 @@ BEGIN_TASK = ToolSpec(
     input_schema=BEGIN_TASK_SCHEMA,
     handler=begin_task,
     enabled=tasks_enabled,
+    text_limits={
+        "name": TextLimit(setting=("tasks", "name_max_chars")),
+        "goal": TextLimit(setting=("tasks", "goal_max_chars")),
+    },
 )
 
 END_TASK = ToolSpec(
@@ -85,4 +99,5 @@ END_TASK = ToolSpec(
     handler=end_task,
     enabled=tasks_enabled,
     refreshes_history=True,
+    text_limits={"summary": TextLimit(setting=("tasks", "summary_max_chars"))},
 )

@@ -15,7 +15,7 @@ from sessions_app.common.db import db
 from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.engine.compaction.summary import transcript_lines
 from sessions_app.engine.context import StoredMessage
-from sessions_app.engine.contract import ToolContext, ToolError, ToolSpec
+from sessions_app.engine.contract import TextLimit, ToolContext, ToolError, ToolSpec
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -151,4 +151,5 @@ SESSION_ARCHIVE_READ = ToolSpec(
     handler=session_archive_read,
     # Offered once there is an archive to read.
     enabled=lambda session: session.epoch > 0,
+    text_limits={"query": TextLimit(chars=MAX_QUERY_CHARS, name="MAX_QUERY_CHARS")},
 )

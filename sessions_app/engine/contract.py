@@ -217,6 +217,25 @@ class EndTurn:
 
 
 @dataclass(frozen=True)
+class TextLimit:
+    """The most characters one text field of a tool's input may hold (`ToolSpec.text_limits`):
+    a session setting of the tool's feature (`setting=("tasks", "summary_max_chars")`, read per
+    session) or a named constant (`chars=NOTEPAD_MAX_CHARS, name="NOTEPAD_MAX_CHARS"`). The
+    model is told the limit and its name when a call is over it; the schema it is shown does not
+    carry the number, so the tools block stays the same across sessions (prompt caching)."""
+
+    setting: tuple[str, ...] = ()
+    chars: int | None = None
+    name: str = ""
+
+    def limit(self, session: SessionSnapshot) -> int:
+        return int(session.setting(*self.setting)) if self.setting else int(self.chars or 0)
+
+    def named(self) -> str:
+        return "the session setting " + ".".join(self.setting) if self.setting else self.name
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     """A server tool: data (name, the seed's JSON schema) plus an async handler.
 
@@ -249,6 +268,11 @@ class ToolSpec:
     # is shown (e.g. seed 003's refs.set drops non-string items rather than refuse them); None:
     # `input_schema` itself.
     checked_schema: dict | None = None
+    # The most characters each text field of the input may hold (a field of the input object: a
+    # string, or each string of an array of strings), checked after the schema and before the
+    # handler (`engine.tool_input.tool_input_text_check`): a call over one is a tool error naming
+    # the limit and its setting, and the handler does not run. Every text field has one.
+    text_limits: Mapping[str, TextLimit] = field(default_factory=dict)
 
     @property
     def input_check_schema(self) -> dict:

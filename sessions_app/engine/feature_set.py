@@ -26,7 +26,7 @@ from sessions_app.engine.contract import (
     ToolCallHook,
     ToolSpec,
 )
-from sessions_app.engine.tool_input import tool_schema_unsupported
+from sessions_app.engine.tool_input import tool_schema_unsupported, tool_text_limits_unsupported
 from sessions_app.validation import SettingsSchema
 
 __all__ = ["FeatureSet"]
@@ -45,6 +45,7 @@ class FeatureSet:
             # Every call's input is checked against it: a keyword the checker does not check would
             # be a promise to the model that nothing keeps.
             unchecked = tool_schema_unsupported(spec.input_check_schema)
+            unchecked += tool_text_limits_unsupported(spec.input_check_schema, spec.text_limits)
             if unchecked:
                 raise ValueError(
                     f"the tool {spec.name!r} has a schema the argument check does not cover: "
@@ -79,6 +80,15 @@ class FeatureSet:
                 self.default_settings[key] = copy.deepcopy(value)
                 self.settings_rules[key] = feature.settings_rules[key]
         self.settings_schema = SettingsSchema(rules=self.settings_rules, defaults=self.default_settings)
+        for spec in self.tools:
+            for name, limit in spec.text_limits.items():
+                bound: Any = self.default_settings
+                for key in limit.setting:
+                    bound = bound.get(key) if isinstance(bound, dict) else None
+                if type(bound if limit.setting else limit.chars) is not int:
+                    raise ValueError(
+                        f"the tool {spec.name!r} bounds {name!r} by no integer setting or constant"
+                    )
         self.lifecycles: tuple[tuple[str, FeatureLifecycle], ...] = tuple(
             (f.name, f.lifecycle) for f in self.features
         )

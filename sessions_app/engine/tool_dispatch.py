@@ -26,7 +26,7 @@ from sessions_app.common.types import ToolOutcome
 from sessions_app.engine import tool_hooks
 from sessions_app.engine.contract import EndTurn, SessionSnapshot, ToolContext, ToolError, Turns
 from sessions_app.engine.feature_set import FeatureSet
-from sessions_app.engine.tool_input import tool_input_check
+from sessions_app.engine.tool_input import tool_input_check, tool_input_text_check
 from sessions_app.models import ToolExecutor
 
 logger = logging.getLogger("palimpsest.engine")
@@ -229,6 +229,11 @@ class ToolDispatch:
             )
         # The handler gets only input its schema accepts; anything else is answered here.
         problem = tool_input_check(spec.input_check_schema, call.input, tool=call.name)
+        if problem is None and spec.text_limits:
+            limits = {
+                name: (limit.limit(snapshot), limit.named()) for name, limit in spec.text_limits.items()
+            }
+            problem = tool_input_text_check(limits, call.input, tool=call.name)
         if problem is not None:
             return self._outcome_error(call, problem)
         context = ToolContext(

@@ -23,6 +23,12 @@ is not made. Fields an object's `properties` do not name are allowed, as JSON Sc
 
 A field given as null counts as not given: models sometimes send every field, the unused ones as
 null. A required field that is null is missing; an optional one is left to the handler's default.
+
+`tool_input_text_check(limits, value, tool=...)` then bounds the length of the input's text
+fields (`ToolSpec.text_limits`: a limit per field, taken from the session's settings or a named
+constant). The limits are not put in the schema as `maxLength`: the schema is what the model is
+shown, identical in every session so that the tools block stays cached, while a limit may differ
+per session.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["tool_input_check", "tool_schema_unsupported"]
+__all__ = ["tool_input_check", "tool_input_text_check", "tool_schema_unsupported"]
 
 TYPES = ("object", "string", "integer", "number", "boolean", "array")
 ANNOTATIONS = frozenset({"description", "default", "title", "examples"})
@@ -74,6 +80,43 @@ def tool_input_check(schema: Mapping[str, Any], value: Any, *, tool: str | None 
     else:
         text = f"{tool or 'The tool'}'s input must be {problem.expected}, not {problem.got}."
     return f"{text} {NOT_RUN}"
+
+
+def tool_input_text_check(
+    limits: Mapping[str, tuple[int, str]], value: Any, *, tool: str | None = None
+) -> str | None:
+    """None when every text field named in `limits` (field → (most characters, the limit's name))
+    is within its limit; else the message for the model: the field, its length, the limit and
+    its name. A field holding an array is checked item by item. Runs after `tool_input_check`."""
+    if not isinstance(value, Mapping):
+        return None
+    for name, (most, named) in limits.items():
+        given = value.get(name)
+        texts = list(enumerate(given)) if isinstance(given, list | tuple) else [(None, given)]
+        for index, text in texts:
+            if isinstance(text, str) and len(text) > most:
+                path = name if index is None else f"{name}[{index}]"
+                prefix = f"{tool}: " if tool else ""
+                return (
+                    f'{prefix}"{path}" is {len(text):,} characters, over its limit of {most:,} '
+                    f"({named}). Nothing was done; make it shorter and make the call again."
+                )
+    return None
+
+
+def tool_text_limits_unsupported(schema: Mapping[str, Any], fields: Any) -> list[str]:
+    """The fields of `fields` (a tool's `text_limits`) that name no text field of the input
+    `schema` (a string, or an array of strings); empty when each names one."""
+    properties = schema.get("properties") or {}
+    problems = []
+    for name in fields:
+        sub = properties.get(name) or {}
+        kind = sub.get("type")
+        if kind == "array":
+            kind = (sub.get("items") or {}).get("type", "string")
+        if kind != "string":
+            problems.append(f"text_limits: {name!r} is not a text field")
+    return problems
 
 
 def tool_schema_unsupported(schema: Any, where: str = "input_schema") -> list[str]:

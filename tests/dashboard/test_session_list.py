@@ -119,7 +119,7 @@ def test_htmx_create_redirects_with_hx_redirect(operator_client):
 def test_create_with_settings_json_applies_them_with_defaults(operator_client):
     operator_client.post("/sessions/new/", {"settings": '{"notepad": {"position": "message"}}'})
     settings = AgentSession.objects.get().settings
-    assert settings["notepad"] == {"enabled": True, "position": "message"}
+    assert settings["notepad"] == {"enabled": True, "position": "message", "history_max_chars": 2_000_000}
     assert settings["scratchpad"]["notes_max_chars"] == 4000
 
 
@@ -194,7 +194,7 @@ def test_switches_and_knobs_set_the_sessions_settings(operator_client):
     assert operator_client.post("/sessions/new/", data).status_code == 302
     settings = AgentSession.objects.get().settings
     assert settings["scratchpad"]["enabled"] is False and settings["scratchpad"]["notes_max_chars"] == 1000
-    assert settings["notepad"] == {"enabled": True, "position": "message"}
+    assert settings["notepad"] == {"enabled": True, "position": "message", "history_max_chars": 2_000_000}
     assert settings["subsessions"] == features().default_settings["subsessions"]
 
 

@@ -51,15 +51,18 @@ def notepad_history(
     rows = notepad_selectors.notepad_revisions_before(session_id=session_id, before=before, limit=limit + 1)
     selected: HistoryEntry | None = None
     text = previous = ""
+    previous_version: int | None = None
     if chosen > 0:
         try:
             revision = notepad_selectors.notepad_revision_get(session_id=session_id, version=chosen)
-            if chosen > 1 and against == "previous":
-                previous = notepad_selectors.notepad_at_version(
-                    session_id=session_id, version=chosen - 1
-                ).content
         except NotepadRevision.DoesNotExist:
             raise NotFound from None
+        if against == "previous":
+            # The change before it: versions a sandbox run passed through keep no text, so it
+            # is the latest kept one (none kept: compared with empty).
+            before_it = notepad_selectors.notepad_before_version(session_id=session_id, version=chosen)
+            if before_it is not None:
+                previous, previous_version = before_it.content, before_it.version
         selected = HistoryEntry(revision.version, revision.author, revision.operation, revision.created_at)
         text = revision.content
     return memory_history_make(
@@ -73,6 +76,7 @@ def notepad_history(
         text=text,
         against=against,
         previous_text=previous,
+        previous_version=previous_version,
     )
 
 

@@ -109,16 +109,19 @@ def memory_history_make(
     text: str,
     against: Against,
     previous_text: str = "",
+    previous_version: int | None = None,
 ) -> MemoryHistory:
     """A memory's history page: `rows`, its changes newest first (one more than `limit`, to know
     whether an older page follows), the `selected` change and its `text` (`previous_text`, the
-    text of the change before it), compared `against` the change before or the text now."""
+    text of the change before it, `previous_version` its version where it is not the one just
+    before), compared `against` the change before or the text now."""
     entries = rows[:limit]
     older = rows[limit - 1].version if len(rows) > limit else None
     if against == "current":
         compare_version, before, after = current_version, text, current_text
     else:
-        compare_version, before, after = max(selected_version - 1, 0), previous_text, text
+        compare_version = max(selected_version - 1, 0) if previous_version is None else previous_version
+        before, after = previous_text, text
     return MemoryHistory(
         memory=memory,
         current_version=current_version,

@@ -10,12 +10,17 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 
+from memory_app.notepad.models import NotepadRevision
 from sessions_app.models import AgentSession
 from tests.fake_anthropic import text, tool_use
 from tests.memory_app.notepad_support import system_texts, turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "claude-sonnet-4-6"
+
+
+def revision_rows(session_id: uuid.UUID) -> list[tuple[int, str]]:
+    return list(NotepadRevision.objects.filter(session_id=session_id).values_list("version", "operation"))
 
 
 def result_of(frames: list[dict]) -> dict:
@@ -35,7 +40,9 @@ async def test_a_computations_stdout_reaches_the_model(connect, fake_anthropic):
     assert json.loads(sent["content"])["stdout"] == "270\n"
 
 
-async def test_the_code_writes_the_notepad_live_and_the_next_request_shows_it(connect, fake_anthropic):
+async def test_the_codes_edits_are_one_revision_and_one_event_and_the_next_request_shows_them(
+    connect, fake_anthropic
+):
     code = (
         "session.notepad.write('# Progress\\n')\n"
         "for step in range(3):\n"
@@ -44,15 +51,18 @@ async def test_the_code_writes_the_notepad_live_and_the_next_request_shows_it(co
     )
     fake_anthropic.enqueue(tool_use("run_sandbox_code", {"code": code}), text("noted"))
     client = await connect()
-    await client.create(model=MODEL)
+    session = await client.create(model=MODEL)
     frames = await turn(client, "work")
     updates = [f for f in frames if f["type"] == "notepad.updated"]
-    assert [u["version"] for u in updates] == [1, 2, 3, 4] and {u["author"] for u in updates} == {"agent"}
-    assert updates[-1]["content"] == "# Progress\nstep 0 done\nstep 1 done\nstep 2 done\n"
+    # Four edits, each stored at once (the code's read saw them): one event, the last version.
+    assert [(u["version"], u["author"]) for u in updates] == [(4, "agent")]
+    assert updates[0]["content"] == "# Progress\nstep 0 done\nstep 1 done\nstep 2 done\n"
     types = [f["type"] for f in frames]
-    # Live: every edit is announced before the tool's result.
-    assert max(i for i, t in enumerate(types) if t == "notepad.updated") < types.index("tool.result")
+    # Announced when the run ends, before the tool's result.
+    assert types.index("notepad.updated") < types.index("tool.result")
     assert result_of(frames)["stdout"] == "3\n"
+    rows = await sync_to_async(revision_rows)(uuid.UUID(session["id"]))
+    assert rows == [(4, "write")]
     await turn(client, "next")
     assert system_texts(fake_anthropic.requests[-1].body)[-1] == (
         "## Session Notepad\n# Progress\nstep 0 done\nstep 1 done\nstep 2 done\n"
