@@ -60,6 +60,9 @@ async def child_run(
         except services.TurnInProgress:
             logger.warning("sub-session %s already runs a turn", child_id)
             return await db(selectors.subsession_outcome)(child_id=child_id, turn_id=None)
+        except services.TokenRevoked:
+            # The tree's token was revoked: the parent's turn is being cancelled too.
+            return await db(selectors.subsession_outcome)(child_id=child_id, turn_id=None)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await turns.cancel(

@@ -261,6 +261,9 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
             raise FrameError("invalid_frame", "user.message: content must not be empty", request_id)
         try:
             await runner.turn_start(session_id=session_id, content=frame["content"], request_id=request_id)
+        except services.TokenRevoked:
+            # Revoked since the connection last confirmed its token: closed as the re-check would.
+            await self.token_revoked()
         except services.TurnInProgress:
             await self._send_error(
                 "turn_in_progress",

@@ -55,6 +55,7 @@ from sessions_app.services.turns import (
     SERVER_STOPPED_CODE,
     SERVER_STOPPED_TOOL_RESULT,
     NoTurnInProgress,
+    TokenRevoked,
     ToolResultAlreadyGiven,
     TurnInProgress,
     TurnLeaseLost,
@@ -72,6 +73,7 @@ from sessions_app.services.turns import (
     turn_heartbeat,
     turn_is_cancelled,
     turn_repair,
+    turns_cancel_for_owners,
     turns_stop_asked,
 )
 
@@ -91,6 +93,7 @@ __all__ = [
     "ModelCallData",
     "NoTurnInProgress",
     "PlannedToolCall",
+    "TokenRevoked",
     "ToolOutcome",
     "ToolResultAlreadyGiven",
     "TurnInProgress",
@@ -129,5 +132,6 @@ __all__ = [
     "turn_heartbeat",
     "turn_is_cancelled",
     "turn_repair",
+    "turns_cancel_for_owners",
     "turns_stop_asked",
 ]
