@@ -19,7 +19,7 @@ from sessions_app.models import AgentSession, AgentToken, Turn
 from tests.conftest import alist
 from tests.fake_anthropic import FakeAnthropicServer, Reply, tool_use
 from tests.memory_app.subsessions_support import MODEL, SETTINGS, Router, child_on, root
-from tests.servers import Daphne, manage, server_env
+from tests.servers import Daphne, manage
 from tests.sessions_app.test_e2e_daphne import open_ws
 
 pytestmark = pytest.mark.django_db(transaction=True)
