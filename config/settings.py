@@ -389,6 +389,17 @@ PALIMPSEST_TOKEN_RECHECK_SECONDS = env_float("PALIMPSEST_TOKEN_RECHECK_SECONDS",
 # A client that reads nothing for this long while the server has frames for it is closed (4408);
 # until then a connection's unsent frames are held to about 64 KiB beyond the kernel's buffers.
 PALIMPSEST_WS_DRAIN_SECONDS = env_float("PALIMPSEST_WS_DRAIN_SECONDS", 30.0)
+# A connection's frames received and not yet handled: at most this many, and this many bytes
+# (one frame is always let in when none waits); a frame past them is refused with rate_limited
+# as it arrives, as is a frame over the frame quota.
+PALIMPSEST_WS_BACKLOG_FRAMES = max(1, env_int("PALIMPSEST_WS_BACKLOG_FRAMES", 64))
+PALIMPSEST_WS_BACKLOG_BYTES = max(0, env_int("PALIMPSEST_WS_BACKLOG_BYTES", 16 * 1024 * 1024))
+# Descendants of a session whose events one `session.attach` (or `session.follow`) follows and
+# replays at most, shallowest and oldest first; a client asks for the others with session.follow.
+PALIMPSEST_ATTACH_DESCENDANTS = max(1, env_int("PALIMPSEST_ATTACH_DESCENDANTS", 100))
+# A connection that had this many frames refused in a burst (refilling over 10 s) is closed with
+# 4429; 0: never closed for it.
+PALIMPSEST_WS_REFUSALS_BEFORE_CLOSE = env_int("PALIMPSEST_WS_REFUSALS_BEFORE_CLOSE", 100)
 
 # ---------------------------------------------------------------------------
 # Quotas per agent token, counted per server process (README: "Limits"); 0 switches one off.

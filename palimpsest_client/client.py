@@ -534,6 +534,10 @@ class Client:
             self._reattach_id = None
             self._on_reattach_refused(str(frame.get("code")), str(frame.get("message")))
             return
+        if frame.get("type") in ("session.attached", "session.followed") and frame.get("descendants_more"):
+            # The server follows a page of a large tree at a time (docs/clients.md, additions):
+            # ask for the next, until every sub-session is followed.
+            self._spawn(self._send({"type": "session.follow"}))
         if frame.get("type") == "session.attached" and request_id == self._reattach_id:
             self._reattach_id = None
             self._on_attached()

@@ -18,7 +18,9 @@ def agent_tokens_revoke(*, tokens: Iterable[AgentToken]) -> int:
     """Revoke each token not revoked yet; returns how many were revoked now.
 
     Their open connections, in any process, are closed with 4401 within
-    PALIMPSEST_TOKEN_RECHECK_SECONDS (`agent_ws/connections.py`).
+    PALIMPSEST_TOKEN_RECHECK_SECONDS (`agent_ws/connections.py`); their sessions' running turns
+    (sub-sessions' included) are cancelled, whichever process runs them, before their next model
+    call (`services.agent_token_revoke`), and no new turn of theirs begins.
     """
     revoked = 0
     with transaction.atomic():

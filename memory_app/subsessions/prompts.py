@@ -89,6 +89,7 @@ BOUND_BY_SETTING = "subsessions.{key} is {value}"
 BOUND_BY_CEILING = (
     "the service's ceiling {ceiling_name} is {ceiling}; subsessions.{key} ({value}) cannot raise it"
 )
+TOKEN_REVOKED = "This client's token was revoked, so no sub-session was started; this turn is ending."
 START_FAILED = "The sub-session could not begin its turn, so none was kept: {reason}"
 DISABLED = "Sub-sessions are switched off in this session (subsessions.enabled is false). Do the work here."
 REPORT_NOT_A_CHILD = (

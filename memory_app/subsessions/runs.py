@@ -92,6 +92,11 @@ async def child_run(
         except services.TurnInProgress:
             logger.warning("sub-session %s already runs a turn", child_id)
             return await db(selectors.subsession_outcome)(child_id=child_id, turn_id=None)
+        except services.TokenRevoked as exc:
+            # The tree's token was revoked: the parent's turn is being cancelled too, and the
+            # child, whose turn never began, is not kept.
+            await _discard(child_id)
+            raise ToolError(prompts.TOKEN_REVOKED) from exc
         except Exception as exc:
             await _discard(child_id)
             raise ToolError(prompts.START_FAILED.format(reason=exc)) from exc

@@ -15,7 +15,17 @@ from django.conf import settings
 from sessions_app import selectors, services
 from sessions_app.agent_ws import connections, quotas
 from sessions_app.agent_ws.event_stream import SessionEventStream
-from sessions_app.agent_ws.frames import MAX_FRAME_INT, FrameError, frame_parse, tool_result_content_check
+from sessions_app.agent_ws.frames import (
+    MAX_FRAME_INT,
+    FrameError,
+    descendants_limit_parse,
+    frame_parse,
+    frame_request_id,
+    session_ids_parse,
+    since_seqs_parse,
+    tool_result_content_check,
+)
+from sessions_app.agent_ws.intake import FrameIntake
 from sessions_app.engine import repair, runner
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.compaction.budget import ContextWindowTooSmall
@@ -33,28 +43,6 @@ CLOSE_UNAUTHORIZED = 4401
 SESSION_DELETED = "the attached session no longer exists (it was deleted): create or attach to another"
 
 
-def _since_seqs(value: Any, request_id: Any) -> dict[uuid.UUID, int]:
-    """`session.attach`'s `since_seqs`: descendant session id → the last seq the client saw."""
-    if not isinstance(value, dict):
-        raise FrameError("invalid_frame", "session.attach: since_seqs must be an object", request_id)
-    seqs: dict[uuid.UUID, int] = {}
-    for key, seq in value.items():
-        try:
-            session_id = uuid.UUID(str(key))
-        except ValueError:
-            raise FrameError(
-                "invalid_frame", f"session.attach: since_seqs key {key!r} is not a session id", request_id
-            ) from None
-        if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq <= MAX_FRAME_INT:
-            raise FrameError(
-                "invalid_frame",
-                f"session.attach: since_seqs values must be integers from 0 to {MAX_FRAME_INT}",
-                request_id,
-            )
-        seqs[session_id] = seq
-    return seqs
-
-
 def _bearer_token(scope: dict) -> str:
     for name, value in scope.get("headers", []):
         if name.lower() == b"authorization":
@@ -65,15 +53,6 @@ def _bearer_token(scope: dict) -> str:
     return (query.get("token") or [""])[0]
 
 
-def _rate_limited_frames(request_id: Any = None) -> FrameError:
-    limit = settings.PALIMPSEST_QUOTA_FRAMES_PER_SECOND
-    return FrameError(
-        "rate_limited",
-        f"too many frames: at most {limit} a second per token (per server process); this one was ignored",
-        request_id,
-    )
-
-
 class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
     token: AgentToken | None = None
     # When the token was last confirmed active (monotonic seconds; `connections.py`).
@@ -82,6 +61,20 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
     closing: bool = False
     # A client sees the events of the attached session's sub-sessions too (PROTOCOL.md v1.1).
     follow_children = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Refused frames a connection may have in a burst before it is closed (refilling over
+        # REFUSALS_PERIOD_SECONDS): a client that keeps sending over its limits is closed.
+        self._refusals = quotas.RateLimiter(period_seconds=quotas.REFUSALS_PERIOD_SECONDS, maxsize=1)
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        # Every frame is judged as it arrives (`intake`), not when its turn to be handled comes.
+        self.intake = FrameIntake(receive, judge=self._frame_judge, refuse=self._frame_refuse)
+        try:
+            await super().__call__(scope, self.intake.receive, send)
+        finally:
+            await self.intake.stop()
 
     async def connect(self) -> None:
         self.session_id = None
@@ -120,6 +113,32 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
         self.closing = True
         await self.close(code=CLOSE_UNAUTHORIZED)
 
+    # -- frames as they arrive (`intake`: before any queued work) ---------------------------
+    def _frame_judge(self, message: dict) -> str | None:
+        """None to let a frame in; else why it is refused. Every frame counts against the quota
+        (bad ones too), when it arrives."""
+        if self.closing or self.flow_closed:
+            return quotas.REFUSED_CLOSING
+        if self.token is not None and not quotas.frame_allowed(token_id=self.token.pk):
+            return quotas.REFUSED_RATE
+        if not self.intake.room_for(message):
+            return quotas.REFUSED_BACKLOG
+        return None
+
+    async def _frame_refuse(self, message: dict, reason: str) -> None:
+        """Answer a refused frame at once with `rate_limited`; a connection that has had more
+        than PALIMPSEST_WS_REFUSALS_BEFORE_CLOSE refusals in a burst is closed (4429)."""
+        if reason == quotas.REFUSED_CLOSING or self.token is None:
+            return
+        if not self._refusals.allow(0, limit=settings.PALIMPSEST_WS_REFUSALS_BEFORE_CLOSE):
+            logger.warning("closing a websocket that kept sending over its limits (token %s)", self.token.pk)
+            self.closing = True
+            await self.close(code=quotas.CLOSE_TOO_MANY_CONNECTIONS)
+            return
+        await self._send_error(
+            "rate_limited", quotas.frame_refusal_message(reason), frame_request_id(message.get("text"))
+        )
+
     # -- frames ------------------------------------------------------------
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.token is None or self.flow_closed or self.closing:
@@ -127,22 +146,11 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
         if not await connections.token_still_active(self, token_id=self.token.pk):
             return
         request_id = None
-        # Counted before parsing, so that bad frames count too; refused after, to echo request_id.
-        allowed = quotas.frame_allowed(token_id=self.token.pk)
         try:
-            if not allowed and text_data is None:
-                raise _rate_limited_frames()
             if text_data is None:
                 raise FrameError("invalid_frame", "frames must be JSON text, not binary")
-            try:
-                frame = frame_parse(text_data, max_bytes=settings.PALIMPSEST_MAX_FRAME_BYTES)
-            except FrameError:
-                if not allowed:
-                    raise _rate_limited_frames() from None
-                raise
+            frame = frame_parse(text_data, max_bytes=settings.PALIMPSEST_MAX_FRAME_BYTES)
             request_id = frame.get("request_id")
-            if not allowed:
-                raise _rate_limited_frames(request_id)
             handler = getattr(self, "on_" + frame["type"].replace(".", "_"))
             await handler(frame, request_id)
         except FrameError as exc:
@@ -209,7 +217,8 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
             raise FrameError(
                 "invalid_frame", f"session.attach: since_seq must be from 0 to {MAX_FRAME_INT}", request_id
             )
-        since_seqs = _since_seqs(frame.get("since_seqs") or {}, request_id)
+        since_seqs = since_seqs_parse(frame.get("since_seqs") or {}, request_id)
+        limit = descendants_limit_parse(frame.get("descendants_limit"), "descendants_limit", request_id)
         session = await self._session_for_token(frame["session_id"], request_id)
         # A turn whose process died is repaired before the replay, which then tells its end (or,
         # taken over, goes on here: `pending_tool_calls` says what it waits for).
@@ -218,13 +227,17 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
         self.stream_hint(since_seqs)
         # Joined first, listed after: a child spawned meanwhile is announced to a group we are in.
         descendants = await database_sync_to_async(selectors.session_descendants)(session=session)
-        for descendant in descendants:
+        # A page of the tree, shallowest and oldest first: the others are followed on request
+        # (`session.follow`), so re-attaching to a huge tree sends a bounded part of it.
+        chosen = descendants[:limit]
+        self.stream_hold_back([d.pk for d in descendants[limit:]])
+        for descendant in chosen:
             await self.stream_follow(descendant.pk)
         # Events written while we replay are queued behind this handler and delivered in order.
         # The session's own events first, then each descendant's (a child spawned meanwhile is
         # followed and replayed where its `session.spawned` is).
         await self.stream_replay()
-        for descendant in descendants:
+        for descendant in chosen:
             await self.stream_replay(descendant.pk)
         waiting = await runner.turn_waiting(session_id=session.id, taken_over=repaired == "resumed")
         await self._send(
@@ -232,26 +245,61 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
                 "type": "session.attached",
                 "session_id": str(session.id),
                 "last_seq": self.last_sent_seq,
-                "descendants": await self._descendants_state(session),
+                **await self._descendants_state(session),
                 **waiting,
             },
             request_id,
         )
 
-    async def _descendants_state(self, session: AgentSession) -> list[dict[str, Any]]:
+    async def on_session_follow(self, frame: dict, request_id: Any) -> None:
+        """An addition (docs/clients.md): follow, and replay, more descendants of the attached
+        session: those named in `session_ids`, else the next ones not followed yet (shallowest
+        and oldest first), at most `limit`; answered with `session.followed`."""
+        self.stream_hint(since_seqs_parse(frame.get("since_seqs") or {}, request_id))
+        limit = descendants_limit_parse(frame.get("limit"), "limit", request_id)
+        named = session_ids_parse(frame.get("session_ids"), request_id)
+        assert self.token is not None
+        # `SessionNotFound` here means the attached session was deleted (`receive` says so).
+        session = await database_sync_to_async(selectors.session_get_for_token)(
+            session_id=str(self._attached(request_id)), token=self.token
+        )
+        descendants = await database_sync_to_async(selectors.session_descendants)(session=session)
+        followed = self.followed_seqs
+        candidates = [d for d in descendants if d.pk not in followed]
+        if named is not None:
+            candidates = [d for d in candidates if d.pk in named]
+        chosen = candidates[:limit]
+        for descendant in chosen:
+            await self.stream_follow(descendant.pk)
+        for descendant in chosen:
+            await self.stream_replay(descendant.pk)
+        state = await self._descendants_state(session, only={d.pk for d in chosen})
+        await self._send({"type": "session.followed", "session_id": str(session.pk), **state}, request_id)
+
+    async def _descendants_state(
+        self, session: AgentSession, *, only: set[uuid.UUID] | None = None
+    ) -> dict[str, Any]:
+        """`descendants`: the followed descendants (those of `only`, when given), with the last
+        seq of each sent here; `descendants_total`: how many the session has;
+        `descendants_more`: whether some are not followed (`session.follow` follows them)."""
         descendants = await database_sync_to_async(selectors.session_descendants)(session=session)
         seqs = self.followed_seqs
-        return [
-            {
-                "session_id": str(d.pk),
-                "parent_session_id": str(d.parent_session_id),
-                "depth": d.depth,
-                "title": d.title,
-                "status": d.status,
-                "last_seq": seqs.get(d.pk, 0),
-            }
-            for d in descendants
-        ]
+        listed = [d for d in descendants if d.pk in seqs and (only is None or d.pk in only)]
+        return {
+            "descendants": [
+                {
+                    "session_id": str(d.pk),
+                    "parent_session_id": str(d.parent_session_id),
+                    "depth": d.depth,
+                    "title": d.title,
+                    "status": d.status,
+                    "last_seq": seqs[d.pk],
+                }
+                for d in listed
+            ],
+            "descendants_total": len(descendants),
+            "descendants_more": any(d.pk not in seqs for d in descendants),
+        }
 
     async def on_user_message(self, frame: dict, request_id: Any) -> None:
         session_id = self._attached(request_id)
@@ -259,6 +307,9 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
             raise FrameError("invalid_frame", "user.message: content must not be empty", request_id)
         try:
             await runner.turn_start(session_id=session_id, content=frame["content"], request_id=request_id)
+        except services.TokenRevoked:
+            # Revoked since the connection last confirmed its token: closed as the re-check would.
+            await self.token_revoked()
         except services.TurnInProgress:
             await self._send_error(
                 "turn_in_progress",

@@ -54,6 +54,9 @@ class SessionEventStream(FlowControlledSend):
         self._followed: dict[uuid.UUID, int] = {}
         # Where to start a session followed later (a client's `since_seqs`); 0 when not named.
         self._since_hints: dict[uuid.UUID, int] = {}
+        # Sub-sessions deliberately not followed (yet): their `session.spawned` does not follow
+        # them (an agent client's attach follows a bounded page of a large tree).
+        self._held_back: set[uuid.UUID] = set()
 
     @property
     def followed_seqs(self) -> dict[uuid.UUID, int]:
@@ -75,6 +78,7 @@ class SessionEventStream(FlowControlledSend):
         if session_id == self.session_id or session_id in self._followed:
             return False
         start = since_seq if since_seq is not None else self._since_hints.get(session_id, 0)
+        self._held_back.discard(session_id)
         self._followed[session_id] = start
         if self.channel_layer is not None:
             await self.channel_layer.group_add(session_group_name(str(session_id)), self.channel_name)
@@ -84,6 +88,11 @@ class SessionEventStream(FlowControlledSend):
         """Where to start each session that `stream_follow` will follow without a `since_seq`."""
         self._since_hints.update(since_seqs)
 
+    def stream_hold_back(self, session_ids: list[uuid.UUID]) -> None:
+        """Do not follow these sessions when a followed session announces them (`session.spawned`
+        in a replay): only `stream_follow` follows them."""
+        self._held_back.update(session_ids)
+
     async def stream_leave(self) -> None:
         if self.channel_layer is not None:
             followed = [self.session_id, *self._followed] if self.session_id is not None else []
@@ -91,6 +100,7 @@ class SessionEventStream(FlowControlledSend):
                 await self.channel_layer.group_discard(session_group_name(str(session_id)), self.channel_name)
         self._followed.clear()
         self._since_hints.clear()
+        self._held_back.clear()
 
     def _last_seq(self, session_id: uuid.UUID) -> int | None:
         if session_id == self.session_id:
@@ -175,5 +185,7 @@ class SessionEventStream(FlowControlledSend):
             for event in fresh:
                 if event["type"] == SPAWNED_EVENT:
                     child_id = uuid.UUID(str(event["child_session_id"]))
+                    if child_id in self._held_back:
+                        continue
                     if await self.stream_follow(child_id):
                         await self.stream_replay(child_id)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import math
 import re
+import uuid
 from typing import Any
+
+from django.conf import settings
 
 # type -> {field: (accepted python types, required)}. Fields not listed are ignored, so that a
 # newer client's additions do not break an older server.
@@ -24,6 +27,14 @@ FRAME_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "session_id": ((str,), True),
         "since_seq": ((int,), False),
         "since_seqs": ((dict,), False),
+        # Additions (docs/clients.md): how many descendants to follow and replay at once.
+        "descendants_limit": ((int,), False),
+    },
+    # Addition (docs/clients.md): follow and replay more descendants of the attached session.
+    "session.follow": {
+        "session_ids": ((list,), False),
+        "since_seqs": ((dict,), False),
+        "limit": ((int,), False),
     },
     "user.message": {"content": ((str,), True)},
     "tool.result": {
@@ -202,3 +213,67 @@ def tool_result_content_check(content: Any) -> None:
         problem = _block_problem(block)
         if problem:
             raise FrameError("invalid_frame", f"tool.result: content[{index}] {problem}")
+
+
+def frame_request_id(text: str | None) -> Any:
+    """The `request_id` of a frame refused unhandled, to echo it when the frame parses."""
+    if text is None:
+        return None
+    try:
+        return frame_parse(text, max_bytes=settings.PALIMPSEST_MAX_FRAME_BYTES).get("request_id")
+    except FrameError:
+        return None
+
+
+def since_seqs_parse(value: Any, request_id: Any) -> dict[uuid.UUID, int]:
+    """`session.attach`'s `since_seqs`: descendant session id → the last seq the client saw."""
+    if not isinstance(value, dict):
+        raise FrameError("invalid_frame", "session.attach: since_seqs must be an object", request_id)
+    seqs: dict[uuid.UUID, int] = {}
+    for key, seq in value.items():
+        try:
+            session_id = uuid.UUID(str(key))
+        except ValueError:
+            raise FrameError(
+                "invalid_frame", f"session.attach: since_seqs key {key!r} is not a session id", request_id
+            ) from None
+        if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq <= MAX_FRAME_INT:
+            raise FrameError(
+                "invalid_frame",
+                f"session.attach: since_seqs values must be integers from 0 to {MAX_FRAME_INT}",
+                request_id,
+            )
+        seqs[session_id] = seq
+    return seqs
+
+
+def descendants_limit_parse(value: Any, name: str, request_id: Any) -> int:
+    """How many descendants to follow at once: at most PALIMPSEST_ATTACH_DESCENDANTS (the
+    default; a larger value is lowered to it)."""
+    ceiling = settings.PALIMPSEST_ATTACH_DESCENDANTS
+    if value is None:
+        return ceiling
+    if not 0 <= value <= MAX_FRAME_INT:
+        raise FrameError("invalid_frame", f"{name} must be an integer from 0", request_id)
+    return min(value, ceiling)
+
+
+def session_ids_parse(value: Any, request_id: Any) -> set[uuid.UUID] | None:
+    """`session.follow`'s `session_ids`: the descendants wanted (None: the next ones)."""
+    if value is None:
+        return None
+    if len(value) > settings.PALIMPSEST_ATTACH_DESCENDANTS:
+        raise FrameError(
+            "invalid_frame",
+            f"session.follow: at most {settings.PALIMPSEST_ATTACH_DESCENDANTS} session_ids at once",
+            request_id,
+        )
+    ids = set()
+    for item in value:
+        try:
+            ids.add(uuid.UUID(str(item)))
+        except ValueError:
+            raise FrameError(
+                "invalid_frame", f"session.follow: {item!r} is not a session id", request_id
+            ) from None
+    return ids

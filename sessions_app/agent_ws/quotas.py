@@ -22,8 +22,32 @@ from sessions_app.common.caches import ExpiringMap
 
 QUOTA_TRACKED_TOKENS = 10_000
 FRAMES_PERIOD_SECONDS = 1.0
-# Closing code for a connection over its token's open-connection quota (PROTOCOL additions).
+# Closing code for a connection over its token's open-connection quota, or one that kept
+# sending frames that were refused (PROTOCOL additions in docs/clients.md).
 CLOSE_TOO_MANY_CONNECTIONS = 4429
+# A connection may have PALIMPSEST_WS_REFUSALS_BEFORE_CLOSE refused frames at once, refilling
+# evenly over this period; past that it is closed with CLOSE_TOO_MANY_CONNECTIONS.
+REFUSALS_PERIOD_SECONDS = 10.0
+
+
+# Why a frame was refused as it arrived (`AgentConsumer._frame_judge`, `intake.FrameIntake`).
+REFUSED_RATE = "rate"
+REFUSED_BACKLOG = "backlog"
+REFUSED_CLOSING = "closing"
+
+
+def frame_refusal_message(reason: str) -> str:
+    """What a `rate_limited` answer says of a frame refused for `reason`."""
+    if reason == REFUSED_RATE:
+        limit = settings.PALIMPSEST_QUOTA_FRAMES_PER_SECOND
+        return (
+            f"too many frames: at most {limit} a second per token (per server process); this one was ignored"
+        )
+    return (
+        f"too many frames waiting: at most {settings.PALIMPSEST_WS_BACKLOG_FRAMES} frames "
+        f"({settings.PALIMPSEST_WS_BACKLOG_BYTES} bytes) of a connection wait to be handled; "
+        "this one was ignored: wait for answers before sending more"
+    )
 
 
 @dataclass

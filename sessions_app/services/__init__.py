@@ -61,6 +61,7 @@ from sessions_app.services.turns import (
     SERVER_STOPPED_CODE,
     SERVER_STOPPED_TOOL_RESULT,
     NoTurnInProgress,
+    TokenRevoked,
     ToolResultAlreadyGiven,
     TurnInProgress,
     TurnLeaseLost,
@@ -78,6 +79,7 @@ from sessions_app.services.turns import (
     turn_heartbeat,
     turn_is_cancelled,
     turn_repair,
+    turns_cancel_for_owners,
     turns_stop_asked,
 )
 
@@ -97,6 +99,7 @@ __all__ = [
     "ModelCallData",
     "NoTurnInProgress",
     "PlannedToolCall",
+    "TokenRevoked",
     "ToolOutcome",
     "ToolResultAlreadyGiven",
     "TurnInProgress",
@@ -141,5 +144,6 @@ __all__ = [
     "turn_heartbeat",
     "turn_is_cancelled",
     "turn_repair",
+    "turns_cancel_for_owners",
     "turns_stop_asked",
 ]

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import uuid
 
+from django.db import transaction
 from django.utils import timezone
 
 from sessions_app.models import AgentToken
+from sessions_app.services.turns import turns_cancel_for_owners
 
 TOKEN_PREFIX = "pal_"
 
@@ -36,5 +39,10 @@ def agent_token_authenticate(*, raw: str) -> AgentToken | None:
     return token
 
 
-def agent_token_revoke(*, token: AgentToken) -> None:
-    AgentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+def agent_token_revoke(*, token: AgentToken) -> list[uuid.UUID]:
+    """Revoke `token` and, in the same transaction, ask the running turns of its sessions (and
+    so of their sub-sessions) to stop, as `turn.cancel` does: whichever process runs them, each
+    stops before its next model call (`turns_cancel_for_owners`). Returns the sessions asked."""
+    with transaction.atomic():
+        AgentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        return turns_cancel_for_owners(owner_ids=[token.pk])

@@ -33,6 +33,7 @@ from sessions_app.fastpath.counters import session_update, session_update_if, se
 from sessions_app.fastpath.rows import object_get, objects_insert, values_get
 from sessions_app.models import (
     AgentSession,
+    AgentToken,
     Message,
     MessageRole,
     ModelCall,
@@ -97,6 +98,10 @@ class UnknownToolUse(Exception):
 
 class ToolResultAlreadyGiven(Exception):
     """The tool call was answered already."""
+
+
+class TokenRevoked(Exception):
+    """The session's owner (an agent token) is revoked: its sessions run no more turns."""
 
 
 class NoTurnInProgress(Exception):
@@ -208,6 +213,7 @@ LOCKED_FIELDS = (
     "token_ratio",
     "compaction_failures",
     "depth",
+    "owner_id",
     "parent_session_id",
     "root_session_id",
     "notepad",
@@ -397,6 +403,36 @@ def turn_repair(
     return TurnRepair(turn_id=dead, resumed=True, calls=calls, steps=steps)
 
 
+def _owner_active_check(session: AgentSession) -> None:
+    """`TokenRevoked` when the session (its row locked by the caller's transaction) belongs to a
+    revoked token. One read of the token's row, for the sessions of agent clients only."""
+    if session.owner_id is None:
+        return
+    (revoked_at,) = values_get(AgentToken, session.owner_id, ("revoked_at",))
+    if revoked_at is not None:
+        raise TokenRevoked
+
+
+def turns_cancel_for_owners(*, owner_ids: list[int]) -> list[uuid.UUID]:
+    """Ask the running turn of every session the tokens `owner_ids` own to stop, as a
+    `turn.cancel` does (`cancel_requested`, which the turn's runner reads before each model call
+    and which the poll of every process's waiting turns reads each round: `turns_stop_asked`);
+    a sub-session is owned by its root's token, so children are asked too. A turn whose process
+    died is then closed as cancelled by its repair. Returns the sessions asked.
+
+    Called in the transaction that revokes the tokens. Every session row of theirs is locked
+    first (in id order, as other multi-session writes lock them), so a turn cannot begin unseen
+    meanwhile: a `turn_begin` that locked a row first has committed its turn before the update
+    below reads it (and asks it to stop), and one that comes after waits for this transaction
+    and then finds the token revoked (`TokenRevoked`)."""
+    owned = AgentSession.objects.filter(owner_id__in=owner_ids)
+    list(owned.select_for_update().order_by("pk").values_list("pk", flat=True))
+    running = list(owned.filter(current_turn_id__isnull=False).values_list("pk", flat=True))
+    if running:
+        owned.filter(current_turn_id__isnull=False).update(cancel_requested=True)
+    return running
+
+
 def turn_begin(
     *,
     session_id: uuid.UUID,
@@ -419,6 +455,8 @@ def turn_begin(
     the check and the start are one transaction and one read of the row. `stored` is called with
     the user's message as inserted (as the engine's history holds it), inside the transaction.
 
+    Raises `TokenRevoked` when the session's owner token is revoked (no turn of a revoked
+    token's sessions begins: `turns_cancel_for_owners` says why this cannot race a revocation).
     Raises `TurnInProgress` while another turn holds an unexpired lease (`TurnNeedsRepair` when
     that turn's process died while it waited for a client). A history left with unanswered tool
     calls by a crashed turn is repaired first (each gets an error result), so the next request is
@@ -459,10 +497,12 @@ def turn_begin(
         )
         if taken is not None:
             session, counters = taken
+            _owner_active_check(session)  # a refusal rolls the update back
             if admit is not None:
-                admit(session)  # a refusal rolls the update back
+                admit(session)
         else:
             session = lease_lock_free(session_id)
+            _owner_active_check(session)
             if admit is not None:
                 admit(session)
             _interrupted_results_write(session, session.current_turn_id)
@@ -485,12 +525,18 @@ def turn_begin(
 
 def turn_heartbeat(*, session_id: uuid.UUID, turn_id: uuid.UUID) -> bool:
     """Extend the lease; False when this task no longer holds it (another process took the turn
-    over or closed it after the lease ran out)."""
+    over or closed it after the lease ran out). A turn whose session's owner token is revoked is
+    asked to stop (`cancel_requested`), as a cancel asks it."""
     held = _LEASE.get()
     rows = AgentSession.objects.filter(pk=session_id, current_turn_id=turn_id)
     if held is not None and held[0] == session_id:
         rows = rows.filter(lease_holder=held[1])
-    return bool(rows.update(lease_expires_at=lease_until()))
+    renewed = bool(rows.update(lease_expires_at=lease_until()))
+    if renewed:
+        # A turn of a revoked token's session is asked to stop here too, however the token was
+        # revoked (a revocation asks its turns at once: `turns_cancel_for_owners`).
+        rows.filter(cancel_requested=False, owner__revoked_at__isnull=False).update(cancel_requested=True)
+    return renewed
 
 
 def turn_finish(

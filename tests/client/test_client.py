@@ -308,3 +308,29 @@ async def test_a_tool_answer_ready_after_the_token_was_revoked_is_dropped_quietl
     del client, session
     gc.collect()
     assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
+
+
+async def test_attaching_to_a_tree_larger_than_a_page_follows_every_sub_session(
+    tmp_path, server_env_sqlite, token
+):
+    """The server follows one descendant per attach here: the client asks for the others
+    (`session.follow`) and sees every child's events to its last (gapless: a gap would make it
+    re-attach)."""
+    env = {**server_env_sqlite, "PALIMPSEST_ATTACH_DESCENDANTS": "1"}
+    with Daphne(env, tmp_path / "pages.log") as server:
+        async with connect(server.ws_url, token) as first:
+            session = await first.create_session()
+            children = []
+            for task in ("spawn first task", "spawn second task", "spawn third task"):
+                events = await collect(session, task)
+                children += [e.child_session_id for e in events if isinstance(e, SessionSpawned)]
+            last = {child: session.last_seq(child) for child in children}
+        assert len(children) == 3 and all(last.values())
+        async with connect(server.ws_url, token) as second:
+            attached = await second.attach(session.id)
+            for _ in range(300):  # up to 30 s
+                if {child: attached.last_seq(child) for child in children} == last:
+                    break
+                await asyncio.sleep(0.1)
+            assert {child: attached.last_seq(child) for child in children} == last
+            assert second.reconnects == 0

@@ -110,6 +110,8 @@ async def message_send(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpR
     if form.is_valid():
         try:
             await runner.turn_start(session_id=session.pk, content=form.cleaned_data["content"])
+        except services.TokenRevoked:
+            error = "This session's agent token is revoked: its sessions run no more turns."
         except services.TurnInProgress:
             error = "A turn is running in this session: wait for it to finish, or cancel it."
         except ContextWindowTooSmall as exc:

@@ -549,6 +549,8 @@ async def test_attach_replays_events_after_since_seq(connect, make_token):
         "session_id": session["id"],
         "last_seq": 6,
         "descendants": [],  # PROTOCOL.md v1.1: the session's sub-sessions (none here)
+        "descendants_total": 0,  # additions (docs/clients.md): how many, and whether some
+        "descendants_more": False,  # are not followed yet (`session.follow`)
         "pending_tool_calls": [],  # PROTOCOL.md v1.2: no turn waits for a client's tool
         "request_id": "a",
     }
