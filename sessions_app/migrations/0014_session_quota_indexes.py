@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0012_turn_lease_process'),
+        ('sessions_app', '0013_archive_kind'),
     ]
 
     operations = [
