@@ -9,7 +9,6 @@ from memory_app.scratchpad import prompts
 from memory_app.scratchpad.context import scratchpad_enabled
 from memory_app.scratchpad.services import (
     ACTIONS,
-    REF_MAX_CHARS,
     ScratchpadActionError,
     ScratchpadLimits,
     scratchpad_apply,
@@ -71,7 +70,8 @@ SPEC = ToolSpec(
     enabled=scratchpad_enabled,
     text_limits={
         "content": SCRATCHPAD_TEXT_LIMIT,
-        "ref": TextLimit(chars=REF_MAX_CHARS, name="a ref's limit, REF_MAX_CHARS"),
+        # Seed 003 trims a ref, then refuses one over REF_MAX_CHARS with its own message.
+        "ref": SCRATCHPAD_TEXT_LIMIT,
         "items": SCRATCHPAD_TEXT_LIMIT,
     },
 )

@@ -456,7 +456,7 @@ def test_the_new_session_form_has_a_field_for_each_setting(new_page, scripted_se
     page.goto(f"{scripted_server.url}/admin/sessions_app/agentsession/{session_id}/change/")
     settings = json.loads(page.locator("#id_settings").input_value())
     assert settings["scratchpad"]["enabled"] is False and settings["scratchpad"]["notes_max_chars"] == 1500
-    assert settings["notepad"] == {"enabled": True, "position": "message"}
+    assert settings["notepad"] == {"enabled": True, "position": "message", "history_max_chars": 2_000_000}
 
 
 def test_at_800_px_the_panels_are_tabs_over_the_transcript(new_page, scripted_server, screenshots):

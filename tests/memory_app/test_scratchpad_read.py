@@ -311,7 +311,7 @@ async def test_unknown_id_is_a_tool_error(
         ),
         ({"mode": "grep"}, "mode grep needs pattern"),
         ({"mode": "grep", "pattern": "(unclosed"}, "pattern is not a valid regular expression"),
-        ({"mode": "grep", "pattern": "x" * 501}, "pattern is limited to 500 characters."),
+        ({"mode": "grep", "pattern": "x" * 501}, "over its limit of 500 (GREP_PATTERN_MAX_CHARS)"),
         ({"mode": "grep", "pattern": "x", "context": 21}, "context must be from 0 to 20."),
         ({"mode": "grep", "pattern": "x", "max_matches": 0}, "max_matches must be from 1 to 500."),
         ({"mode": "sideways"}, '"mode" must be one of full, head, tail, range, lines, grep, not "sideways".'),

@@ -196,14 +196,16 @@ async def test_a_notepad_write_over_the_notepads_size_is_refused_and_nothing_is_
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_scratchpad_ref_over_its_limit_is_refused_and_nothing_is_announced(connect, fake_anthropic):
+async def test_a_scratchpad_ref_over_its_seed_limit_is_refused_and_nothing_is_announced(
+    connect, fake_anthropic
+):
     fake_anthropic.enqueue(
         tool_use("session_scratchpad", {"action": "refs.add", "ref": "r" * 2001}), text("ok")
     )
     client = await connect()
     session = await client.create(model=MODEL)
     frames = await turn(client, "go")
-    assert "over its limit of 2,000 (a ref's limit, REF_MAX_CHARS)" in error_of(frames)
+    assert error_of(frames).startswith("The ref is 2001 chars; a ref holds at most 2000")  # seed 003's
     assert "scratchpad.updated" not in (await stored(session["id"]))["events"]
 
 

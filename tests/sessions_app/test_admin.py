@@ -130,7 +130,11 @@ def test_partial_settings_are_completed_with_defaults(admin_client: Client) -> N
     assert admin_client.post(change_url(session), data).status_code == 302
     session.refresh_from_db()
     assert session.settings["max_steps_per_turn"] == 7
-    assert session.settings["notepad"] == {"enabled": True, "position": "system"}
+    assert session.settings["notepad"] == {
+        "enabled": True,
+        "position": "system",
+        "history_max_chars": 2_000_000,
+    }
 
 
 def test_archives_events_and_messages_are_read_only(admin_client: Client) -> None:

@@ -32,7 +32,11 @@ def test_update_stores_every_field_and_announces_what_changed() -> None:
     )
     stored = AgentSession.objects.get(pk=session.pk)
     assert (stored.title, stored.context_window, stored.compact_threshold) == ("new", 50_000, 0.5)
-    assert stored.settings["notepad"] == {"enabled": True, "position": "message"}
+    assert stored.settings["notepad"] == {
+        "enabled": True,
+        "position": "message",
+        "history_max_chars": 2_000_000,
+    }
     assert updated.settings == stored.settings
     event = SessionEvent.objects.filter(session_id=session.pk).order_by("-seq").first()
     assert event is not None and event.type == "session.updated"

@@ -45,7 +45,11 @@ async def test_an_update_answers_the_sessions_state_with_the_new_values(connect:
     state = reply["session"]
     assert state["id"] == session["id"]
     assert (state["title"], state["context_window"], state["compact_threshold"]) == ("new", 50_000, 0.5)
-    assert state["settings"]["notepad"] == {"enabled": True, "position": "message"}
+    assert state["settings"]["notepad"] == {
+        "enabled": True,
+        "position": "message",
+        "history_max_chars": 2_000_000,
+    }
     assert state["settings"]["max_steps_per_turn"] == 7  # merged into the session's, not the defaults
     assert state["server_tools"] == session["server_tools"]
     row = await stored(session["id"])
