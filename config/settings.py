@@ -396,7 +396,11 @@ PALIMPSEST_WS_BACKLOG_FRAMES = max(1, env_int("PALIMPSEST_WS_BACKLOG_FRAMES", 64
 PALIMPSEST_WS_BACKLOG_BYTES = max(0, env_int("PALIMPSEST_WS_BACKLOG_BYTES", 16 * 1024 * 1024))
 # Descendants of a session whose events one `session.attach` (or `session.follow`) follows and
 # replays at most, shallowest and oldest first; a client asks for the others with session.follow.
-PALIMPSEST_ATTACH_DESCENDANTS = max(1, env_int("PALIMPSEST_ATTACH_DESCENDANTS", 100))
+# By default the ceiling on a tree's sub-sessions: a tree the service lets grow fits one page, so a
+# v1 client (which knows nothing of session.follow) sees all of it.
+PALIMPSEST_ATTACH_DESCENDANTS = max(
+    1, env_int("PALIMPSEST_ATTACH_DESCENDANTS", PALIMPSEST_SUBSESSIONS_MAX_PER_TREE)
+)
 # A connection that had this many frames refused in a burst (refilling over 10 s) is closed with
 # 4429; 0: never closed for it.
 PALIMPSEST_WS_REFUSALS_BEFORE_CLOSE = env_int("PALIMPSEST_WS_REFUSALS_BEFORE_CLOSE", 100)

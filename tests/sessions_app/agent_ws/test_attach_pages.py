@@ -171,3 +171,11 @@ async def test_a_v1_attach_of_a_small_tree_is_unchanged(connect):
     assert (attached["descendants_total"], attached["descendants_more"]) == (1, False)
     assert await alist(AgentSession.objects.filter(depth=1).values_list("pk", flat=True)) == [child.pk]
     await client.close()
+
+
+def test_by_default_a_tree_the_service_lets_grow_fits_one_page():
+    """A v1 client knows nothing of session.follow: with the default settings it must still see
+    every descendant, so one page holds the largest tree the service allows."""
+    from django.conf import settings
+
+    assert settings.PALIMPSEST_ATTACH_DESCENDANTS >= settings.PALIMPSEST_SUBSESSIONS_MAX_PER_TREE
