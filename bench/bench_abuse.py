@@ -17,8 +17,9 @@ fake live for the whole run.
    step `--fanout-children` more (settings `subsessions.max_concurrent` 32): sessions created by
    the one user message (rows), model calls, refused spawns, server RSS.
 2. `fork`: a session of `--fork-messages` messages of `--fork-message-mb` MB (window 10,000,000),
-   whose step makes `--forks` fork_session calls: RSS kept per fork after the turn and after
-   `--fork-pause` seconds, database bytes added per fork.
+   whose step makes `--forks` fork_session calls (refused since issue 31: over the fork limit);
+   then the same with `--fork-fit-messages` of `--fork-fit-kb` KB, under the default limit: RSS
+   kept per fork after the turn and after `--fork-pause` seconds, database bytes added per fork.
 3. `sandbox`: `--sandbox-runs` steps, each a sandbox run writing `session.notepad.write("x" *
    99_000)` in a loop: database bytes per run, notepad revision rows, `notepad.updated` bytes the
    client received.
@@ -577,10 +578,15 @@ def _history_fill_big(session_id: str, messages: int, megabytes: float) -> None:
     AgentSession.objects.filter(pk=session_id).update(next_position=messages)
 
 
-async def fork(stack: Stack, args: argparse.Namespace, bystander: Bystander | None) -> Figures:
-    _, conn = await attacker(stack, "fork", context_window=10_000_000)
+async def _fork_phase(
+    stack: Stack, args: argparse.Namespace, *, name: str, messages: int, megabytes: float
+) -> Figures:
+    """One session of `messages` messages of `megabytes` MB whose step makes `args.forks`
+    fork_session calls: what the forks made kept of the servers' memory and added to the
+    database (per fork made; the parent's own steps over its history count too)."""
+    _, conn = await attacker(stack, name, context_window=10_000_000)
     counts = spawn_counter(conn)
-    await asyncio.to_thread(_history_fill_big, conn.session_id, args.fork_messages, args.fork_message_mb)
+    await asyncio.to_thread(_history_fill_big, conn.session_id, messages, megabytes)
     # One plain turn first: the server loads the history (its caches hold it) before the forks.
     await conn.turn("load the history", args.fork_seconds)
     rss_before = await stack.settled_rss()
@@ -595,9 +601,8 @@ async def fork(stack: Stack, args: argparse.Namespace, bystander: Bystander | No
     counted = await tree(conn.session_id)
     await conn.close()
     forks = max(counted["sessions"] - 1, 0)
-    per = max(forks, 1)
-    return {
-        "history": f"{args.fork_messages} messages of {args.fork_message_mb:g} MB",
+    figures: Figures = {
+        "history": f"{messages} messages of {megabytes:g} MB",
         "message": message,
         "stop_reason": stop_reason,
         "seconds": round(took, 2),
@@ -608,10 +613,25 @@ async def fork(stack: Stack, args: argparse.Namespace, bystander: Bystander | No
         "rss_peak_mib": mib(peak.peak),
         "rss_after_mib": mib(rss_after),
         f"rss_after_{args.fork_pause:g}s_mib": mib(rss_paused),
-        "rss_kept_per_fork_mib": mib((rss_paused - rss_before) / per),
-        "db_added_mib": round((db_after - db_before) / MIB, 1),
-        "db_added_per_fork_mib": round((db_after - db_before) / MIB / per, 2),
+        "rss_kept_mib": mib(rss_paused - rss_before),
+        "db_added_mib": round((db_after - db_before) / MIB, 2),
     }
+    if forks:
+        figures["rss_kept_per_fork_mib"] = mib((rss_paused - rss_before) / forks)
+        figures["db_added_per_fork_mib"] = round((db_after - db_before) / MIB / forks, 2)
+    return figures
+
+
+async def fork(stack: Stack, args: argparse.Namespace, bystander: Bystander | None) -> Figures:
+    """The issue's huge history (refused by the fork limit since issue 31), then a history just
+    under the default limit (`--fork-fit-messages` of `--fork-fit-kb` KB), whose forks are made."""
+    huge = await _fork_phase(
+        stack, args, name="fork", messages=args.fork_messages, megabytes=args.fork_message_mb
+    )
+    fits = await _fork_phase(
+        stack, args, name="fork-fit", messages=args.fork_fit_messages, megabytes=args.fork_fit_kb / 1024
+    )
+    return {"huge": huge, "within_limit": fits}
 
 
 def _revisions(session_id: str) -> int:
@@ -721,10 +741,18 @@ async def revocation(stack: Stack, args: argparse.Namespace, bystander: Bystande
 
 
 async def flood_phase(
-    stack: Stack, conn: Conn, frame_of: Callable[[int], str], rate: float, seconds: float, drain: float
+    stack: Stack,
+    conn: Conn,
+    frame_of: Callable[[int], str],
+    rate: float,
+    seconds: float,
+    drain: float,
+    reconnect: Callable[[], Awaitable[Conn]] | None = None,
 ) -> dict[str, Any]:
     """Send frames at `rate` a second for `seconds` (a frame's request_id is its number), then
-    wait up to `drain` seconds for the answers. Counts answers by kind."""
+    wait up to `drain` seconds for the answers. Counts answers by kind. With `reconnect`, a
+    connection the server closes is replaced by a new one (as a hostile client would) until the
+    time is up; the figures cover every connection."""
     from websockets.exceptions import ConnectionClosed
 
     counts: Counter[str] = Counter()
@@ -737,45 +765,64 @@ async def flood_phase(
             counts[frame.get("code") or frame["type"]] += 1
             last_answer = time.monotonic()
 
+    conns = [conn]
     conn.hooks.append(hook)
     limited_before = conn.errors["rate_limited"]
+    # Frames sent on a connection the server then closed, never answered: lost with it.
+    lost = 0
+    conn_sent = conn_answered = 0
     rss_before = await stack.settled_rss()
     sent = 0
     async with RssPeak(stack) as peak:
         began = time.monotonic()
-        try:
-            # A send waits while the server does not read (TCP's flow control): the phase
-            # still ends after `seconds`, with fewer frames sent than the rate asked.
-            while (now := time.monotonic()) - began < seconds and not conn.closed:
-                due = min(int((now - began) * rate) + 1, int(rate * seconds))
-                while sent < due and time.monotonic() - began < seconds:
-                    await conn.ws.send(frame_of(sent))
-                    sent += 1
-                await asyncio.sleep(0.005)
-        except ConnectionClosed:
-            pass
+        # A send waits while the server does not read (TCP's flow control): the phase still
+        # ends after `seconds`, with fewer frames sent than the rate asked.
+        while time.monotonic() - began < seconds:
+            try:
+                while (now := time.monotonic()) - began < seconds and not conn.closed:
+                    due = min(int((now - began) * rate) + 1, int(rate * seconds))
+                    while sent < due and time.monotonic() - began < seconds:
+                        await conn.ws.send(frame_of(sent))
+                        sent += 1
+                    await asyncio.sleep(0.005)
+            except ConnectionClosed:
+                pass
+            if reconnect is None or time.monotonic() - began >= seconds:
+                break
+            closing = time.monotonic()
+            while not conn.closed and time.monotonic() - closing < 5:  # its close may be on the way
+                await asyncio.sleep(0.01)
+            lost += (sent - conn_sent) - (counts["answers"] - conn_answered)
+            conn_sent, conn_answered = sent, counts["answers"]
+            conn = await reconnect()
+            conn.hooks.append(hook)
+            conns.append(conn)
         sent_by = time.monotonic()
-        while counts["answers"] < sent and not conn.closed and time.monotonic() - sent_by < drain:
+        while counts["answers"] < sent - lost and not conn.closed and time.monotonic() - sent_by < drain:
             await asyncio.sleep(0.05)
-    conn.hooks.remove(hook)
+    for each in conns:
+        each.hooks.remove(hook)
     rss_after = await stack.settled_rss()
     answered = counts.pop("answers", 0)
+    limited = sum(each.errors["rate_limited"] for each in conns) - limited_before
     return {
         "frames_sent": sent,
+        "connections": len(conns),
         "sent_per_s": round(sent / max(sent_by - began, 1e-9)),
         "answered": answered,
         "answers_per_s": round(answered / max(last_answer - began, 1e-9)) if answered else 0,
         "answers_by_kind": dict(counts),
         # Also those without a request_id (a server may refuse before it parses the frame).
-        "rate_limited": max(counts["rate_limited"], conn.errors["rate_limited"] - limited_before),
+        "rate_limited": max(counts["rate_limited"], limited),
         # When some were still unanswered after the wait, the last answer is later than that.
         "last_answer_s_after_last_frame": (
-            f"> {drain:g}" if sent > answered and not conn.closed else round(last_answer - sent_by, 2)
+            f"> {drain:g}" if sent - lost > answered and not conn.closed else round(last_answer - sent_by, 2)
         )
         if answered
         else None,
         "unanswered": sent - answered,
-        "closed_by_server": conn.close_code,
+        "lost_with_a_closed_connection": lost,
+        "closed_by_server": [each.close_code for each in conns if each.close_code is not None][:3],
         "rss_before_mib": mib(rss_before),
         "rss_peak_mib": mib(peak.peak),
         "rss_after_mib": mib(rss_after),
@@ -783,24 +830,37 @@ async def flood_phase(
     }
 
 
-async def flood(stack: Stack, args: argparse.Namespace, bystander: Bystander | None) -> Figures:
-    _, conn = await attacker(stack, "flood")
-    small = '{"type": "session.get", "request_id": %d}'
-    figures = await flood_phase(
-        stack, conn, lambda n: small % n, args.flood_rate, args.flood_seconds, args.flood_drain
-    )
-    await conn.close()
+async def _flood_attack(
+    stack: Stack, name: str, frame_of: Callable[[int], str], rate: float, seconds: float, drain: float
+) -> dict[str, Any]:
+    _, conn = await attacker(stack, name)
+    conns = [conn]
+
+    async def reconnect() -> Conn:
+        again = await Conn(stack.url, conn.token).open()
+        await again.create_session(title=name)
+        conns.append(again)
+        return again
+
+    figures = await flood_phase(stack, conn, frame_of, rate, seconds, drain, reconnect=reconnect)
+    for each in conns:
+        await each.close()
     return figures
 
 
+async def flood(stack: Stack, args: argparse.Namespace, bystander: Bystander | None) -> Figures:
+    small = '{"type": "session.get", "request_id": %d}'
+    return await _flood_attack(
+        stack, "flood", lambda n: small % n, args.flood_rate, args.flood_seconds, args.flood_drain
+    )
+
+
 async def bigframes(stack: Stack, args: argparse.Namespace, bystander: Bystander | None) -> Figures:
-    _, conn = await attacker(stack, "bigframes")
     pad = "x" * args.big_kb * 1000
     big = '{"type": "session.get", "request_id": %d, "pad": "' + pad + '"}'
-    figures = await flood_phase(
-        stack, conn, lambda n: big % n, args.big_rate, args.big_seconds, args.flood_drain
+    figures = await _flood_attack(
+        stack, "bigframes", lambda n: big % n, args.big_rate, args.big_seconds, args.flood_drain
     )
-    await conn.close()
     return {"frame_kb": args.big_kb, **figures}
 
 
@@ -978,6 +1038,10 @@ def main() -> None:
     parser.add_argument("--forks", type=int, default=16, help="fork_session calls of the step")
     parser.add_argument("--fork-messages", type=int, default=10)
     parser.add_argument("--fork-message-mb", type=float, default=2.0)
+    parser.add_argument(
+        "--fork-fit-messages", type=int, default=10, help="the second history, under the fork limit"
+    )
+    parser.add_argument("--fork-fit-kb", type=float, default=80, help="its messages' size")
     parser.add_argument("--fork-seconds", type=float, default=120)
     parser.add_argument("--fork-pause", type=float, default=10, help="seconds before RSS is read again")
     parser.add_argument("--sandbox-runs", type=int, default=1, help="steps, each one sandbox run")
@@ -988,10 +1052,10 @@ def main() -> None:
     parser.add_argument("--revoke-after", type=float, default=2, help="seconds of the children's work first")
     parser.add_argument("--revoke-watch", type=float, default=10, help="seconds model calls are counted")
     parser.add_argument("--flood-rate", type=float, default=2000, help="session.get frames a second")
-    parser.add_argument("--flood-seconds", type=float, default=5)
+    parser.add_argument("--flood-seconds", type=float, default=10)
     parser.add_argument("--big-kb", type=int, default=200, help="size of each large frame")
     parser.add_argument("--big-rate", type=float, default=400, help="large frames a second")
-    parser.add_argument("--big-seconds", type=float, default=5)
+    parser.add_argument("--big-seconds", type=float, default=10)
     parser.add_argument("--flood-drain", type=float, default=30, help="seconds to wait for the answers")
     parser.add_argument("--descendants", type=int, default=3660, help="descendants of the reattached root")
     parser.add_argument("--per-parent", type=int, default=60, help="children of the root (the rest below)")

@@ -391,9 +391,11 @@ PALIMPSEST_TOKEN_RECHECK_SECONDS = env_float("PALIMPSEST_TOKEN_RECHECK_SECONDS",
 PALIMPSEST_WS_DRAIN_SECONDS = env_float("PALIMPSEST_WS_DRAIN_SECONDS", 30.0)
 # A connection's frames received and not yet handled: at most this many, and this many bytes
 # (one frame is always let in when none waits); a frame past them is refused with rate_limited
-# as it arrives, as is a frame over the frame quota.
+# as it arrives, as is a frame over the frame quota. The bytes bound what every open connection
+# may make the server hold (times PALIMPSEST_QUOTA_CONNECTIONS per token): 4 MiB lets a burst
+# of client tool results wait, and a frame as large as PALIMPSEST_MAX_FRAME_BYTES still passes.
 PALIMPSEST_WS_BACKLOG_FRAMES = max(1, env_int("PALIMPSEST_WS_BACKLOG_FRAMES", 64))
-PALIMPSEST_WS_BACKLOG_BYTES = max(0, env_int("PALIMPSEST_WS_BACKLOG_BYTES", 16 * 1024 * 1024))
+PALIMPSEST_WS_BACKLOG_BYTES = max(0, env_int("PALIMPSEST_WS_BACKLOG_BYTES", 4 * 1024 * 1024))
 # Descendants of a session whose events one `session.attach` (or `session.follow`) follows and
 # replays at most, shallowest and oldest first; a client asks for the others with session.follow.
 # By default the ceiling on a tree's sub-sessions: a tree the service lets grow fits one page, so a

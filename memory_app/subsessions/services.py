@@ -176,10 +176,17 @@ def subsession_create(
     """
     if mode not in (MODE_SPAWN, MODE_FORK):
         raise ValueError(f"unknown sub-session mode {mode!r}")
+    # Set once at creation, so read before the locks: the token's first, then the root's.
+    owner_id, root_id = AgentSession.objects.values_list("owner_id", "root_session_id").get(pk=parent_id)
+    root_id = root_id or parent_id
+    # A full tree stays full (a child keeps its place after it ends): refused on a plain read,
+    # without the write locks, so that a model's storm of calls past the bound does not queue
+    # every other session's writes behind its own (SQLite has one writer). Under the bound, the
+    # count is made again under the locks below.
+    _tree_check(
+        SessionSnapshot.from_session(AgentSession.objects.get(pk=root_id), defaults=settings_defaults)
+    )
     with transaction.atomic():
-        # Set once at creation, so read before the locks: the token's first, then the root's.
-        owner_id, root_id = AgentSession.objects.values_list("owner_id", "root_session_id").get(pk=parent_id)
-        root_id = root_id or parent_id
         services.agent_token_lock(owner_id=owner_id)
         root = AgentSession.objects.select_for_update().get(pk=root_id)
         parent = root if root_id == parent_id else AgentSession.objects.select_for_update().get(pk=parent_id)

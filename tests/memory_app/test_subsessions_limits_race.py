@@ -131,3 +131,62 @@ def test_racing_spawns_of_one_client_never_pass_max_per_client_on_postgresql(slo
     if connection.vendor != "postgresql":
         pytest.skip("runs in the PostgreSQL pass (DATABASE_URL=postgres://...)")
     _client_bound_holds()
+
+
+def _full_tree_refused_without_the_locks() -> None:
+    """A model's storm of spawn calls past the tree's bound must not queue every other session's
+    writes behind its own: the refusal comes from a plain read, while another connection holds
+    the token's and the root's row locks (and, on SQLite, the database's one write lock)."""
+    token, _ = session_services.agent_token_create(name="storm")
+    root = engine_sessions.session_create(owner=token, settings={"subsessions": {"max_per_tree": 1}})
+    assert _spawn(root, 0)
+    holding, released = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def hold_the_locks() -> None:
+        from django.db import transaction
+
+        try:
+            with transaction.atomic():
+                session_services.agent_token_lock(owner_id=token.pk)
+                AgentSession.objects.select_for_update().get(pk=root.pk)
+                AgentSession.objects.filter(pk=root.pk).update(title="held")  # the write lock
+                holding.set()
+                released.wait(timeout=30)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_locks)
+    holder.start()
+    try:
+        assert holding.wait(timeout=30)
+        with pytest.raises(services.SubsessionRefused, match="the most one tree may hold"):
+            services.subsession_create(
+                parent_id=root.pk,
+                tool_use_id="toolu_storm",
+                mode=services.MODE_SPAWN,
+                task="One too many.",
+                settings_defaults=features().default_settings,
+            )
+        # Refused while the locks were still held: the holder had not been released yet.
+        assert not released.is_set()
+    finally:
+        released.set()
+        holder.join(timeout=60)
+    assert errors == []
+    assert AgentSession.objects.filter(root_session_id=root.pk).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_call_past_a_full_trees_bound_is_refused_without_waiting_for_the_write_locks() -> None:
+    _full_tree_refused_without_the_locks()
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_a_call_past_a_full_trees_bound_is_refused_without_the_locks_on_postgresql() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("runs in the PostgreSQL pass (DATABASE_URL=postgres://...)")
+    _full_tree_refused_without_the_locks()
