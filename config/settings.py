@@ -376,6 +376,10 @@ def _subsessions_ceiling(name: str, default: int) -> int:
     return value
 
 
+# Children of one parent turn running at once: with its children's own, a tree may run about this
+# squared at once in one process (bench/bench_abuse.py fanout: 4 keeps another client's turns
+# under 0.4 s where 32 stalled them 1.3 s on one daphne with two cores).
+PALIMPSEST_SUBSESSIONS_MAX_CONCURRENT = _subsessions_ceiling("PALIMPSEST_SUBSESSIONS_MAX_CONCURRENT", 4)
 PALIMPSEST_SUBSESSIONS_MAX_PER_STEP = _subsessions_ceiling("PALIMPSEST_SUBSESSIONS_MAX_PER_STEP", 16)
 PALIMPSEST_SUBSESSIONS_MAX_PER_TREE = _subsessions_ceiling("PALIMPSEST_SUBSESSIONS_MAX_PER_TREE", 200)
 PALIMPSEST_SUBSESSIONS_MAX_PER_CLIENT = _subsessions_ceiling("PALIMPSEST_SUBSESSIONS_MAX_PER_CLIENT", 500)

@@ -64,6 +64,7 @@ COPY_AUTHOR = AGENT_AUTHOR
 CLIENT_RECENT_SECONDS = 60
 # Each fan-out setting's service-wide ceiling (config/settings.py).
 CEILINGS = {
+    "max_concurrent": "PALIMPSEST_SUBSESSIONS_MAX_CONCURRENT",
     "max_per_step": "PALIMPSEST_SUBSESSIONS_MAX_PER_STEP",
     "max_per_tree": "PALIMPSEST_SUBSESSIONS_MAX_PER_TREE",
     "max_per_client": "PALIMPSEST_SUBSESSIONS_MAX_PER_CLIENT",

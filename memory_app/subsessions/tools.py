@@ -101,7 +101,9 @@ async def _delegate(ctx: ToolContext, *, mode: str, task: str, title: str | None
         create=create,
         task=task,
         parent_turn_id=ctx.turn_id,
-        max_concurrent=ctx.session.setting("subsessions", "max_concurrent"),
+        # Clamped to PALIMPSEST_SUBSESSIONS_MAX_CONCURRENT: a tree's children, and theirs, all
+        # running at once in one process stall every other session's turns.
+        max_concurrent=services.subsession_bound(ctx.session, "max_concurrent").value,
     )
 
 

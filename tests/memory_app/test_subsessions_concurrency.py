@@ -86,3 +86,23 @@ async def test_children_over_max_concurrent_wait_for_a_place_and_are_not_refused
         assert earlier.ended <= later.started
     results = last_results(requests_matching(strict_anthropic, root)[-1])
     assert [json.loads(b["content"])["status"] for b in results] == ["reported"] * 3
+
+
+def overlapping_at_most(calls: list[RecordedRequest]) -> int:
+    """The most of `calls` in flight at one moment."""
+    edges = sorted([(c.started, 1) for c in calls] + [(c.ended, -1) for c in calls])
+    running = most = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    return most
+
+
+async def test_the_services_ceiling_bounds_max_concurrent(connect, strict_anthropic, settings):
+    """A session asking for 8 at once gets PALIMPSEST_SUBSESSIONS_MAX_CONCURRENT (here 2): its
+    settings cannot raise the service's ceiling."""
+    settings.PALIMPSEST_SUBSESSIONS_MAX_CONCURRENT = 2
+    tasks = ("One.", "Two.", "Three.", "Four.")
+    await run(connect, strict_anthropic, tasks, max_concurrent=8)
+    calls = [calls_of(strict_anthropic, task)[0] for task in tasks]
+    assert overlapping_at_most(calls) == 2
