@@ -115,6 +115,11 @@ def client_tool_call_session(*, session_id: uuid.UUID, tool_use_id: str) -> uuid
     return (waiting or list(holders))[0]
 
 
+def session_last_seqs(*, session_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
+    """The last event seq of each of `session_ids` that exists (one query)."""
+    return dict(AgentSession.objects.filter(pk__in=session_ids).values_list("pk", "last_seq"))
+
+
 def session_events_after(
     *, session_id: uuid.UUID, after_seq: int, upto_seq: int | None = None, limit: int = EVENT_PAGE_SIZE
 ) -> list[dict[str, Any]]:

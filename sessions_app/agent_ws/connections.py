@@ -8,6 +8,11 @@ them), and closes the connections of the others with 4401. A consumer also re-ch
 token before handling a frame when the last confirmation is older than two intervals (the
 task may be late or stalled), which costs a query only then.
 
+The same round finds connections behind the database on a session they follow (a broadcast
+lost: channels_redis may drop one when another consumer of the process is cancelled as it
+receives, as when a flooding client is closed) and has them catch up from the database
+(`streams_check`), so a client never waits for ever on an event it was not told of.
+
 The registry is per process, bounded by the process's open connections (a connection leaves it
 when it disconnects); it also counts the open connections of a token for the quota
 (`quotas.py`).
@@ -19,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 import weakref
 from typing import Protocol
 
@@ -26,12 +32,15 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from sessions_app.process_tasks import task_in_loop
+from sessions_app.selectors import session_last_seqs
 from sessions_app.tokens import agent_token_ids_active
 
 logger = logging.getLogger("palimpsest.ws")
 # Before a frame, the token is asked about again only when the process's last round confirmed
 # it longer ago than this many intervals (the round is due every interval).
 FRAME_RECHECK_INTERVALS = 2
+# Sessions asked about in one query by the round that finds connections behind the database.
+STREAM_CHECK_BATCH = 1000
 
 
 class TokenHolder(Protocol):
@@ -41,6 +50,14 @@ class TokenHolder(Protocol):
 
     async def token_revoked(self) -> None:
         """The connection's token is revoked or gone: close with 4401."""
+        ...
+
+    def stream_seqs(self) -> dict[uuid.UUID, int]:
+        """The sessions it follows, with the last seq it sent of each."""
+        ...
+
+    async def stream_behind(self, session_ids: list[uuid.UUID]) -> None:
+        """The database holds newer events of these sessions than it sent: catch up."""
         ...
 
 
@@ -107,6 +124,36 @@ async def tokens_recheck() -> None:
                 await holder.token_revoked()
 
 
+async def streams_check() -> None:
+    """One round: a connection behind the database on a session it follows (its last broadcast
+    lost) catches up from the database, so no client waits for ever on an event it was not told
+    of. One query per STREAM_CHECK_BATCH sessions followed in the process."""
+    holders = [holder for group in _by_token.values() for holder in list(group)]
+    wanted: dict[uuid.UUID, list[tuple[TokenHolder, int]]] = {}
+    for holder in holders:
+        for session_id, sent in holder.stream_seqs().items():
+            wanted.setdefault(session_id, []).append((holder, sent))
+    if not wanted:
+        return
+    ids = list(wanted)
+    stored: dict[uuid.UUID, int] = {}
+    for start in range(0, len(ids), STREAM_CHECK_BATCH):
+        stored.update(
+            await database_sync_to_async(session_last_seqs)(
+                session_ids=ids[start : start + STREAM_CHECK_BATCH]
+            )
+        )
+    behind: dict[TokenHolder, list[uuid.UUID]] = {}
+    for session_id, followers in wanted.items():
+        last = stored.get(session_id, 0)
+        for holder, sent in followers:
+            if last > sent:
+                behind.setdefault(holder, []).append(session_id)
+    for holder, session_ids in behind.items():
+        with contextlib.suppress(Exception):
+            await holder.stream_behind(session_ids)
+
+
 def _checker_ensure() -> None:
     global _checker
     _checker = task_in_loop(_checker, _check_forever, "palimpsest-token-recheck")
@@ -120,3 +167,7 @@ async def _check_forever() -> None:
         except Exception:
             # A passing database error: the next round tries again.
             logger.warning("re-checking agent tokens failed; retrying", exc_info=True)
+        try:
+            await streams_check()
+        except Exception:
+            logger.warning("checking the connections' event streams failed; retrying", exc_info=True)

@@ -63,6 +63,33 @@ class SessionEventStream(FlowControlledSend):
         """The sessions followed besides the attached one, with the last seq sent of each."""
         return dict(self._followed)
 
+    def stream_seqs(self) -> dict[uuid.UUID, int]:
+        """Every session followed (the attached one included), with the last seq sent of each."""
+        seqs = dict(self._followed)
+        if self.session_id is not None:
+            seqs[self.session_id] = self.last_sent_seq
+        return seqs
+
+    async def stream_behind(self, session_ids: list[uuid.UUID]) -> None:
+        """The database holds events of `session_ids` newer than what was sent (a broadcast
+        may be lost: channels_redis can drop a message when another consumer of the process is
+        cancelled as it receives): ask this consumer, in its own order of handling, to catch up
+        from the database (`stream_catch_up`)."""
+        await self.channel_layer.send(
+            self.channel_name, {"type": "stream.catch_up", "session_ids": [str(s) for s in session_ids]}
+        )
+
+    async def stream_catch_up(self, message: dict) -> None:
+        """Replay what the database holds after the last seq sent, for each session named that
+        is still followed (nothing is sent twice: what a late broadcast brings after is dropped)."""
+        for raw in message.get("session_ids", []):
+            try:
+                session_id = uuid.UUID(str(raw))
+            except ValueError:
+                continue
+            if self._last_seq(session_id) is not None:
+                await self.stream_replay(session_id)
+
     async def stream_join(self, session_id: uuid.UUID, *, since_seq: int) -> None:
         """Follow `session_id` from `since_seq` on (call `stream_replay` to catch up)."""
         await self.stream_leave()

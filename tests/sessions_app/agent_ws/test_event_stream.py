@@ -109,3 +109,21 @@ async def _outbox_drained() -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("the outbox did not drain")
+
+
+async def test_events_whose_broadcast_was_lost_reach_the_client_at_the_next_round(connect):
+    """channels_redis may drop a broadcast (a consumer cancelled as it receives for the
+    process): the process's round (`connections.streams_check`) finds the connection behind the
+    database and it catches up, so a client never waits for ever on an event it was not told of."""
+    from sessions_app.agent_ws import connections
+
+    client = await connect()
+    session_id = uuid.UUID((await client.create())["id"])
+    await sync_to_async(events_written_elsewhere)(session_id, 2)  # no broadcast arrives
+    assert await client.nothing_more()
+    await connections.streams_check()
+    received = [await client.recv() for _ in range(2)]
+    assert [(f["seq"], f["type"]) for f in received] == [(1, "usage"), (2, "usage")]
+    # A round with nothing behind sends nothing.
+    await connections.streams_check()
+    assert await client.nothing_more()
