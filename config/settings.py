@@ -390,6 +390,9 @@ PALIMPSEST_SUBSESSIONS_MAX_PER_CLIENT = _subsessions_ceiling("PALIMPSEST_SUBSESS
 # Each process re-checks the tokens of its open agent connections this often; a revoked token's
 # connections are closed with 4401 (also checked before a frame when the last check is older).
 PALIMPSEST_TOKEN_RECHECK_SECONDS = env_float("PALIMPSEST_TOKEN_RECHECK_SECONDS", 2.0)
+# Each process checks this often whether an agent connection is behind the database on a session
+# it follows (a broadcast lost) and has it catch up: one query for the process's followed sessions.
+PALIMPSEST_STREAM_CHECK_SECONDS = env_float("PALIMPSEST_STREAM_CHECK_SECONDS", 0.5)
 # A client that reads nothing for this long while the server has frames for it is closed (4408);
 # until then a connection's unsent frames are held to about 64 KiB beyond the kernel's buffers.
 PALIMPSEST_WS_DRAIN_SECONDS = env_float("PALIMPSEST_WS_DRAIN_SECONDS", 30.0)

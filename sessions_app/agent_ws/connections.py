@@ -11,7 +11,8 @@ task may be late or stalled), which costs a query only then.
 The same round finds connections behind the database on a session they follow (a broadcast
 lost: channels_redis may drop one when another consumer of the process is cancelled as it
 receives, as when a flooding client is closed) and has them catch up from the database
-(`streams_check`), so a client never waits for ever on an event it was not told of.
+(`streams_check`, every PALIMPSEST_STREAM_CHECK_SECONDS), so a client never waits long on an
+event it was not told of.
 
 The registry is per process, bounded by the process's open connections (a connection leaves it
 when it disconnects); it also counts the open connections of a token for the quota
@@ -160,13 +161,18 @@ def _checker_ensure() -> None:
 
 
 async def _check_forever() -> None:
+    tokens_checked = time.monotonic()
     while _by_token:
-        await asyncio.sleep(settings.PALIMPSEST_TOKEN_RECHECK_SECONDS)
-        try:
-            await tokens_recheck()
-        except Exception:
-            # A passing database error: the next round tries again.
-            logger.warning("re-checking agent tokens failed; retrying", exc_info=True)
+        await asyncio.sleep(
+            min(settings.PALIMPSEST_STREAM_CHECK_SECONDS, settings.PALIMPSEST_TOKEN_RECHECK_SECONDS)
+        )
+        if time.monotonic() - tokens_checked >= settings.PALIMPSEST_TOKEN_RECHECK_SECONDS:
+            tokens_checked = time.monotonic()
+            try:
+                await tokens_recheck()
+            except Exception:
+                # A passing database error: the next round tries again.
+                logger.warning("re-checking agent tokens failed; retrying", exc_info=True)
         try:
             await streams_check()
         except Exception:
