@@ -4,6 +4,7 @@ following one session's frames on a connection that also receives its children's
 from __future__ import annotations
 
 import threading
+import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,30 @@ def spawn(task: str, **fields: Any) -> Reply:
 
 def fork(task: str, **fields: Any) -> Reply:
     return tool_use("fork_session", {"task": task, **fields})
+
+
+def spawns(*tasks: str) -> Reply:
+    """One step of spawn_session calls, one per task, in this order (ids unique per call)."""
+    return Reply(
+        [
+            {
+                "type": "tool_use",
+                "id": f"toolu_{uuid.uuid4().hex[:24]}",
+                "name": "spawn_session",
+                "input": {"task": task},
+            }
+            for task in tasks
+        ],
+        stop_reason="tool_use",
+    )
+
+
+# The task of a child that spawns nothing (`leaf` routes its requests).
+LEAF = "Leaf task."
+
+
+def leaf(body: dict) -> bool:
+    return is_child(body) and LEAF in user_texts(body)
 
 
 def report(result: str) -> Reply:

@@ -4,48 +4,27 @@ events), and a child that was waiting for a place is never created."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from sessions_app.engine import runner
 from sessions_app.models import AgentSession, SessionEvent, Turn
 from tests.conftest import alist
-from tests.fake_anthropic import Reply, text
+from tests.fake_anthropic import text
 from tests.memory_app.subsessions_support import (
+    LEAF,
     MODEL,
     SETTINGS,
     Router,
     child_on,
-    is_child,
+    leaf,
     report,
     root,
-    user_texts,
+    spawns,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
-LEAF = "Leaf task."
 # Each model call takes this long in the fake: the cancel comes while the leaves' calls run.
 LATENCY_SECONDS = 0.5
-
-
-def spawns(*tasks: str) -> Reply:
-    return Reply(
-        [
-            {
-                "type": "tool_use",
-                "id": f"toolu_{uuid.uuid4().hex[:24]}",
-                "name": "spawn_session",
-                "input": {"task": task},
-            }
-            for task in tasks
-        ],
-        stop_reason="tool_use",
-    )
-
-
-def leaf(body: dict) -> bool:
-    return is_child(body) and LEAF in user_texts(body)
 
 
 async def cancel_while_leaves_run(connect, fake, *, children: int, max_concurrent: int) -> str:

@@ -6,48 +6,27 @@ nothing is created for it."""
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
 
 from sessions_app.models import AgentSession, SessionEvent
 from tests.conftest import alist
-from tests.fake_anthropic import Reply, text
+from tests.fake_anthropic import text
 from tests.memory_app.subsessions_support import (
+    LEAF,
     MODEL,
     SETTINGS,
     Router,
     child_on,
-    is_child,
+    leaf,
     report,
     root,
+    spawns,
     turn_of,
-    user_texts,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
-LEAF = "Leaf task."
-
-
-def spawns(*tasks: str) -> Reply:
-    """One step of spawn_session calls, one per task, in this order."""
-    return Reply(
-        [
-            {
-                "type": "tool_use",
-                "id": f"toolu_{uuid.uuid4().hex[:24]}",
-                "name": "spawn_session",
-                "input": {"task": task},
-            }
-            for task in tasks
-        ],
-        stop_reason="tool_use",
-    )
-
-
-def leaf(body: dict) -> bool:
-    return is_child(body) and LEAF in user_texts(body)
 
 
 def tree_router(children: int, leaves_each: int) -> Router:
