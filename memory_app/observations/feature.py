@@ -11,10 +11,13 @@ from memory_app.observations.tools import SCRATCHPAD_READ_TOOL
 from sessions_app.engine.contract import Feature
 
 # Seed 004: results over 4,096 bytes of JSON are stored; observations live an hour; a turn reads
-# only its own (`scope: turn`) unless the session widens that.
-SETTINGS = {"offload": {"threshold_bytes": 4096, "ttl_seconds": 3600, "scope": SCOPE_TURN}}
+# only its own (`scope: turn`) unless the session widens that. `enabled` (ours, an addition that
+# changes no default) switches the store off: no offloading, no `scratchpad_read`, and masked
+# results are not kept (their placeholder says so).
+SETTINGS = {"offload": {"enabled": True, "threshold_bytes": 4096, "ttl_seconds": 3600, "scope": SCOPE_TURN}}
 SETTINGS_RULES = {
     "offload": {
+        "enabled": ("bool",),
         "threshold_bytes": ("int", 64, 1 << 30),
         "ttl_seconds": ("int", 1, 365 * 24 * 3600),
         "scope": ("choice", {SCOPE_TURN, SCOPE_SESSION}),

@@ -22,18 +22,12 @@ SUMMARY_BINARY = "[BINARY: {size} bytes, sha256={sha256}]"
 # and elides the rest; it goes on here with the modes, the two the seed names as its next step
 # (lines, grep), and how to pass a full result to another tool.
 SCRATCHPAD_READ_DESCRIPTION = (
-    "Reads from the scratchpad an observation previously saved because it was too large to show "
-    "in full: a tool result over the size limit is replaced by a synthetic observation with a "
-    "`scratchpad_id`, a summary (its start and end) and its metadata. Modes: `head` (default) and "
-    "`tail` read the first or last `n` characters (default 2000); `range` reads characters `start` "
-    "to `end` (exclusive); `lines` reads lines `start_line` to `end_line` (1-based, inclusive); "
-    "`grep` lists the lines matching the regular expression `pattern`, numbered, with `context` "
-    "lines around each (like grep -n -C), at most `max_matches` matches; `full` reads everything "
-    "and is only for small observations. A binary observation reads as base64: `n`, `start` and "
-    "`end` then count bytes. To pass a tool's full result to another tool instead of its summary, "
-    "write {{stepN.field}} in that tool's input: N numbers the tool calls of this turn from 1, in "
-    "the order you made them, and field is `content` or a metadata field (e.g. "
-    "{{step1.content}})."
+    "Read an observation: a tool result too large to show in full, or masked to save context, "
+    "kept under a `scratchpad_id`. Modes: head (default) or tail, `n` characters; range; lines; "
+    "grep, numbered matching lines with `context` around them (like grep -n -C); full, for small "
+    "ones only. Binary reads as base64, counted in bytes. To give another tool a full result, "
+    "write {{stepN.field}} in its input: N numbers this turn's tool calls from 1, field is "
+    "`content` or a metadata field."
 )
 
 # Seed 004's schema ("parameters" there; `input_schema` in the Anthropic API), with the seed's

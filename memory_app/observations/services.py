@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import secrets
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -42,7 +41,29 @@ from sessions_app.models import ToolCall
 CHUNK_CHARS = 65_536  # characters per chunk of a text observation
 CHUNK_BYTES = 65_536  # bytes per chunk of a binary observation
 CHUNK_WRITE_BATCH = 32  # chunks per INSERT: memory stays ~2 MB whatever the observation's size
-OBSERVATION_ID_BYTES = 8  # 16 hexadecimal characters
+OBSERVATION_ID_DIGITS = 16  # 16 hexadecimal characters, all of them decimal digits
+
+
+def observation_id_for(*, session_id: uuid.UUID, tool_use_id: str, attempt: int = 0) -> str:
+    """The id of the observation of `tool_use_id`'s result in `session_id`: the same every time
+    that result is stored (a step retried after a crash, a rebuilt history, a benchmark run again
+    shows the model the same bytes), and 16 decimal digits, which are hexadecimal characters as
+    the seed's `scratchpad_id` is and cost the same tokens whatever their value (random
+    hexadecimal ids tokenized to between 8 and 12, so the service's estimates, and its masking
+    decisions, differed run to run). `attempt` > 0 for a second store of the same result (or
+    the rare id another session took)."""
+    digest = hashlib.sha256(f"{session_id}:{tool_use_id}:{attempt}".encode()).digest()
+    return f"{int.from_bytes(digest[:8]) % 10**OBSERVATION_ID_DIGITS:0{OBSERVATION_ID_DIGITS}d}"
+
+
+def _observation_id_new(*, session_id: uuid.UUID, tool_use_id: str) -> str:
+    for attempt in range(100):
+        candidate = observation_id_for(session_id=session_id, tool_use_id=tool_use_id, attempt=attempt)
+        if not Observation.objects.filter(pk=candidate).exists():
+            return candidate
+    raise RuntimeError(f"no free observation id for {tool_use_id!r}")  # 100 stores of one result
+
+
 # Tools whose results are never offloaded (see the module's docstring).
 NOT_OFFLOADED = {SCRATCHPAD_READ}
 
@@ -76,7 +97,7 @@ def observation_create(
     size = chunk_size or (CHUNK_BYTES if binary else CHUNK_CHARS)
     with transaction.atomic():
         observation = Observation.objects.create(
-            id=secrets.token_hex(OBSERVATION_ID_BYTES),
+            id=_observation_id_new(session_id=session_id, tool_use_id=tool_use_id),
             session_id=session_id,
             turn_id=turn_id,
             step=step,
@@ -155,6 +176,8 @@ def tool_outcomes_offload(
 ) -> list[ToolOutcome]:
     """The outcomes as the model gets them: each large one stored and replaced by its synthetic
     observation (`raw` and `content` both), with `observation_id` for the `tool.result` event."""
+    if not session.setting("offload", "enabled"):
+        return outcomes
     threshold = session.setting("offload", "threshold_bytes")
     ttl = session.setting("offload", "ttl_seconds")
     large = [
@@ -212,6 +235,8 @@ class MaskedResultStore:
         tool_name: str,
         content: str | list[dict],
     ) -> str:
+        if not session.setting("offload", "enabled"):
+            return ""  # the store is switched off: the placeholder says the result is not kept
         now = timezone.now()
         if isinstance(content, str):
             try:

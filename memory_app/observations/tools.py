@@ -6,7 +6,6 @@ Offered to the model only while the current scope (the turn, or the session with
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from memory_app.observations.content import SCRATCHPAD_READ
@@ -17,7 +16,6 @@ from memory_app.observations.selectors import (
     observation_get_for_read,
     observation_read,
     observation_read_lines,
-    observations_in_scope_exist,
 )
 from sessions_app.common.db import db_heavy
 from sessions_app.common.estimate import estimate_json_tokens, estimate_text_tokens
@@ -31,8 +29,8 @@ def _scope(session: SessionSnapshot) -> str:
     return str(session.setting("offload", "scope"))
 
 
-def scratchpad_read_offered(session: SessionSnapshot, turn_id: uuid.UUID) -> bool:
-    return observations_in_scope_exist(session_id=session.id, turn_id=turn_id, scope=_scope(session))
+def offload_enabled(session: SessionSnapshot) -> bool:
+    return bool(session.setting("offload", "enabled"))
 
 
 def _read(ctx: ToolContext, tool_input: dict[str, Any]) -> dict[str, Any]:
@@ -130,7 +128,10 @@ SCRATCHPAD_READ_TOOL = ToolSpec(
     description=SCRATCHPAD_READ_DESCRIPTION,
     input_schema=SCRATCHPAD_READ_SCHEMA,
     handler=scratchpad_read,
-    offered_in_turn=scratchpad_read_offered,
+    enabled=offload_enabled,
+    # Offered from the start, not once an observation exists: the tool list is the first part of
+    # the cached prefix, and a tool appearing mid-session rewrites all of it. Seed 004's turn
+    # isolation is the tool refusing another turn's id (`observation_get_for_read`).
     text_limits={
         "scratchpad_id": TextLimit(chars=SCRATCHPAD_ID_MAX_CHARS, name="SCRATCHPAD_ID_MAX_CHARS"),
         "pattern": TextLimit(chars=GREP_PATTERN_MAX_CHARS, name="GREP_PATTERN_MAX_CHARS"),

@@ -11,7 +11,7 @@ __all__ = ["chat", "strict_fake"]  # shared with the tasks tests (tests/conftest
 
 NO_SCRATCHPAD = {"scratchpad": {"enabled": False}}
 # Task scoping on, the notepad and the scratchpad off.
-ONLY_TASKS = {"notepad": {"enabled": False}, "scratchpad": {"enabled": False}}
+ONLY_TASKS = {"notepad": {"enabled": False}, "scratchpad": {"enabled": False}, "offload": {"enabled": False}}
 
 
 def names_by_id(body: dict) -> dict[str, str]:

@@ -95,7 +95,7 @@ async def test_expired_observations_are_garbage_collected_whichever_session_star
     assert not await sync_to_async(ObservationChunk.objects.filter(observation_id=observation.pk).exists)()
 
 
-async def test_the_tool_is_withdrawn_once_the_turns_observations_expire(
+async def test_the_tool_stays_offered_once_the_turns_observations_expire(
     connect: Any, fake_anthropic: FakeAnthropicServer, settings: Any, tmp_path: Path
 ) -> None:
     root = use_fs_root(settings, tmp_path)
@@ -109,7 +109,8 @@ async def test_the_tool_is_withdrawn_once_the_turns_observations_expire(
     time.sleep(1.1)
     fake_anthropic.enqueue(text("hello"))
     await turn(client)
-    assert "scratchpad_read" not in tool_names(fake_anthropic.requests[2].body)
+    # The tool list does not change (issue 32); a read of the expired id says it expired.
+    assert tool_names(fake_anthropic.requests[2].body) == tool_names(fake_anthropic.requests[1].body)
 
 
 async def test_a_turns_start_sweeps_expired_content_at_most_every_gc_interval(

@@ -63,8 +63,11 @@ async def test_grep_without_a_readable_observation_explains_why(
     await client.create()
     await turn(client, "read big.log")
     frames = await turn(client, "grep ERROR")
-    assert events(frames, "tool.call") == []
-    assert "There is no offloaded observation I can read in this turn" in _final_text(frames)
+    # The tool is offered from the start (issue 32): the model tries, and the tool's error says
+    # why the earlier turn's observation cannot be read here.
+    (result,) = events(frames, "tool.result")
+    assert result["is_error"] and "belongs to an earlier turn" in result["content"]
+    assert "belongs to an earlier turn" in _final_text(frames)
 
 
 async def test_read_without_a_shared_folder_explains_how_to_set_one(connect: Any, settings: Any) -> None:

@@ -26,7 +26,8 @@ from memory_app.observations.selectors import (
     observations_in_scope,
     observations_in_scope_exist,
 )
-from memory_app.observations.services import observation_create, observations_gc
+from memory_app.observations.services import observation_create, observation_id_for, observations_gc
+from sessions_app.common.estimate import estimate_text_tokens
 from sessions_app.models import AgentSession, Turn
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
@@ -64,6 +65,20 @@ def store(
 def test_id_is_16_hexadecimal_characters(turn: Turn) -> None:
     assert len(store(turn, TEXT).id) == 16
     assert int(store(turn, TEXT).id, 16) >= 0
+
+
+def test_id_is_the_same_for_the_same_result_and_its_tokens_do_not_vary(turn: Turn) -> None:
+    # Issue 32: random ids made the prompt, and the service's own estimates, differ run to run.
+    first, second = store(turn, TEXT), store(turn, TEXT)
+    assert first.id == observation_id_for(session_id=turn.session_id, tool_use_id="toolu_1")
+    assert second.id == observation_id_for(session_id=turn.session_id, tool_use_id="toolu_1", attempt=1)
+    assert first.id != second.id
+    # Decimal digits: cl100k counts 16 of them as the same number of tokens whatever they are.
+    ids = [observation_id_for(session_id=uuid.uuid4(), tool_use_id=f"t{n}") for n in range(50)]
+    assert all(i.isdigit() and len(i) == 16 for i in ids)
+    assert len({estimate_text_tokens(i) for i in ids}) == 1
+    other = AgentSession.objects.create(model="scripted", context_window=100_000)
+    assert observation_id_for(session_id=other.id, tool_use_id="toolu_1") != first.id
 
 
 def test_text_sizes_hash_and_lines(turn: Turn) -> None:

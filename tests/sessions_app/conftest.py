@@ -36,6 +36,7 @@ NO_MEMORY = {
     "sandbox": {"enabled": False},
     "subsessions": {"enabled": False},
     "tasks": {"enabled": False},
+    "offload": {"enabled": False},
 }
 
 
