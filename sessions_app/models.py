@@ -93,6 +93,11 @@ class AgentSession(TimestampedModel):
     # feature's services (row lock, version check, revision, event), hence not editable here.
     notepad = models.TextField(null=True, blank=True, editable=False)
     notepad_version = models.PositiveIntegerField(default=0, editable=False)
+    # The system-prompt texts the context sections pinned for the current epoch (the notepad as
+    # of the epoch's start, in position `epoch`): {"epoch": N, "sections": {name: [text, ...]}}.
+    # Taken at the epoch's first request and shown unchanged until the next compaction, so that
+    # a memory edit does not rewrite the prompt cache's prefix (`engine.context`).
+    context_pins = models.JSONField(default=dict, blank=True, editable=False)
     # Summary calls that failed in a row: at COMPACTION_BREAKER_FAILURES the engine stops trying
     # them until a new turn or an operator's compaction resets it (DESIGN.md).
     compaction_failures = models.PositiveSmallIntegerField(default=0, editable=False)

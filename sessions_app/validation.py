@@ -52,6 +52,10 @@ def _check_leaf(path: str, rule: tuple, value: Any) -> Any:
         low, high = rule[1], rule[2]
         if not _is_int(value) or not low <= value <= high:
             raise SpecError("invalid_settings", f"settings.{path} must be an integer from {low} to {high}")
+    elif kind == "number":
+        low, high = rule[1], rule[2]
+        if not (_is_int(value) or isinstance(value, float)) or not low <= value <= high:
+            raise SpecError("invalid_settings", f"settings.{path} must be a number from {low} to {high}")
     elif kind == "choice" and value not in rule[1]:
         options = ", ".join(sorted(rule[1]))
         raise SpecError("invalid_settings", f"settings.{path} must be one of: {options}")

@@ -7,8 +7,17 @@ Methods are called in a DB thread while a request is built, so they may use the 
 from __future__ import annotations
 
 from memory_app.notepad import selectors
-from memory_app.notepad.prompts import NOTEPAD_EMPTY_HINT, NOTEPAD_GUIDANCE, NOTEPAD_HEADING
-from memory_app.notepad.settings import NOTEPAD_POSITION_MESSAGE, NOTEPAD_POSITION_SYSTEM
+from memory_app.notepad.prompts import (
+    NOTEPAD_CHANGED_LEAD,
+    NOTEPAD_EMPTY_HINT,
+    NOTEPAD_GUIDANCE,
+    NOTEPAD_HEADING,
+)
+from memory_app.notepad.settings import (
+    NOTEPAD_POSITION_EPOCH,
+    NOTEPAD_POSITION_MESSAGE,
+    NOTEPAD_POSITION_SYSTEM,
+)
 from sessions_app.engine.contract import SessionSnapshot
 
 
@@ -27,29 +36,50 @@ def notepad_section_text(content: str) -> str:
 
 class NotepadSection:
     """The seed's guidance in the stable system prompt; the `## Session Notepad` section, in
-    full on every call, after the cache breakpoint of the system prompt (position `system`) or
-    before the latest user message for this call only (position `message`)."""
+    full on every call: in position `epoch` pinned in the system prompt as of the epoch's start
+    (inside the cached prefix) and, once it changed since, the current one before the latest
+    user message for this call only; in position `system` after the cache breakpoint of the
+    system prompt; in position `message` before the latest user message for this call only."""
 
     name = "notepad"
 
     def static_system(self, session: SessionSnapshot) -> list[str]:
         return [NOTEPAD_GUIDANCE] if notepad_enabled(session) else []
 
-    def _section(self, session: SessionSnapshot, position: str) -> list[str]:
-        if not notepad_enabled(session) or notepad_position(session) != position:
-            return []
+    def _current(self, session: SessionSnapshot) -> str:
         # The row the step's snapshot was read from holds it (`SessionSnapshot.notepad`): read
         # again only when the snapshot was made without it.
         content = session.notepad
         if content is None:
             content = selectors.notepad_get(session_id=session.id).content
-        return [notepad_section_text(content)]
+        return notepad_section_text(content)
+
+    def _section(self, session: SessionSnapshot, position: str) -> list[str]:
+        if not notepad_enabled(session) or notepad_position(session) != position:
+            return []
+        return [self._current(session)]
+
+    def pinned_system(self, session: SessionSnapshot) -> list[str]:
+        return self._section(session, NOTEPAD_POSITION_EPOCH)
 
     def dynamic_system(self, session: SessionSnapshot) -> list[str]:
         return self._section(session, NOTEPAD_POSITION_SYSTEM)
 
     def message_prefix(self, session: SessionSnapshot) -> list[str]:
-        return self._section(session, NOTEPAD_POSITION_MESSAGE)
+        if not notepad_enabled(session):
+            return []
+        position = notepad_position(session)
+        if position == NOTEPAD_POSITION_MESSAGE:
+            return [self._current(session)]
+        if position != NOTEPAD_POSITION_EPOCH:
+            return []
+        pinned = session.pinned(self.name)
+        if pinned is None:  # this request pins the current notepad
+            return []
+        current = self._current(session)
+        if pinned == (current,):
+            return []
+        return [f"{NOTEPAD_CHANGED_LEAD}\n\n{current}"]
 
 
 NOTEPAD_SECTION = NotepadSection()

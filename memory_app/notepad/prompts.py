@@ -17,6 +17,15 @@ NOTEPAD_EMPTY_HINT = (
     "progress; content here survives context compaction)"
 )
 
+# Ours (DESIGN.md's cache-aware placement, position `epoch`): before the current notepad shown
+# with the latest message when it changed since the system prompt's copy was taken. It goes
+# before the heading, so that the last `## Session Notepad` the model reads is the current one,
+# its content from the next line.
+NOTEPAD_CHANGED_LEAD = (
+    "The session notepad has changed since the copy in the system prompt; this is its current "
+    "content, which replaces that copy:"
+)
+
 # "System prompt instruction": the guidance of the default system prompt.
 NOTEPAD_GUIDANCE = (
     "For multi-step or complex tasks, use the session notepad to track your plan and record findings "

@@ -15,8 +15,14 @@ NOTEPAD_MAX_CHARS = 100_000
 NOTEPAD_HISTORY_MAX_CHARS = 2_000_000
 NOTEPAD_HISTORY_MAX_CHARS_LIMIT = 100_000_000
 
+# Where the `## Session Notepad` section goes (DESIGN.md, the notepad's cache-aware placement):
+# `epoch`, in the system prompt as of the epoch's start, and the current notepad with the latest
+# message whenever it changed since; `system`, rewritten in the system prompt at every edit;
+# `message`, only with the latest message.
+NOTEPAD_POSITION_EPOCH = "epoch"
 NOTEPAD_POSITION_SYSTEM = "system"
 NOTEPAD_POSITION_MESSAGE = "message"
+NOTEPAD_POSITIONS = {NOTEPAD_POSITION_EPOCH, NOTEPAD_POSITION_SYSTEM, NOTEPAD_POSITION_MESSAGE}
 
 SETTINGS: dict[str, Any] = {
     "notepad": {
@@ -28,7 +34,7 @@ SETTINGS: dict[str, Any] = {
 SETTINGS_RULES: dict[str, Any] = {
     "notepad": {
         "enabled": ("bool",),
-        "position": ("choice", {NOTEPAD_POSITION_SYSTEM, NOTEPAD_POSITION_MESSAGE}),
+        "position": ("choice", NOTEPAD_POSITIONS),
         "history_max_chars": ("int", NOTEPAD_MAX_CHARS, NOTEPAD_HISTORY_MAX_CHARS_LIMIT),
     }
 }

@@ -74,6 +74,9 @@ class ScratchpadSection:
             guidance += "\n" + prompts.GUIDANCE_NUDGES
         return [guidance]
 
+    def pinned_system(self, session: SessionSnapshot) -> list[str]:
+        return []
+
     def dynamic_system(self, session: SessionSnapshot) -> list[str]:
         return []
 

@@ -38,6 +38,9 @@ class ChildSection:
     def static_system(self, session: SessionSnapshot) -> list[str]:
         return [prompts.CHILD_GUIDANCE] if is_child(session) else []
 
+    def pinned_system(self, session: SessionSnapshot) -> list[str]:
+        return []
+
     def dynamic_system(self, session: SessionSnapshot) -> list[str]:
         return []
 

@@ -21,6 +21,9 @@ class TasksSection:
     def static_system(self, session: SessionSnapshot) -> list[str]:
         return [TASKS_GUIDANCE] if tasks_enabled(session) else []
 
+    def pinned_system(self, session: SessionSnapshot) -> list[str]:
+        return []
+
     def dynamic_system(self, session: SessionSnapshot) -> list[str]:
         return []
 

@@ -48,6 +48,17 @@ def _setting_field(rule: tuple, default: Any, label: str) -> forms.Field:
             help_text=f"{low:,}–{high:,}; default {default:,}",
             widget=forms.NumberInput(attrs={"placeholder": str(default)}),
         )
+    if kind == "number":
+        low, high = rule[1], rule[2]
+        return forms.FloatField(
+            required=False,
+            min_value=low,
+            max_value=high,
+            initial=default,
+            label=label,
+            help_text=f"{low}–{high}; default {default}",
+            widget=forms.NumberInput(attrs={"placeholder": str(default), "step": "any"}),
+        )
     if kind == "choice":
         return forms.ChoiceField(
             choices=[(c, c) for c in sorted(rule[1])], required=False, initial=default, label=label

@@ -1,12 +1,20 @@
 """Builds each model request from the session: system prompt, tools, history, memory.
 
-Prompt-caching layout (prefix order is tools → system → messages):
-- the byte-stable part (tool definitions, the session's system prompt and static guidance) ends
-  with a cache breakpoint;
-- per-call content (dynamic system sections such as the notepad) follows it;
-- a second breakpoint sits on the last stored message *before* any transient blocks, so blocks
-  injected into the latest user message for this call only (scratchpad, hints) never enter the
-  cached prefix and the next request can read everything up to that point from the cache.
+Prompt-caching layout (prefix order is tools → system → messages; at most four breakpoints, the
+provider's limit):
+- the part stable for the epoch (tool definitions, the session's system prompt, the sections'
+  static guidance, then what they pinned for the epoch: `ContextSection.pinned_system`) ends with
+  the first cache breakpoint;
+- per-call system content (a section's `dynamic_system`, e.g. the notepad in position `system`)
+  follows it, and rewrites everything after it when it changes;
+- in the history, a breakpoint before the oldest tool result that masking may take next (and,
+  in the request right after a masking batch, before the result the batch began at, where the
+  earlier requests had theirs): masking changes the prefix only from there on, and the part
+  before it is read from the cache;
+- the last breakpoint sits on the last stored block *before* any transient blocks, so blocks
+  injected into the latest user message for this call only (scratchpad, the current notepad when
+  it changed since the epoch began, hints) never enter the cached prefix and the next request
+  can read everything up to that point from the cache.
 """
 
 from __future__ import annotations
@@ -54,6 +62,9 @@ class BuiltRequest:
     sections: dict[str, int] = field(default_factory=dict)
     # The parts `record` names by hash (`{"$part": sha256}`), by hash: their canonical JSON.
     parts: dict[str, str] = field(default_factory=dict)
+    # The sections' pinned texts for the session's epoch when this request pinned them (none were
+    # stored for the epoch yet): the engine stores them with the call (`context_pins_store`).
+    pins_new: dict[str, list[str]] | None = None
     _sha256: str = field(default="", repr=False, compare=False)
 
     @property
@@ -140,6 +151,7 @@ class _Prompt:
     dynamic_tokens: int
     transient_tokens: int
     by_section: dict[str, int]
+    pins_new: dict[str, list[str]] | None
 
 
 def build_request(
@@ -179,26 +191,39 @@ def _prompt_assemble(
     then their per-call system texts, then the history; the sections' transient blocks go
     before the latest user message, after the second breakpoint."""
     static_parts = [session.system_prompt] if session.system_prompt else []
+    pinned_parts: list[str] = []
     dynamic_parts: list[str] = []
     prefix_parts: list[str] = []
     by_section: dict[str, int] = {}
     dynamic_tokens = transient_tokens = 0
+    pins_new: dict[str, list[str]] | None = None
     for section in sections:
+        name = section_name(section)
+        pinned = session.pinned(name)
+        if pinned is None:
+            # Nothing pinned for this section in this epoch yet: what it gives now is pinned.
+            pinned = tuple(section.pinned_system(session))
+            pins_new = pins_new if pins_new is not None else {}
+            pins_new[name] = list(pinned)
         static, dynamic, prefix = (
             section.static_system(session),
             section.dynamic_system(session),
             section.message_prefix(session),
         )
         static_parts += static
+        pinned_parts += [p for p in pinned if p]
         dynamic_parts += dynamic
         prefix_parts += prefix
         # Each part is counted once, here; the breakdown adds these counts up.
-        section_dynamic = sum(_text_tokens(p) for p in dynamic if p)
+        section_dynamic = sum(_text_tokens(p) for p in (*pinned, *dynamic) if p)
         section_transient = sum(_text_tokens(p) for p in prefix if p)
         dynamic_tokens += section_dynamic
         transient_tokens += section_transient
-        name = section_name(section)
         by_section[name] = by_section.get(name, 0) + section_dynamic + section_transient
+    if pins_new is not None and session.pins is not None:
+        # Some sections were pinned before (a section switched on inside the epoch): the stored
+        # pins are the epoch's, with these added.
+        pins_new = {**{k: list(v) for k, v in session.pins.items()}, **pins_new}
 
     tools = [spec.definition() for spec in server_tools] + [dict(t) for t in session.client_tools]
     # Each tool's JSON, compact and canonical: the server's tools' encoded once (`ToolSpec`).
@@ -206,15 +231,20 @@ def _prompt_assemble(
         (json_text(t), sorted_json(t)) for t in tools[len(server_tools) :]
     ]
     static_text = "\n\n".join(p for p in static_parts if p)
-    system: list[dict] = []
-    if static_text:
-        system.append(_with_cache_control(_text_block(static_text)))
+    system: list[dict] = [_text_block(static_text)] if static_text else []
+    # What the sections pinned for the epoch: one block after the session's stable text, inside
+    # the cached prefix (the block before it stays byte-identical from epoch to epoch).
+    if pinned_parts:
+        system.append(_text_block("\n\n".join(pinned_parts)))
+    if system:
+        system[-1] = _with_cache_control(system[-1])
     elif tools:
         tools[-1] = _with_cache_control(tools[-1])
         tool_texts[-1] = (json_text(tools[-1]), sorted_json(tools[-1]))
     system += [_text_block(p) for p in dynamic_parts if p]
 
-    messages, changed = _messages_for_call(prepared, [_text_block(p) for p in prefix_parts if p])
+    anchors = _mask_anchors(session, prepared)
+    messages, changed = _messages_for_call(prepared, [_text_block(p) for p in prefix_parts if p], anchors)
     # The request asks for the stream itself: its bytes (`encoded`, which the record hashes) are
     # then exactly what the provider sends.
     head: dict[str, Any] = {"model": session.model, "max_tokens": max_tokens, "stream": True}
@@ -231,14 +261,30 @@ def _prompt_assemble(
         dynamic_tokens=dynamic_tokens,
         transient_tokens=transient_tokens,
         by_section=by_section,
+        pins_new=pins_new,
     )
 
 
-def _messages_for_call(prepared: PreparedHistory, prefix_blocks: list[dict]) -> tuple[list[dict], set[int]]:
+def _mask_anchors(session: SessionSnapshot, prepared: PreparedHistory) -> list[tuple[int, int]]:
+    """Where the history's cache breakpoints before masked results go (merged message index,
+    block index), oldest first: before the result the latest masking batch began at (where the
+    requests before the batch had theirs), and before the oldest result masking may take next."""
+    keep_recent = int(session.setting("compaction", "mask_keep_recent"))
+    anchors: list[tuple[int, int]] = []
+    for tool_use_id in (prepared.mask_anchor, prepared.first_unmasked_result(keep_recent)):
+        at = prepared.block_before_result(tool_use_id) if tool_use_id else None
+        if at is not None and at not in anchors:
+            anchors.append(at)
+    return anchors
+
+
+def _messages_for_call(
+    prepared: PreparedHistory, prefix_blocks: list[dict], anchors: Sequence[tuple[int, int]] = ()
+) -> tuple[list[dict], set[int]]:
     """The history's messages for this call: the sections' transient blocks put into the latest
-    user message, and the second cache breakpoint on the last stored block before them. The
-    prepared messages are shared with later steps: only copies are changed. Returns the messages
-    and the indexes of those changed."""
+    user message, a cache breakpoint on each of `anchors` before the last one, and the last on
+    the last stored block before the transient blocks. The prepared messages are shared with
+    later steps: only copies are changed. Returns the messages and the indexes of those changed."""
     merged = list(prepared.messages)
     latest_user = next((i for i in range(len(merged) - 1, -1, -1) if merged[i]["role"] == "user"), None)
     changed: set[int] = set()
@@ -253,12 +299,15 @@ def _messages_for_call(prepared: PreparedHistory, prefix_blocks: list[dict]) -> 
         merged[latest_user] = {"role": "user", "content": content[:split] + prefix_blocks + content[split:]}
         changed.add(latest_user)
         target_message, target_block = (latest_user, split - 1) if split > 0 else (latest_user - 1, -1)
-    if target_message >= 0:
-        marked = merged[target_message]
+    if target_message < 0:
+        return merged, changed
+    tail = (target_message, target_block % len(merged[target_message]["content"]))
+    for message_index, block_index in [*(a for a in anchors if a < tail), tail]:
+        marked = merged[message_index]
         content = list(marked["content"])
-        content[target_block] = _with_cache_control(copy.copy(content[target_block]))
-        merged[target_message] = {"role": marked["role"], "content": content}
-        changed.add(target_message)
+        content[block_index] = _with_cache_control(copy.copy(content[block_index]))
+        merged[message_index] = {"role": marked["role"], "content": content}
+        changed.add(message_index)
     return merged, changed
 
 
@@ -309,4 +358,5 @@ def _prompt_encode(prompt: _Prompt, prepared: PreparedHistory) -> BuiltRequest:
         encoded=encoded,
         sections=prompt.by_section,
         parts=request_parts,
+        pins_new=prompt.pins_new,
     )

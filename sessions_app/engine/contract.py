@@ -103,6 +103,10 @@ class SessionSnapshot:
     # its section need not read it again. None unless the snapshot was made from a row read
     # just now (`from_session(..., with_notepad=True)`): the section then reads it itself.
     notepad: str | None = None
+    # The system-prompt texts the sections pinned for this epoch, by section name (the session's
+    # `context_pins` when they are this epoch's), None when none are pinned for it yet: the
+    # next request pins what the sections give now (`ContextSection.pinned_system`).
+    pins: Mapping[str, tuple[str, ...]] | None = None
     # The features' default settings: `setting`'s answer where `settings` lacks a key (a session
     # created before the setting existed).
     defaults: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -137,8 +141,13 @@ class SessionSnapshot:
             root_id=session.root_session_id or session.id,
             # Read with the row, not deferred (`get_deferred_fields` walks every field).
             notepad=(session.notepad or "") if with_notepad and "notepad" in vars(session) else None,
+            pins=_epoch_pins(vars(session).get("context_pins"), session.epoch),
             defaults=defaults,
         )
+
+    def pinned(self, name: str) -> tuple[str, ...] | None:
+        """What section `name` pinned for this epoch, None when nothing is pinned for it yet."""
+        return None if self.pins is None else self.pins.get(name)
 
     def setting(self, *path: str) -> Any:
         """The session's setting at `path` (e.g. "notepad", "enabled"); where the stored settings
@@ -157,6 +166,21 @@ class SessionSnapshot:
                 self._settings_read[path] = value
                 return value
         raise KeyError(f"no setting {'.'.join(path)}")
+
+
+def _epoch_pins(stored: Any, epoch: int) -> Mapping[str, tuple[str, ...]] | None:
+    """A session row's `context_pins` when they were pinned for `epoch` (None otherwise, or when
+    the row was read without them)."""
+    if not isinstance(stored, dict) or stored.get("epoch") != epoch:
+        return None
+    sections = stored.get("sections")
+    if not isinstance(sections, dict):
+        return None
+    return {
+        str(name): tuple(str(text) for text in texts)
+        for name, texts in sections.items()
+        if isinstance(texts, list)
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -345,6 +369,14 @@ class ContextSection(Protocol):
 
     def static_system(self, session: SessionSnapshot) -> list[str]:
         """Text for the stable system prompt (guidance): must not change during a session."""
+        ...
+
+    def pinned_system(self, session: SessionSnapshot) -> list[str]:
+        """System-prompt text pinned for an epoch: what this gives at the epoch's first request
+        is stored (`AgentSession.context_pins`) and shown unchanged, inside the cached prefix,
+        until the next compaction starts a new epoch (`SessionSnapshot.pinned` says what is
+        pinned). A section whose text changed since shows the change elsewhere for this call
+        (`message_prefix`), so that an edit never rewrites the cached prefix."""
         ...
 
     def dynamic_system(self, session: SessionSnapshot) -> list[str]:

@@ -9,6 +9,10 @@ from sessions_app.engine.contract import Feature
 
 MAX_STEPS_PER_TURN_LIMIT = 1_000
 
+# The share of the compaction threshold that masking brings a request down to (1.0: just under
+# the threshold, the smallest batch). Measured by `bench/bench_cost.py`.
+MASK_LOW_WATER = 0.7
+
 CORE_FEATURE = Feature(
     name="core",
     settings={
@@ -16,12 +20,21 @@ CORE_FEATURE = Feature(
         # PROTOCOL.md v1.1: tool results older than the last `mask_keep_recent` are masked first;
         # a summary is at most `summary_max_tokens` long. A long turn's own older steps are
         # summarized when nothing else makes room; its newest `turn_keep_steps` stay verbatim.
-        "compaction": {"mask_keep_recent": 3, "summary_max_tokens": 2000, "turn_keep_steps": 2},
+        # Masking works in batches: once over the threshold, it masks down to `mask_low_water`
+        # of it, so that it happens rarely and each time makes real room (every masking
+        # rewrites the prompt cache from the first result it masks).
+        "compaction": {
+            "mask_keep_recent": 3,
+            "mask_low_water": MASK_LOW_WATER,
+            "summary_max_tokens": 2000,
+            "turn_keep_steps": 2,
+        },
     },
     settings_rules={
         "max_steps_per_turn": ("int", 1, MAX_STEPS_PER_TURN_LIMIT),
         "compaction": {
             "mask_keep_recent": ("int", 0, 1000),
+            "mask_low_water": ("number", 0.1, 1.0),
             "summary_max_tokens": ("int", 100, 32_000),
             "turn_keep_steps": ("int", 1, 100),
         },

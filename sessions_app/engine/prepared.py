@@ -77,6 +77,10 @@ class PreparedHistory:
         self.stored: list[StoredMessage] = []
         # tool_use_id → placeholder shown instead of that result; and the tokens each saved.
         self.masks: dict[str, str] = dict(masks or {})
+        # The result the latest masking batch began at (the oldest unmasked one then): the
+        # request right after the batch keeps a cache breakpoint before it, where the earlier
+        # requests had theirs, so that it reads the unchanged prefix from the cache.
+        self.mask_anchor: str | None = None
         self.view = view or HistoryView()
         self.result_at: dict[str, int] = {}  # tool_use_id → stored index of its tool_result
         self.tool_names: dict[str, str] = {}  # tool_use_id → the tool's name
@@ -256,6 +260,46 @@ class PreparedHistory:
         return sorted(
             ((i, self.stored[s].position) for i, s in self.result_at.items()), key=lambda item: item[1]
         )
+
+    def first_unmasked_result(self, keep_recent: int) -> str | None:
+        """The oldest tool result shown whole that masking may still take (not among the newest
+        `keep_recent`): where the next masking batch will first change the prefix."""
+        results = self.tool_results()
+        for tool_use_id, _ in results[: max(0, len(results) - keep_recent)]:
+            if (
+                tool_use_id not in self.masks
+                and tool_use_id not in self.view.hidden
+                and tool_use_id not in self.view.replacements
+            ):
+                return tool_use_id
+        return None
+
+    def block_before_result(self, tool_use_id: str) -> tuple[int, int] | None:
+        """(merged message index, block index) of the block shown just before the result of
+        `tool_use_id`: a cache breakpoint there keeps the prefix before the result readable
+        when the result is masked. None when it is not shown or nothing comes before it."""
+        stored_index = self.result_at.get(tool_use_id)
+        if stored_index is None:
+            return None
+        index = self.owner[stored_index]
+        if index < 0:
+            return None
+        content = self.messages[index]["content"]
+        at = next(
+            (
+                i
+                for i, b in enumerate(content)
+                if b.get("type") == "tool_result" and b.get("tool_use_id") == tool_use_id
+            ),
+            None,
+        )
+        if at is None:
+            return None
+        if at > 0:
+            return index, at - 1
+        if index == 0 or not self.messages[index - 1]["content"]:
+            return None
+        return index - 1, len(self.messages[index - 1]["content"]) - 1
 
     def result_content(self, tool_use_id: str) -> Any:
         """The stored content of a tool result (what a mask hides)."""

@@ -521,6 +521,12 @@ class TurnRunner:
             max_tokens=max_tokens or settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
             sections=self.features.sections,
         )
+        if built.pins_new is not None:
+            # The epoch's first request (or a section switched on inside it): what the sections
+            # pinned is kept for the rest of the epoch.
+            services.session_context_pins_store(
+                session_id=self.session_id, epoch=snapshot.epoch, sections=built.pins_new
+            )
         return built
 
     async def _loop(self) -> str:

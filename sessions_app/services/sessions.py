@@ -102,6 +102,14 @@ def session_status_set(*, session_id: uuid.UUID, status: str) -> None:
         event_emit(session_id=session_id, type="session.status", payload={"status": status})
 
 
+def session_context_pins_store(*, session_id: uuid.UUID, epoch: int, sections: dict[str, list[str]]) -> None:
+    """Store what the context sections pinned for `epoch` (`AgentSession.context_pins`), while the
+    session is still in that epoch. No event: what the model is shown is recorded with each call."""
+    AgentSession.objects.filter(pk=session_id, epoch=epoch).update(
+        context_pins={"epoch": epoch, "sections": sections}
+    )
+
+
 # The fields of a session a client or operator may change after creating it (PROTOCOL.md v1.2's
 # `session.update`); `session_settings_update` writes no other.
 SESSION_UPDATABLE_FIELDS = ("title", "context_window", "compact_threshold", "settings")

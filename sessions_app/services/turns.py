@@ -217,6 +217,8 @@ LOCKED_FIELDS = (
     "parent_session_id",
     "root_session_id",
     "notepad",
+    # What the context sections pinned for the epoch: the turn's first request shows it.
+    "context_pins",
     "status",
     "current_turn_id",
     "lease_expires_at",

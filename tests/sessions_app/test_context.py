@@ -48,6 +48,9 @@ class Section:
     def static_system(self, session):
         return self.static
 
+    def pinned_system(self, session):
+        return []
+
     def dynamic_system(self, session):
         return self.dynamic
 

@@ -200,6 +200,8 @@ class Compactor:
             return []
         ratio = snapshot.token_ratio or 1.0
         enough = None if excess is None else math.ceil(excess / ratio)
+        # Where the requests before this batch had their breakpoint (`context._mask_anchors`).
+        anchor = self.history.first_unmasked_result(snapshot.setting("compaction", "mask_keep_recent"))
         masked = await db_heavy(results_mask)(
             features=self.runner.features,
             session=snapshot,
@@ -209,6 +211,8 @@ class Compactor:
             enough=enough,
         )
         self.masked += masked
+        if masked:
+            self.history.mask_anchor = anchor
         return masked
 
     async def _mask_announced(
@@ -240,10 +244,12 @@ class Compactor:
             return await self._fit(Prepared(snapshot, built, estimate))
         before = estimate
         trigger = TRIGGER_PROMPT_TOO_LONG if force else TRIGGER_THRESHOLD
-        # Tier 1: old results, the cheap way (no model call).
+        # Tier 1: old results, the cheap way (no model call), in a batch down to the low-water
+        # mark: each masking rewrites the cached prefix from its first result on.
         ids = mask_candidates(self.history, keep_recent=snapshot.setting("compaction", "mask_keep_recent"))
+        low_water = int(threshold * float(snapshot.setting("compaction", "mask_low_water")))
         snapshot, built, estimate = await self._mask_announced(
-            snapshot, ids, excess=estimate - threshold, before=estimate
+            snapshot, ids, excess=estimate - min(threshold, low_water), before=estimate
         )
         if estimate <= threshold:
             return await self._fit(Prepared(snapshot, built, estimate))
