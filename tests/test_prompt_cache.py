@@ -244,11 +244,9 @@ def test_the_simulator_alone_and_its_refusals() -> None:
         FakeAnthropicServer(cache_rules="openai")
 
 
-def test_default_mode_is_the_crude_simulation(client: anthropic.Anthropic) -> None:
+def test_default_mode_is_the_crude_simulation() -> None:
     """Without cache_rules the fake keeps its old behaviour: any number of breakpoints, no minimum."""
     with FakeAnthropicServer() as crude, anthropic.Anthropic(api_key="k", base_url=crude.url) as c:
         five = [block(10, str(i), CC) for i in range(5)]
-        assert c.messages.create(
-            model=SONNET, max_tokens=10, messages=chat(*five)
-        ).usage.cache_creation_input_tokens
+        assert call(c, messages=chat(*five)).cache_creation_input_tokens == tokens(*five)
         assert crude.requests[0].cache is None
