@@ -45,7 +45,7 @@ def prose(rng: random.Random, low: int, high: int) -> str:
 
 def log_file(rng: random.Random, name: str, size: int) -> str:
     """A log of about `size` bytes (80-byte lines)."""
-    lines = []
+    lines: list[str] = []
     while sum(len(line) + 1 for line in lines) < size:
         lines.append(
             f"2026-03-{rng.randint(1, 28):02d} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d} "
@@ -128,6 +128,7 @@ class Model:
     warnings: int = 0
     _cursor: dict[Any, int] = field(default_factory=dict)
     _ids: int = 0
+    _last_turn: str | None = None
 
     def _id(self) -> str:
         self._ids += 1
@@ -146,6 +147,10 @@ class Model:
             self.steps += 1
             return text("My notes are up to date.")
         where = running(body)
+        if where is None and self._last_turn is not None:
+            # The peer's summarization may summarize the running turn's request away: the
+            # turn goes on (Palimpsest keeps it verbatim, so it never gets here).
+            where = ("turn", self._last_turn)
         if where is None:
             raise ValueError("a request without a task or a subtask")
         kind, value = where
@@ -157,6 +162,7 @@ class Model:
                 return Reply([self._call(self.dialect.read(value))], stop_reason="tool_use")
             return text(f"The slowest batch in {value} took 897 ms (batch 4411).")
         turn = int(value)
+        self._last_turn = value
         self.steps += 1
         plan = self.plan(turn)
         done = self._cursor.get(turn, 0)

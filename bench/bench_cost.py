@@ -195,7 +195,7 @@ def run_palimpsest(args: argparse.Namespace, work: Any) -> Run:
         fake.default_reply = answer
         session_id = asyncio.run(palimpsest_session(args, work, clock))
     calls = {c.request_sha256: c for c in ModelCall.objects.all()}
-    requests = []
+    requests: list[Request] = []
     for record in fake.requests:
         if record.usage is None:
             continue

@@ -13,6 +13,8 @@ The rules, as Anthropic's prompt-caching documentation states them:
   is neither written nor read;
 - an entry lives 5 minutes (``ttl: "1h"``: one hour), refreshed each time it is read; when TTLs
   are mixed, a 1-hour breakpoint may not follow a 5-minute one (400);
+- automatic caching: a top-level ``cache_control`` puts a breakpoint on the request's last block
+  (it moves forward as the conversation grows) and takes one of the 4 slots;
 - usage: ``cache_read_input_tokens`` is the prefix read, ``cache_creation_input_tokens`` what lies
   between it and the last breakpoint (split by the TTL of the breakpoint that ends each piece in
   ``cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``),
@@ -103,8 +105,12 @@ def prefix_hashes(body: dict[str, Any]) -> list[str]:
 def breakpoints_check(body: dict[str, Any]) -> list[tuple[int, str]]:
     """The request's breakpoints as (block index, ttl), or CacheRuleError as the API would refuse."""
     points: list[tuple[int, str]] = []
-    for index, block in enumerate(request_blocks(body)):
+    blocks = request_blocks(body)
+    automatic = body.get("cache_control")
+    for index, block in enumerate(blocks):
         control = block.cache_control
+        if control is None and index == len(blocks) - 1 and isinstance(automatic, dict):
+            control = automatic  # automatic caching: the last block, unless marked already
         if control is None:
             continue
         if control.get("type") != "ephemeral":

@@ -250,3 +250,17 @@ def test_default_mode_is_the_crude_simulation() -> None:
         five = [block(10, str(i), CC) for i in range(5)]
         assert call(c, messages=chat(*five)).cache_creation_input_tokens == tokens(*five)
         assert crude.requests[0].cache is None
+
+
+def test_top_level_cache_control_marks_the_last_block_and_takes_a_slot(client: anthropic.Anthropic) -> None:
+    """Automatic caching: the breakpoint rides the last block, so a growing chat reads what the
+    previous request wrote; it counts against the 4 breakpoints."""
+    history = [block(700, "a"), block(700, "b"), block(100, "c")]
+    first = call(client, messages=chat(*history[:2]), cache_control=CC)
+    assert usage_of(first) == (0, tokens(*history[:2]), 0)
+    second = call(client, messages=chat(*history), cache_control=CC)
+    assert usage_of(second) == (tokens(*history[:2]), tokens(history[2]), 0)
+    four = [block(300, str(i), CC) for i in range(4)] + [block(5, "tail")]
+    with pytest.raises(anthropic.BadRequestError):
+        call(client, messages=chat(*four), cache_control=CC)
+    assert call(client, messages=chat(*four[:4]), cache_control=CC).cache_read_input_tokens == 0
