@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from _cost_work import NOTEPAD_EVERY, SCRATCHPAD_EVERY, Dialect, Model, child_task
-from bench_cost import Clock, Run
+from bench_cost import Clock, Run, _SeededIds
 
 MODEL = "claude-sonnet-4-6"
 
@@ -82,6 +82,12 @@ def run_peer(args: argparse.Namespace, work: Any, root: Path) -> Run:
         content = data.decode()
         return json.dumps({"path": path, "bytes": len(data), "encoding": "utf-8", "content": content})
 
+    if not args.random_ids:
+        # Its summarization names the file it offloads the history to with a random id, which the
+        # model reads: drawn from a seeded generator, as Palimpsest's ids are (`seeded_ids`).
+        from deepagents.middleware import summarization
+
+        summarization.uuid = _SeededIds(args.seed)  # type: ignore[attr-defined]
     clock = Clock()
     model = Model(
         work,
