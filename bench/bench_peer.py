@@ -13,7 +13,8 @@ in-process (`agent.invoke`, no server, no websocket: it has none of its own): th
 minus the fake's own handling. Both stored histories alternate user and assistant messages of
 the same text; Deep Agents' model profile gets a 10M-token window so that its summarization
 middleware does not run (Palimpsest's session gets the same window), and each turn is checked to
-make exactly one model call.
+make exactly one model call. What the same long work costs each in input tokens under the prompt
+cache (the cost mode): `bench_cost.py --peer`.
 """
 
 from __future__ import annotations

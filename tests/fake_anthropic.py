@@ -3,7 +3,9 @@
 Tests point the real ``anthropic`` SDK at it (``base_url=server.url`` or ``ANTHROPIC_BASE_URL``), so the
 SDK's own request building, SSE parsing and retry logic are exercised without network access or patching.
 Token counts are deterministic (tiktoken's offline cl100k encoding) and prompt caching is simulated by
-remembering hashes of prompt prefixes at ``cache_control`` breakpoints.
+remembering hashes of prompt prefixes at ``cache_control`` breakpoints: by default crudely (any number
+of breakpoints, any length, no expiry), with ``cache_rules="anthropic"`` by Anthropic's documented
+rules (``tests/prompt_cache.py``: 4 breakpoints, the 20-block lookback, the minimum length, the TTL).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import tiktoken
+
+from tests.prompt_cache import CacheOutcome, CacheRuleError, CacheSimulator
 
 _tool_ids = itertools.count(1)
 
@@ -131,6 +135,8 @@ class RecordedRequest:
     headers_at: float = 0.0
     # The client's port: requests from one port came on one connection (kept alive).
     client_port: int = 0
+    # With cache_rules="anthropic": what the request read and wrote (block indexes and tokens).
+    cache: CacheOutcome | None = None
 
 
 @lru_cache(maxsize=1)
@@ -328,6 +334,9 @@ class FakeAnthropicServer:
         strict: bool = False,
         window: int | None = None,
         cheap_usage: bool = False,
+        cache_rules: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        cache_min_tokens: int | None = None,
     ) -> None:
         # strict: refuse (400) a request the real API would refuse for its tool pairs or roles.
         # window: refuse (400, "prompt is too long") a request whose prompt plus max_tokens exceeds it.
@@ -337,6 +346,15 @@ class FakeAnthropicServer:
         # prompt-caching simulation, so the fake's own time stays small beside the server's.
         self.cheap_usage = cheap_usage
         self.token_ratio = token_ratio
+        # cache_rules="anthropic": the prompt cache by Anthropic's documented rules, on `clock`
+        # (seconds; injectable so that TTLs pass without sleeping); None: the crude simulation.
+        if cache_rules not in (None, "anthropic"):
+            raise ValueError(f"cache_rules: None or 'anthropic', not {cache_rules!r}")
+        self.cache_simulator: CacheSimulator | None = None
+        if cache_rules == "anthropic":
+            self.cache_simulator = CacheSimulator(
+                lambda block: count_tokens(block, self.token_ratio), clock=clock, min_tokens=cache_min_tokens
+            )
         self.latency_seconds = latency_seconds
         self.chunk_delay_seconds = chunk_delay_seconds
         self.models = dict(models or {})
@@ -397,10 +415,14 @@ class FakeAnthropicServer:
             self.requests.clear()
             self.other_requests.clear()
             self._cache.clear()
+        if self.cache_simulator is not None:
+            self.cache_simulator.clear()
 
     def clear_cache(self) -> None:
         with self._lock:
             self._cache.clear()
+        if self.cache_simulator is not None:
+            self.cache_simulator.clear()
 
     @property
     def cache_hashes(self) -> int:
@@ -418,8 +440,11 @@ class FakeAnthropicServer:
         with self._lock:
             (self._connections.add if add else self._connections.discard)(conn)
 
-    def _usage(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _usage(self, body: dict[str, Any], record: RecordedRequest) -> dict[str, Any]:
         """Input usage with the prompt-caching simulation; must run under the lock (reads and writes)."""
+        if self.cache_simulator is not None:
+            record.cache = self.cache_simulator.apply(body)
+            return record.cache.usage() | {"output_tokens": 0, "service_tier": "standard"}
         if self.cheap_usage:
             return {
                 "input_tokens": len(json.dumps(body, ensure_ascii=False).encode()) // 4,
@@ -486,6 +511,11 @@ class FakeAnthropicServer:
             return handler.send_json(200, {"input_tokens": self.count_prompt_tokens(body)})
         if self.strict and (problems := strict_problems(body)):
             return handler.send_error_reply(ErrorReply(400, "invalid_request_error", "; ".join(problems)))
+        if self.cache_simulator is not None:
+            try:
+                self.cache_simulator.check(body)
+            except CacheRuleError as exc:
+                return handler.send_error_reply(ErrorReply(400, "invalid_request_error", str(exc)))
         if self.window is not None:
             prompt = self.count_prompt_tokens(body)
             record.prompt_tokens = prompt
@@ -514,7 +544,7 @@ class FakeAnthropicServer:
             answer = reply
 
         with self._lock:
-            usage = self._usage(body)
+            usage = self._usage(body, record)
             usage["output_tokens"] = answer.output_tokens
             if answer.output_tokens is None:
                 usage["output_tokens"] = (
