@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory_app.notepad.prompts import NOTEPAD_CHANGED_LEAD, NOTEPAD_HEADING
 from memory_app.scratchpad.prompts import BLOCK_START
 from sessions_app.engine.prompts import (
     COMPACTION_COMBINE_INSTRUCTION,
@@ -182,7 +183,10 @@ def is_user_words(block: dict[str, Any]) -> bool:
     if block.get("type") != "text":
         return False
     words = block.get("text", "")
-    return not (words == PRE_COMPACTION_WARNING or words.startswith((SUMMARY_PREFIX, BLOCK_START, "[Hint:")))
+    return not (
+        words == PRE_COMPACTION_WARNING
+        or words.startswith((SUMMARY_PREFIX, BLOCK_START, "[Hint:", NOTEPAD_HEADING, NOTEPAD_CHANGED_LEAD))
+    )
 
 
 @dataclass
@@ -239,6 +243,8 @@ def labelled_texts(body: dict[str, Any]) -> list[tuple[str, str]]:
                 label = "history"
                 if words.startswith(BLOCK_START):
                     label = "scratchpad"
+                elif words.startswith((NOTEPAD_HEADING, NOTEPAD_CHANGED_LEAD)):
+                    label = "notepad"  # position `message`, or `epoch` once it changed
                 elif words.startswith(SUMMARY_PREFIX):
                     label = "summary"
                 out.append((label, words))

@@ -126,31 +126,26 @@ def main() -> None:
 
 
 class _SeededIds:
-    """`secrets.token_hex` and `uuid.uuid4` from a seeded generator: the same ids every run."""
+    """`uuid.uuid4` from a seeded generator: the same ids every run."""
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
-
-    def token_hex(self, nbytes: int) -> str:
-        return self.rng.randbytes(nbytes).hex()
 
     def uuid4(self) -> uuid.UUID:
         return uuid.UUID(int=self.rng.getrandbits(128), version=4)
 
 
 def seeded_ids(seed: int) -> None:
-    """The ids the model reads are random: observation ids in masked results' placeholders
-    (`secrets.token_hex`), a task's id (begin_task's result), a child's session id
-    (spawn_session's). Their token counts, and so the engine's estimates and its masking
-    decisions, then differ run to run (issue 32). The benchmark draws them from a seeded generator
-    instead (``--random-ids``: not), so that a run's figures are the same every time; nothing
-    else of the service changes."""
-    from memory_app.observations import services
+    """Ids the model reads that are still random: a task's id (begin_task's result) and a child's
+    session id (spawn_session's); the observation ids in masked results' placeholders derive
+    from the session's id and the call (`observation_id_for`). Their token counts, and so the
+    engine's estimates and its masking decisions, would differ run to run (issue 32). The
+    benchmark draws these uuids from a seeded generator instead (``--random-ids``: not), so that
+    a run's figures are the same every time; nothing else of the service changes."""
     from memory_app.tasks.models import Task
     from sessions_app.models import AgentSession
 
     ids = _SeededIds(seed)
-    services.secrets = ids  # type: ignore[assignment]
     for model in (Task, AgentSession):
         field = model._meta.get_field("id")
         field.default = ids.uuid4

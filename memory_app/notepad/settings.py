@@ -27,7 +27,7 @@ NOTEPAD_POSITIONS = {NOTEPAD_POSITION_EPOCH, NOTEPAD_POSITION_SYSTEM, NOTEPAD_PO
 SETTINGS: dict[str, Any] = {
     "notepad": {
         "enabled": True,
-        "position": NOTEPAD_POSITION_SYSTEM,
+        "position": NOTEPAD_POSITION_EPOCH,
         "history_max_chars": NOTEPAD_HISTORY_MAX_CHARS,
     }
 }

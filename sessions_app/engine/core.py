@@ -11,7 +11,7 @@ MAX_STEPS_PER_TURN_LIMIT = 1_000
 
 # The share of the compaction threshold that masking brings a request down to (1.0: just under
 # the threshold, the smallest batch). Measured by `bench/bench_cost.py`.
-MASK_LOW_WATER = 0.7
+MASK_LOW_WATER = 0.6
 
 CORE_FEATURE = Feature(
     name="core",

@@ -274,6 +274,16 @@ class PreparedHistory:
                 return tool_use_id
         return None
 
+    def mask_saving_estimate(self, tool_use_ids: list[str], placeholder_tokens: int) -> int:
+        """About the tokens masking `tool_use_ids` would save (each result's estimate less a
+        placeholder's), without masking them."""
+        saving = 0
+        for tool_use_id in tool_use_ids:
+            if tool_use_id in self.masks or tool_use_id in self.view.hidden:
+                continue
+            saving += max(0, estimate_json_tokens(self.result_content(tool_use_id)) - placeholder_tokens)
+        return saving
+
     def block_before_result(self, tool_use_id: str) -> tuple[int, int] | None:
         """(merged message index, block index) of the block shown just before the result of
         `tool_use_id`: a cache breakpoint there keeps the prefix before the result readable

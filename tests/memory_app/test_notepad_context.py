@@ -26,12 +26,15 @@ pytestmark = [
 HINT_SECTION = f"## Session Notepad\n{NOTEPAD_EMPTY_HINT}"
 NOTEPAD_TOOLS = {"read_notepad", "write_notepad", "update_notepad"}
 MESSAGE_POSITION = {"notepad": {"position": "message"}}
+# Position `system` (the default before issue 32; `epoch` now is: test_notepad_epoch.py).
+SYSTEM_POSITION = {"notepad": {"position": "system"}}
 
 
 async def first_request(
     connect: Any, fake: FakeAnthropicServer, notepad: str | None = None, **create: Any
 ) -> dict:
     client = await connect()
+    create.setdefault("settings", SYSTEM_POSITION)
     session = await client.create(**create)
     if notepad is not None:
         await notepad_preset(session, notepad)
@@ -39,7 +42,7 @@ async def first_request(
     return fake.requests[0].body
 
 
-# -- position "system" (the default) ---------------------------------------------------------
+# -- position "system" ---------------------------------------------------------
 async def test_empty_notepad_shows_the_seed_hint_in_the_system_prompt(
     connect: Any, fake_anthropic: FakeAnthropicServer
 ) -> None:
@@ -97,7 +100,7 @@ async def test_notepad_change_leaves_the_cached_prefix_unchanged(
     connect: Any, fake_anthropic: FakeAnthropicServer
 ) -> None:
     client = await connect()
-    await client.create()
+    await client.create(settings=SYSTEM_POSITION)
     fake_anthropic.enqueue(tool_use("write_notepad", {"content": "found it"}), text("done"))
     await turn(client)
     before, after = fake_anthropic.requests[0].body, fake_anthropic.requests[1].body
@@ -254,7 +257,7 @@ async def test_operator_edit_during_a_turn_reaches_the_next_model_call(
     connect: Any, fake_anthropic: FakeAnthropicServer
 ) -> None:
     client = await connect()
-    session = await client.create()
+    session = await client.create(settings=SYSTEM_POSITION)
 
     def operator_edits_then_model_reads(body: dict) -> Reply:
         # Runs in the fake server's thread while the turn waits for the model's answer.

@@ -46,6 +46,10 @@ SUMMARY_REQUEST_OVERHEAD_TOKENS = 300
 # Share of the context window one summary call may fill with transcript (room is kept for the
 # summary itself); never less than half the window, so small windows still summarize.
 SUMMARY_INPUT_SHARE = 0.9
+# A summary call refused as too long is made again in smaller parts (the budget times this), at
+# most this many times in all.
+SUMMARY_SHRINKS = 3
+SUMMARY_SHRINK_FACTOR = 0.7
 # Longest rendering of one message in the transcript (tool results are the usual giants).
 TRANSCRIPT_ITEM_MAX_CHARS = 4000
 # record(body, response, purpose, duration_ms): store the summary call like any model call.
@@ -155,12 +159,41 @@ async def summarize(
     budget = max(
         int(session.context_window * SUMMARY_INPUT_SHARE) - summary_tokens, session.context_window // 2
     )
-    ratio = session.token_ratio or 1.0
     lines = transcript_lines(history)
     head = f"{COMPACTION_PREVIOUS_SUMMARY_HEADING}\n{previous_summary}\n\n" if previous_summary else ""
-    chunks = _chunks(lines, budget - round(ratio * estimate_text_tokens(head)), ratio)
     fresh, merge = instructions or (COMPACTION_SUMMARY_INSTRUCTION, COMPACTION_MERGE_INSTRUCTION)
     instruction = merge if previous_summary else fresh
+    for _ in range(SUMMARY_SHRINKS):
+        try:
+            return await _summarize_chunks(
+                provider, session, lines, head, instruction, budget, summary_tokens, record
+            )
+        except _TooLong:
+            # The provider counts the transcript higher than the session's token ratio says (its
+            # text is not the conversation's): smaller chunks, not the same request again.
+            budget = int(budget * SUMMARY_SHRINK_FACTOR)
+    raise CompactionFailed(
+        "the summary call's prompt was too long for the window even in smaller parts; the history "
+        "was not compacted"
+    )
+
+
+class _TooLong(Exception):
+    """The provider refused a summary call's prompt as longer than the window."""
+
+
+async def _summarize_chunks(
+    provider: Provider,
+    session: SessionSnapshot,
+    lines: list[str],
+    head: str,
+    instruction: str,
+    budget: int,
+    summary_tokens: int,
+    record: RecordCall,
+) -> str:
+    ratio = session.token_ratio or 1.0
+    chunks = _chunks(lines, budget - round(ratio * estimate_text_tokens(head)), ratio)
     summaries = []
     for index, chunk in enumerate(chunks):
         heading = f"Conversation (part {index + 1} of {len(chunks)}):" if len(chunks) > 1 else "Conversation:"
@@ -197,6 +230,8 @@ async def _call(provider: Provider, body: dict[str, Any], record: RecordCall) ->
         try:
             response = await provider.complete(body)
         except ProviderError as exc:
+            if exc.kind == "prompt_too_long":
+                raise _TooLong from exc
             problem = f"the summary call failed: {exc}"
             continue
         await record(body, response, "summary", int((time.monotonic() - started) * 1000))

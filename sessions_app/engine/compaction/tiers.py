@@ -85,6 +85,8 @@ TRIGGER_OPERATOR = "operator"
 FORCED_SHARE = 0.5
 # Older history worth a summary call: below this, summarizing cannot make room.
 MIN_SUMMARIZABLE_TOKENS = 200
+# About the tokens of a masked result's placeholder (`prompts.MASKED_RESULT` with its size and id).
+MASK_PLACEHOLDER_TOKENS = 40
 # What a compaction summarizes (`Archive.kind`): the history before the running turn, or the
 # running turn's own older steps.
 KIND_HISTORY = "history"
@@ -215,6 +217,18 @@ class Compactor:
             self.history.mask_anchor = anchor
         return masked
 
+    def _masking_pays(self, snapshot: SessionSnapshot, ids: list[str], estimate: int, low_water: int) -> bool:
+        """Whether tier 1 should mask: always when there is nothing to summarize instead, else
+        only when masking every candidate would bring the request down to the low-water mark.
+        A batch that cannot would leave the request just under the threshold, to be masked again
+        at the next step by a result or two, each time rewriting the cached prefix from the
+        first result masked: then a summary, which starts a new epoch, costs less."""
+        if not ids or not self._summarizable(snapshot):
+            return True
+        ratio = snapshot.token_ratio or 1.0
+        saving = self.history.mask_saving_estimate(ids, MASK_PLACEHOLDER_TOKENS)
+        return estimate - round(ratio * saving) <= low_water
+
     async def _mask_announced(
         self, snapshot: SessionSnapshot, ids: list[str], *, excess: int | None, before: int
     ) -> tuple[SessionSnapshot, BuiltRequest, int]:
@@ -248,6 +262,8 @@ class Compactor:
         # mark: each masking rewrites the cached prefix from its first result on.
         ids = mask_candidates(self.history, keep_recent=snapshot.setting("compaction", "mask_keep_recent"))
         low_water = int(threshold * float(snapshot.setting("compaction", "mask_low_water")))
+        if not force and not self._masking_pays(snapshot, ids, estimate, low_water):
+            ids = []  # a batch would not reach the low-water mark: the summary comes sooner
         snapshot, built, estimate = await self._mask_announced(
             snapshot, ids, excess=estimate - min(threshold, low_water), before=estimate
         )
