@@ -110,6 +110,15 @@ def test_a_per_call_scratchpad_block_of_the_previous_request_is_a_memory_break()
 
 
 @pytest.mark.django_db(transaction=True)
+def test_the_notepad_in_message_position_is_a_memory_break_in_the_messages():
+    session = session_new(settings={"notepad": {"position": "message"}})
+    chat(session.pk, "remember: the deadline")
+    found = break_of(calls_of(session)[-1])
+    assert found is not None and (found.where, found.reason) == ("messages", "memory")
+    assert found.detail == "per-call block of the previous request: ## Session Notepad"
+
+
+@pytest.mark.django_db(transaction=True)
 def test_masking_and_a_new_tool_are_named_where_they_broke_the_prefix(django_assert_max_num_queries):
     """A small window and big tool results (the notepad, read back): `scratchpad_read` joins the
     tools once a result is stored, then each mask rewrites the history from the masked result."""
@@ -128,10 +137,12 @@ def test_masking_and_a_new_tool_are_named_where_they_broke_the_prefix(django_ass
         masked = item.detail.removeprefix("tool result ").removesuffix(" masked")
         assert item.where == "messages" and masked in masked_ids
     # Cheap: a handful of queries, from the records (the inspector's rebuild aside).
-    last = calls_of(session)[-1]
-    body = session_selectors.model_call_request(call=last)
+    masked_call = next(
+        call for call in reversed(calls_of(session)) if (b := found[call.pk]) and b.reason == "masking"
+    )
+    body = session_selectors.model_call_request(call=masked_call)
     with django_assert_max_num_queries(6):
-        selectors.prefix_break(call=last, body=body)
+        assert selectors.prefix_break(call=masked_call, body=body) == found[masked_call.pk]
 
 
 @pytest.mark.django_db(transaction=True)

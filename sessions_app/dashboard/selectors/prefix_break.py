@@ -156,11 +156,12 @@ def prefix_break(*, call: ModelCall, body: dict[str, Any]) -> PrefixBreak | None
 class _Comparison:
     def __init__(self, call: ModelCall, body: dict[str, Any], previous: ModelCall) -> None:
         self.call, self.body, self.previous = call, body, previous
+        self.record = call.request if isinstance(call.request, dict) else {}
         self.old_record = previous.request if isinstance(previous.request, dict) else {}
         self.tools = [_stripped(t) for t in body.get("tools", [])]
         self.system = _system(body.get("system"))
         self.messages: list[dict] = body.get("messages", [])
-        self.slots = _slots(call.request.get("messages", []) if isinstance(call.request, dict) else [])
+        self.slots = _slots(self.record.get("messages", []))
         if len(self.slots) != len(self.messages):  # a record that does not name this body
             self.slots = [_Slot(None, m) for m in self.messages]
         self._archive_read = False
@@ -168,7 +169,7 @@ class _Comparison:
 
     # -- the point --------------------------------------------------------------------------
     def result(self) -> PrefixBreak:
-        same_part = self.old_record.get("tools") == self.call.request.get("tools")
+        same_part = self.old_record.get("tools") == self.record.get("tools")
         old_tools = _tool_list(self.old_record, self.tools if same_part else None)
         if old_tools is None:
             return self._made("tools", 0, 0, "tools", "the previous request's tool list is not stored")
