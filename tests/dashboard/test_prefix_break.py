@@ -119,19 +119,28 @@ def test_the_notepad_in_message_position_is_a_memory_break_in_the_messages():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_masking_and_a_new_tool_are_named_where_they_broke_the_prefix(django_assert_max_num_queries):
-    """A small window and big tool results (the notepad, read back): `scratchpad_read` joins the
-    tools once a result is stored, then each mask rewrites the history from the masked result."""
+def test_the_notepad_pinned_per_epoch_changes_no_system_block_and_its_update_is_memory():
+    session = session_new(settings={"notepad": {"position": "epoch"}})
+    chat(session.pk, "remember: alpha")
+    chat(session.pk, "hello")
+    found = [b for b in map(break_of, calls_of(session)) if b is not None]
+    assert all(b.where != "system" for b in found)
+    last = found[-1]
+    assert (last.where, last.reason) == ("messages", "memory")
+    assert last.detail.startswith("per-call block of the previous request: The session notepad has changed")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_masking_is_named_where_it_broke_the_prefix(django_assert_max_num_queries):
+    """A small window and big tool results (the notepad, read back): each batch of masks
+    rewrites the history from the first masked result."""
     session = session_new(context_window=12000)
     chat(session.pk, "remember: " + " ".join(f"fact{i}" for i in range(400)))
     for _ in range(8):
         chat(session.pk, "notepad")
     found = {call.pk: break_of(call) for call in calls_of(session)}
-    reasons = [b.reason for b in found.values() if b is not None and b.reason]
-    assert "tools" in reasons and "masking" in reasons
-    tools = next(b for b in found.values() if b is not None and b.reason == "tools")
-    assert tools.detail == "added scratchpad_read" and tools.where == "tools"
     masking = [b for b in found.values() if b is not None and b.reason == "masking"]
+    assert masking
     masked_ids = set(MaskedResult.objects.filter(session=session).values_list("tool_use_id", flat=True))
     for item in masking:
         masked = item.detail.removeprefix("tool result ").removesuffix(" masked")
