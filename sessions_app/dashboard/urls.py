@@ -24,6 +24,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/edit/", session.session_edit, name="session_edit"),
     path("sessions/<uuid:session_id>/context/", session.context_panel, name="context"),
     path("sessions/<uuid:session_id>/timeline/", session.timeline_panel, name="timeline"),
+    path("sessions/<uuid:session_id>/usage/turns/", session.turn_usage_panel, name="turn_usage"),
     path("sessions/<uuid:session_id>/archives/", records.archive_panel, name="archive"),
     path(
         "sessions/<uuid:session_id>/archives/<int:epoch>/messages/",

@@ -31,3 +31,14 @@ def share(value: Any) -> str:
     if value is None:
         return "–"
     return f"{float(value) * 100:.1f}%"
+
+
+@register.filter
+def thousands(value: Any) -> str:
+    """A count with thousands separators (`9,480`); `–` when there is none."""
+    if value is None or value == "":
+        return "–"
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return "–"

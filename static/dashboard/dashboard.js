@@ -123,6 +123,10 @@
       const inspector = document.querySelector("#inspector[data-follow][data-stale]");
       if (inspector) { delete inspector.dataset.stale; htmx.trigger(inspector, "refresh"); }
     }
+    if (name === "context") {
+      const turns = document.querySelector("#turn-usage[data-follow][data-stale]");
+      if (turns) { delete turns.dataset.stale; htmx.trigger(turns, "refresh"); }
+    }
     if (name === "transcript") {
       const el = transcript();
       if (el) el.scrollTop = el.scrollHeight;
@@ -264,9 +268,24 @@
     else inspector.dataset.stale = "1";
   }
 
+  // The usage panel's table of turns follows the session while it shows its first page only
+  // (now if it is shown, else when the context tab is opened).
+  function refreshTurnUsage() {
+    const turns = document.querySelector("#turn-usage[data-follow]");
+    if (!turns) return;
+    if (turns.offsetParent !== null) { delete turns.dataset.stale; htmx.trigger(turns, "refresh"); }
+    else turns.dataset.stale = "1";
+  }
+  document.addEventListener("htmx:beforeRequest", (event) => {
+    const elt = event.detail.elt;
+    if (!elt || !elt.matches || !elt.matches("[data-older-turns]")) return;
+    const turns = elt.closest("#turn-usage");
+    if (turns) { turns.removeAttribute("data-follow"); turns.removeAttribute("hx-trigger"); }
+  });
+
   document.addEventListener("htmx:oobAfterSwap", (event) => {
     const target = event.detail.target;
-    if (target && target.id === "inspector-signal") { refreshInspector(); return; }
+    if (target && target.id === "inspector-signal") { refreshInspector(); refreshTurnUsage(); return; }
     const rows = document.getElementById("session-rows");
     if (rows && target && target.matches && target.matches("tr.session-row") && firstPage()) {
       const row = document.getElementById(target.id);

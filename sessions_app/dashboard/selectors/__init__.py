@@ -1,8 +1,9 @@
 """Every read of the operator dashboard, composed from the apps' selectors, one module per
 concern: `sessions` (the list), `history` (transcript, archives, stream, timeline), `gauge`,
-`inspector`, `memory_history` (the history pages of a memory a feature keeps versions of),
-`subsessions` (trees of sessions). What the features show in their panels they read themselves,
-from their own selectors.
+`inspector` (and `prefix_break`: where a request stopped sharing the previous one's prefix),
+`turn_usage` (usage and cost per turn), `memory_history` (the history pages of a memory a
+feature keeps versions of), `subsessions` (trees of sessions). What the features show in their
+panels they read themselves, from their own selectors.
 
 Operators may see every session, but a session, archive, model call or observation named in a
 URL is always looked up within its session: a bad or foreign id is `NotFound`, never a crash.
@@ -55,6 +56,7 @@ from sessions_app.dashboard.selectors.memory_history import (
     line_diff,
     memory_history_make,
 )
+from sessions_app.dashboard.selectors.prefix_break import PrefixBreak, prefix_break
 from sessions_app.dashboard.selectors.sessions import (
     SESSION_LIST_PAGE_SIZE,
     session_list,
@@ -70,6 +72,12 @@ from sessions_app.dashboard.selectors.subsessions import (
     subsession_tree_shown,
     transcript_link_children,
 )
+from sessions_app.dashboard.selectors.turn_usage import (
+    TURN_USAGE_PAGE_SIZE,
+    TurnUsage,
+    TurnUsagePage,
+    turn_usage_page,
+)
 
 __all__ = [
     "ARCHIVE_MESSAGES_PAGE_SIZE",
@@ -80,6 +88,7 @@ __all__ = [
     "TIMELINE_SIZE",
     "TRANSCRIPT_PAGE_SIZE",
     "TREE_ROWS_SHOWN",
+    "TURN_USAGE_PAGE_SIZE",
     "Against",
     "ArchiveStep",
     "ArchivedPage",
@@ -94,9 +103,12 @@ __all__ = [
     "LineDiff",
     "MemoryHistory",
     "NotFound",
+    "PrefixBreak",
     "SavedTokens",
     "TranscriptPage",
     "TreeRow",
+    "TurnUsage",
+    "TurnUsagePage",
     "archive_messages_page",
     "archive_step",
     "context_gauge",
@@ -105,6 +117,7 @@ __all__ = [
     "line_diff",
     "memory_history_make",
     "model_call_get",
+    "prefix_break",
     "request_inspect",
     "session_get_for_operator",
     "session_list",
@@ -117,4 +130,5 @@ __all__ = [
     "timeline",
     "transcript_link_children",
     "transcript_page",
+    "turn_usage_page",
 ]

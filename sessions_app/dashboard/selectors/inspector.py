@@ -11,6 +11,7 @@ from django.db.models import Q
 
 from sessions_app import selectors
 from sessions_app.dashboard.selectors.common import NotFound
+from sessions_app.dashboard.selectors.prefix_break import PrefixBreak, prefix_break
 from sessions_app.models import ModelCall
 
 # The prompt inspector shows a request's last messages; the whole body is a download away.
@@ -22,6 +23,8 @@ class InspectedBlock:
     type: str
     text: str  # the text of a text block, else the block as JSON
     cached: bool  # carries a cache breakpoint (cache_control)
+    # The reason the prefix shared with the previous request broke at this block, if it did.
+    broke: str = ""
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class InspectedTool:
     name: str
     definition_json: str
     cached: bool
+    broke: str = ""  # as InspectedBlock's
 
 
 @dataclass(frozen=True)
@@ -51,20 +55,32 @@ class InspectedRequest:
     stable_prefix_ratio: float
     previous_id: int | None
     next_id: int | None
+    # Where this request stopped sharing the previous one's prefix (None: the first request).
+    prefix_break: PrefixBreak | None = None
+    # The break's message is among those shown (or the break is not in the messages).
+    break_shown: bool = True
 
 
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2)
 
 
-def _inspected_block(block: Any) -> InspectedBlock:
+def _inspected_block(block: Any, broke: str = "") -> InspectedBlock:
     if not isinstance(block, dict):
-        return InspectedBlock("text", str(block), False)
+        return InspectedBlock("text", str(block), False, broke)
     cached = "cache_control" in block
     if block.get("type") == "text":
-        return InspectedBlock("text", str(block.get("text", "")), cached)
+        return InspectedBlock("text", str(block.get("text", "")), cached, broke)
     shown = {k: v for k, v in block.items() if k != "cache_control"}
-    return InspectedBlock(str(block.get("type")), _json(shown), cached)
+    return InspectedBlock(str(block.get("type")), _json(shown), cached, broke)
+
+
+def _broke_at(found: PrefixBreak | None, where: str, index: int, block: int = 0) -> str:
+    """The break's reason (`—` for a break without one: this request extends the previous) when
+    it is at this block, else ""."""
+    if found is None or found.where != where or found.index != index or found.block != block:
+        return ""
+    return found.reason or "—"
 
 
 def model_call_get(*, session_id: uuid.UUID, call_id: Any = None) -> ModelCall | None:
@@ -85,19 +101,21 @@ def model_call_get(*, session_id: uuid.UUID, call_id: Any = None) -> ModelCall |
 def request_inspect(*, call: ModelCall) -> InspectedRequest:
     """The exact request of `call` (rebuilt and checked against its SHA-256), block by block."""
     body = selectors.model_call_request(call=call)
+    found = prefix_break(call=call, body=body)
     system_value = body.get("system", [])
     system = (
-        [InspectedBlock("text", system_value, False)]
+        [InspectedBlock("text", system_value, False, _broke_at(found, "system", 0))]
         if isinstance(system_value, str)
-        else [_inspected_block(b) for b in system_value]
+        else [_inspected_block(b, _broke_at(found, "system", i)) for i, b in enumerate(system_value)]
     )
     tools = [
         InspectedTool(
             name=str(t.get("name", "")),
             definition_json=_json({k: v for k, v in t.items() if k != "cache_control"}),
             cached="cache_control" in t,
+            broke=_broke_at(found, "tools", i),
         )
-        for t in body.get("tools", [])
+        for i, t in enumerate(body.get("tools", []))
     ]
     all_messages = body.get("messages", [])
     first_shown = max(0, len(all_messages) - INSPECTOR_MESSAGES_SHOWN)
@@ -106,8 +124,10 @@ def request_inspect(*, call: ModelCall) -> InspectedRequest:
             index=index,
             role=str(m.get("role")),
             blocks=[
-                _inspected_block(b)
-                for b in (m["content"] if isinstance(m.get("content"), list) else [m.get("content")])
+                _inspected_block(b, _broke_at(found, "messages", index, j))
+                for j, b in enumerate(
+                    m["content"] if isinstance(m.get("content"), list) else [m.get("content")]
+                )
             ],
         )
         for index, m in enumerate(all_messages)
@@ -149,4 +169,6 @@ def request_inspect(*, call: ModelCall) -> InspectedRequest:
         stable_prefix_ratio=(call.stable_prefix_bytes / call.request_bytes) if call.request_bytes else 0.0,
         previous_id=previous,
         next_id=following,
+        prefix_break=found,
+        break_shown=found is None or found.where != "messages" or found.index >= first_shown,
     )

@@ -234,3 +234,19 @@ def timeline_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRespo
         "dashboard/context.html#timeline",
         {"session": session, "timeline": selectors.timeline(session_id=session.pk)},
     )
+
+
+@require_safe
+@operator_required
+def turn_usage_panel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    """The usage panel's table of turns: its first page, or with `before` (a turn's id) the
+    rows of the turns older than that one (appended to the table)."""
+    session = session_or_404(session_id)
+    price = session_usage(session, provider=provider_name_for_model(session.model)).price
+    before = request.GET.get("before", "")
+    try:
+        turns = selectors.turn_usage_page(session=session, price=price, before=before)
+    except selectors.NotFound:
+        raise Http404("No such turn in this session.") from None
+    part = "turn-rows" if before else "turns"
+    return render(request, f"dashboard/usage.html#{part}", {"session": session, "turns": turns})
