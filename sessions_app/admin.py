@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import weakref
 from functools import lru_cache
 from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
-from django.db import transaction
+from django.contrib.admin.utils import NestedObjects
+from django.db import router, transaction
 from django.forms.models import ModelFormMetaclass
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -21,6 +23,7 @@ from sessions_app.admin_base import ReadOnlyAdmin, SessionAdminFields
 from sessions_app.authors import operator_author
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.features import FeatureSet, features
+from sessions_app.message_content import messages_with_content, resolved
 from sessions_app.models import (
     AgentSession,
     AgentToken,
@@ -242,6 +245,10 @@ class AgentSessionAdmin(SessionRowAdmin):
         to_delete, model_count, perms_needed, protected = super().get_deleted_objects(objs, request)
         if self.has_delete_permission(request):
             perms_needed = set()
+        if protected and not _protected_beyond_sharers(objs):
+            # Only messages of other sessions that share contents these sessions hold (copies
+            # made by a fork): the deletion gives them the contents first (`session_delete`).
+            protected = []
         return to_delete, model_count, perms_needed, protected
 
     def delete_model(self, request: HttpRequest, obj: AgentSession) -> None:
@@ -272,18 +279,37 @@ class AgentSessionAdmin(SessionRowAdmin):
         return super().response_delete(request, obj_display, obj_id)
 
 
+def _protected_beyond_sharers(objs: Any) -> bool:
+    """Whether deleting `objs` is restricted by anything but messages sharing their messages'
+    contents (which `services.messages_content_keep` hands the contents over to)."""
+    collector = NestedObjects(using=router.db_for_write(AgentSession))
+    collector.collect(objs)
+    return any(not isinstance(obj, Message) for obj in collector.protected)
+
+
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
     list_display = ["session", "position", "epoch", "role", "preview", "token_estimate", "created_at"]
     list_filter = ["role", "epoch"]
     search_fields = ["session__id"]
     list_select_related = ["session"]
+    # The row's own column is null for a message that shares its content (a fork's copy): the
+    # page shows the content resolved instead, and the row it is shared from.
+    exclude = ["content"]
+    readonly_fields = ["content_shown", "content_source"]
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return messages_with_content(super().get_queryset(request))
+
+    @admin.display(description="content")
+    def content_shown(self, obj: Message) -> str:
+        return json.dumps(resolved(obj), ensure_ascii=False, indent=1)
 
     @admin.display(description="content")
     def preview(self, obj: Message) -> str:
         parts = [
             b.get("text") or f"[{b.get('type')}{' ' + b['name'] if b.get('name') else ''}]"
-            for b in obj.content
+            for b in resolved(obj)
             if isinstance(b, dict)
         ]
         text = " ".join(p for p in parts if p)
