@@ -9,8 +9,7 @@ from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.utils import NestedObjects
-from django.db import router, transaction
+from django.db import transaction
 from django.forms.models import ModelFormMetaclass
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -245,10 +244,6 @@ class AgentSessionAdmin(SessionRowAdmin):
         to_delete, model_count, perms_needed, protected = super().get_deleted_objects(objs, request)
         if self.has_delete_permission(request):
             perms_needed = set()
-        if protected and not _protected_beyond_sharers(objs):
-            # Only messages of other sessions that share contents these sessions hold (copies
-            # made by a fork): the deletion gives them the contents first (`session_delete`).
-            protected = []
         return to_delete, model_count, perms_needed, protected
 
     def delete_model(self, request: HttpRequest, obj: AgentSession) -> None:
@@ -279,14 +274,6 @@ class AgentSessionAdmin(SessionRowAdmin):
         return super().response_delete(request, obj_display, obj_id)
 
 
-def _protected_beyond_sharers(objs: Any) -> bool:
-    """Whether deleting `objs` is restricted by anything but messages sharing their messages'
-    contents (which `services.messages_content_keep` hands the contents over to)."""
-    collector = NestedObjects(using=router.db_for_write(AgentSession))
-    collector.collect(objs)
-    return any(not isinstance(obj, Message) for obj in collector.protected)
-
-
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
     list_display = ["session", "position", "epoch", "role", "preview", "token_estimate", "created_at"]
@@ -300,6 +287,11 @@ class MessageAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return messages_with_content(super().get_queryset(request))
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A message goes only with its session: alone it would leave a hole in the history, and
+        # a fork's copies may share its content.
+        return False
 
     @admin.display(description="content")
     def content_shown(self, obj: Message) -> str:

@@ -81,7 +81,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='message',
             name='content_source',
-            field=models.ForeignKey(blank=True, db_index=False, editable=False, null=True, on_delete=django.db.models.deletion.RESTRICT, related_name='content_sharers', to='sessions_app.message'),
+            field=models.ForeignKey(blank=True, db_index=False, editable=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='content_sharers', to='sessions_app.message'),
         ),
         migrations.AlterField(
             model_name='message',

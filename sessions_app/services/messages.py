@@ -176,9 +176,10 @@ def messages_content_keep(*, messages: QuerySet[Message]) -> int:
     and its other sharers name that one instead. No content passes through Python: the database
     copies each from row to row. Returns how many contents were handed over.
 
-    Deleting a message that others share without this first is refused (`content_source` is
-    RESTRICT; a raw DELETE, by the foreign key at commit), so a message never loses its content
-    when the one it was copied from goes: with its session (`session_tree_delete`), or alone."""
+    Deleting a message that others share without this first is refused by the database
+    (`content_source`'s foreign key, checked at commit: an `IntegrityError`), so a message never
+    loses its content when the one it was copied from goes: with its session
+    (`session_tree_delete`), or alone."""
     sharers = (
         Message.objects.filter(content_source__in=messages.values("pk"))
         .exclude(pk__in=messages.values("pk"))

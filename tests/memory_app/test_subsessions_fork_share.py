@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from django.db import IntegrityError, connection, transaction
-from django.db.models import RestrictedError
 from django.test import Client
 from django.urls import reverse
 
@@ -235,6 +234,11 @@ def test_the_admin_shows_a_forks_contents(admin_client: Client):
     assert page.status_code == 200 and "The parent&#x27;s words." in page.content.decode()
     listing = admin_client.get(reverse("admin:sessions_app_message_changelist") + f"?q={child.pk}")
     assert listing.status_code == 200 and "The parent&#x27;s words." in listing.content.decode()
+    # A message is not deleted alone: the copy would lose what it shares.
+    holder = Message.objects.get(session=parent, position=0)
+    delete = reverse("admin:sessions_app_message_delete", args=[holder.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 403
+    assert contents_of(child)[0] == [words("The parent's words.")]
 
 
 # -- deleting the session copied from ------------------------------------------------------------
@@ -288,7 +292,7 @@ def test_deleting_the_session_copied_from_without_keeping_its_contents_is_refuse
     parent = parent_make(long_history())
     expected = parent_contents(parent, 6)
     child = _copied(parent)
-    with pytest.raises(RestrictedError):
+    with pytest.raises(IntegrityError):
         AgentSession.objects.filter(pk=parent.pk).delete()
     table = connection.ops.quote_name(Message._meta.db_table)
     with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
