@@ -283,7 +283,7 @@ class MessageAdmin(ReadOnlyAdmin):
     # The row's own column is null for a message that shares its content (a fork's copy): the
     # page shows the content resolved instead, and the row it is shared from.
     exclude = ["content"]
-    readonly_fields = ["content_shown", "content_source"]
+    readonly_fields = ["content_shown", "shared_from"]
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return messages_with_content(super().get_queryset(request))
@@ -296,6 +296,16 @@ class MessageAdmin(ReadOnlyAdmin):
     @admin.display(description="content")
     def content_shown(self, obj: Message) -> str:
         return json.dumps(resolved(obj), ensure_ascii=False, indent=1)
+
+    @admin.display(description="content shared from")
+    def shared_from(self, obj: Message) -> str:
+        # The holder's session and position, not the holder itself (its content is megabytes).
+        if obj.content_source_id is None:
+            return "-"
+        session_id, position = Message.objects.values_list("session_id", "position").get(
+            pk=obj.content_source_id
+        )
+        return f"session {session_id}, position {position}"
 
     @admin.display(description="content")
     def preview(self, obj: Message) -> str:

@@ -7,11 +7,14 @@ deleted."""
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from memory_app.subsessions import services as subsessions_services
@@ -24,7 +27,15 @@ from sessions_app.message_content import messages_with_content, resolved
 from sessions_app.models import AgentSession, Archive, Message, ModelCall
 from sessions_app.services.messages import dangling_tool_uses
 from sessions_app.services.turns import _dangling_blocks
-from tests.memory_app.test_subsessions_fork_limits import MODEL, fork_of, parent_make, result, use, words
+from tests.memory_app.test_subsessions_fork_limits import (
+    _CONTENT_SELECTED,
+    MODEL,
+    fork_of,
+    parent_make,
+    result,
+    use,
+    words,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,6 +56,14 @@ def long_history() -> list[tuple[str, list[dict]]]:
         ("user", [result("toolu_b", "B: short")]),
         ("assistant", [words("Now forking."), use("toolu_fork")]),
     ]
+
+
+@contextmanager
+def through_the_resolver() -> Iterator[None]:
+    """What runs inside reads no message's own content column bare: every read resolves it."""
+    with CaptureQueriesContext(connection) as captured:
+        yield
+    assert [q["sql"] for q in captured.captured_queries if _CONTENT_SELECTED.search(q["sql"])] == []
 
 
 def contents_of(session: AgentSession) -> list[Any]:
@@ -130,21 +149,24 @@ def _copied(parent: AgentSession) -> AgentSession:
 def test_the_engines_history_and_the_outlines_read_a_forks_contents():
     parent = parent_make(long_history(), fork_max_tokens=10_000_000)
     child = _copied(parent)
-    rows = selectors.session_messages_after(session_id=child.pk, epoch=0, after_position=-1)
+    with through_the_resolver():
+        rows = selectors.session_messages_after(session_id=child.pk, epoch=0, after_position=-1)
+        after = selectors.session_messages_after(session_id=child.pk, epoch=0, after_position=3)
+        outlines = selectors.message_outlines(session_id=child.pk, epoch=0)
     expected = selectors.session_messages_after(session_id=parent.pk, epoch=0, after_position=-1)
     assert rows == expected
-    after = selectors.session_messages_after(session_id=child.pk, epoch=0, after_position=3)
     assert [r.content for r in after] == [r.content for r in expected[4:]]
-    assert [o._replace(kind="") for o in selectors.message_outlines(session_id=child.pk, epoch=0)] == (
-        selectors.message_outlines(session_id=parent.pk, epoch=0)
+    assert [o._replace(kind="") for o in outlines] == selectors.message_outlines(
+        session_id=parent.pk, epoch=0
     )
 
 
 def test_dangling_tool_uses_read_a_forks_last_step():
     parent = parent_make(long_history())
     child = _copied(parent)
-    assert dangling_tool_uses(child) == ["toolu_fork"]
-    assert _dangling_blocks(child) == [use("toolu_fork")]
+    with through_the_resolver():
+        assert dangling_tool_uses(child) == ["toolu_fork"]
+        assert _dangling_blocks(child) == [use("toolu_fork")]
 
 
 def test_a_recorded_request_naming_a_forks_messages_is_rebuilt_with_their_contents():
@@ -157,7 +179,8 @@ def test_a_recorded_request_naming_a_forks_messages_is_rebuilt_with_their_conten
         request={"model": MODEL, "messages": [{"$messages": [0, 5]}, {"role": "user", "content": "x"}]},
         request_sha256="",
     )
-    body = selectors.model_call_request(call=call)
+    with through_the_resolver():
+        body = selectors.model_call_request(call=call)
     originals = Message.objects.filter(session=parent).order_by("position")
     assert body["messages"] == [
         *({"role": m.role, "content": m.content} for m in originals),
@@ -169,25 +192,27 @@ def test_archives_and_the_compaction_carry_read_a_forks_contents():
     parent = parent_make(long_history())
     child = _copied(parent)
     expected = parent_contents(parent, 6)
-    _, carried = services.compaction_store(
-        session_id=child.pk,
-        turn_id=None,
-        epoch=0,
-        summary="S",
-        summary_message="Summary: S",
-        tokens_before=10,
-        tokens_after=1,
-        carry_positions=[4, 5],
-    )
+    with through_the_resolver():
+        _, carried = services.compaction_store(
+            session_id=child.pk,
+            turn_id=None,
+            epoch=0,
+            summary="S",
+            summary_message="Summary: S",
+            tokens_before=10,
+            tokens_after=1,
+            carry_positions=[4, 5],
+        )
+        archive = Archive.objects.get(session=child, epoch=0)
+        archived = [resolved(m) for m in selectors.archive_messages(archive=archive)]
+        page = archive_page(session_id=child.pk, offset=0, limit=10, query=None)
+        items = archive_messages_page(archive=archive, limit=10).items
     assert [m.content for m in carried[1:]] == expected[4:]
-    archive = Archive.objects.get(session=child, epoch=0)
-    assert [resolved(m) for m in selectors.archive_messages(archive=archive)] == expected
-    page = archive_page(session_id=child.pk, offset=0, limit=10, query=None)
+    assert archived == expected
     assert [m["text"] for m in page["messages"]] == [
         m["text"]
         for m in archive_page(session_id=_archived(parent).pk, offset=0, limit=10, query=None)["messages"]
     ]
-    items = archive_messages_page(archive=archive, limit=10).items
     assert any(big_text in item.text for item in items for big_text in [expected[0][0]["text"]])
 
 
@@ -207,7 +232,8 @@ def _archived(parent: AgentSession) -> AgentSession:
 def test_the_dashboards_transcript_shows_a_forks_contents_as_its_parents():
     parent = parent_make(long_history())
     child = _copied(parent)
-    shown = transcript_page(session_id=child.pk).items
+    with through_the_resolver():
+        shown = transcript_page(session_id=child.pk).items
     assert [(i.kind, i.text, i.tool_uses, i.name) for i in shown] == [
         (i.kind, i.text, i.tool_uses, i.name) for i in transcript_page(session_id=parent.pk).items
     ]
@@ -222,7 +248,9 @@ def test_a_tasks_collapse_reads_a_forks_contents():
         task = Task(session=session, name="t", begin_epoch=0, begin_position=1, begin_tool_use_id="toolu_a")
         return tasks_services._inner_calls(task, "toolu_fork", 0)
 
-    assert inner(child) == inner(parent)
+    with through_the_resolver():
+        of_child = inner(child)
+    assert of_child == inner(parent)
     assert inner(child).hidden == ["toolu_b"] and inner(child).messages == 2
 
 
@@ -230,9 +258,11 @@ def test_the_admin_shows_a_forks_contents(admin_client: Client):
     parent = parent_make([("user", [words("The parent's words.")]), ("assistant", [words("Yes.")])])
     child = _copied(parent)
     copy = Message.objects.get(session=child, position=0)
-    page = admin_client.get(reverse("admin:sessions_app_message_change", args=[copy.pk]))
+    with through_the_resolver():
+        page = admin_client.get(reverse("admin:sessions_app_message_change", args=[copy.pk]))
+        listing = admin_client.get(reverse("admin:sessions_app_message_changelist") + f"?q={child.pk}")
     assert page.status_code == 200 and "The parent&#x27;s words." in page.content.decode()
-    listing = admin_client.get(reverse("admin:sessions_app_message_changelist") + f"?q={child.pk}")
+    assert f"session {parent.pk}, position 0" in page.content.decode()
     assert listing.status_code == 200 and "The parent&#x27;s words." in listing.content.decode()
     # A message is not deleted alone: the copy would lose what it shares.
     holder = Message.objects.get(session=parent, position=0)
