@@ -4,8 +4,10 @@ A parent session holds `--messages` messages of `--mb` MB of text each (window 1
 last assistant message asking for `--forks` `fork_session` calls. Each fork is created as the
 tool does it (`subsession_create`, mode fork), first one after another, then `--threads` at a
 time (the database threads of one process). Reported: the peak of Python allocations during a
-fork and what stays allocated after them (`tracemalloc`), and the database bytes the forks
-added (the copied rows' content; on PostgreSQL also the database's size).
+fork and what stays allocated after them (`tracemalloc`); the content the forks' messages read
+as and the part their own rows hold (a copy shares its original's); and the database bytes each
+fork added (SQLite: the pages of the file in use; PostgreSQL: `pg_total_relation_size` of the
+message table, and the database's size).
 
 Run: `.venv/bin/python bench/bench_fork.py` (`--messages 10 --mb 2 --forks 16 --threads 4`);
 `--database-url postgres://...` runs it on an existing, empty PostgreSQL database instead of a
@@ -44,6 +46,11 @@ VOCABULARY = _WORDS.split()
 
 def mb(n: float) -> str:
     return f"{n / 1024 / 1024:,.1f} MB"
+
+
+def size(n: float) -> str:
+    """MB, or KB below a tenth of one."""
+    return mb(n) if abs(n) >= 0.1 * 1024 * 1024 else f"{n / 1024:,.1f} KB"
 
 
 def parent_make(messages: int, size_mb: float, forks: int, *, refused: bool) -> Any:
@@ -96,21 +103,34 @@ def fork_one(parent_id: Any, index: int, defaults: Any) -> str:
         connection.close()
 
 
-def content_bytes(parent_id: Any) -> int:
+def content_bytes(parent_id: Any) -> tuple[int, int]:
+    """The bytes of content the forks' rows hold themselves, and the bytes their messages read
+    as (what they share resolved; the same where nothing is shared)."""
     from django.db import connection
+
+    from sessions_app.models import Message
 
     children = [c.hex if connection.vendor == "sqlite" else c for c in _children(parent_id)]
     if not children:
-        return 0
+        return 0, 0
+    placeholders = ", ".join(["%s"] * len(children))
+    sharing = any(f.name == "content_source" for f in Message._meta.get_fields())
+    # A code base from before the sharing has no `content_source`: each row holds its content.
+    resolved = (
+        "COALESCE((SELECT h.content FROM sessions_app_message AS h WHERE h.id = m.content_source_id), "
+        "m.content)"
+        if sharing
+        else "m.content"
+    )
+    sql = (
+        "SELECT COALESCE(SUM(LENGTH(CAST(m.content AS TEXT))), 0), "
+        f"COALESCE(SUM(LENGTH(CAST({resolved} AS TEXT))), 0) FROM sessions_app_message AS m "
+        f"WHERE m.session_id IN ({placeholders})"
+    )
     with connection.cursor() as cursor:
-        placeholders = ", ".join(["%s"] * len(children))
-        sql = (
-            "SELECT COALESCE(SUM(LENGTH(CAST(content AS TEXT))), 0) FROM sessions_app_message "
-            f"WHERE session_id IN ({placeholders})"
-        )
         cursor.execute(sql, children)
-        (total,) = cursor.fetchone()
-    return int(total)
+        held, read = cursor.fetchone()
+    return int(held), int(read)
 
 
 def _children(parent_id: Any) -> list:
@@ -119,19 +139,29 @@ def _children(parent_id: Any) -> list:
     return list(AgentSession.objects.filter(parent_session_id=parent_id).values_list("pk", flat=True))
 
 
-def database_size() -> int | None:
+def database_bytes() -> tuple[int, int | None]:
+    """What the database stores: SQLite, the pages of its file in use (the file's size once
+    checkpointed, less free pages); PostgreSQL, the message table with its indexes and
+    out-of-line values (`pg_total_relation_size`), and the whole database's size."""
     from django.db import connection
 
-    if connection.vendor != "postgresql":
-        return None
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_database_size(current_database())")
-        return int(cursor.fetchone()[0])
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT pg_total_relation_size('sessions_app_message'), pg_database_size(current_database())"
+            )
+            table, database = cursor.fetchone()
+            return int(table), int(database)
+        sizes = []
+        for pragma in ("page_count", "freelist_count", "page_size"):
+            cursor.execute(f"PRAGMA {pragma}")
+            sizes.append(int(cursor.fetchone()[0]))
+    return (sizes[0] - sizes[1]) * sizes[2], None
 
 
 def run(args: argparse.Namespace, parent_id: Any, defaults: Any, *, threads: int) -> None:
     gc.collect()
-    size_before = database_size()
+    bytes_before = database_bytes()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     if threads == 1:
@@ -151,15 +181,21 @@ def run(args: argparse.Namespace, parent_id: Any, defaults: Any, *, threads: int
     gc.collect()
     kept = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
-    size_after = database_size()
-    copied = content_bytes(parent_id)
+    bytes_after = database_bytes()
+    held, read = content_bytes(parent_id)
     label = "one after another" if threads == 1 else f"{threads} at a time"
     created, refused = outcomes.count("created"), outcomes.count("refused")
+    each = max(1, created)
+    stored = f"database +{size((bytes_after[0] - bytes_before[0]) / each)} per fork"
+    if bytes_before[1] is not None and bytes_after[1] is not None:
+        stored = (
+            f"message table +{size((bytes_after[0] - bytes_before[0]) / each)} per fork, "
+            f"database +{size((bytes_after[1] - bytes_before[1]) / each)} per fork"
+        )
     print(
         f"{args.forks} forks, {label}: {created} created, {refused} refused; "
         f"Python peak {'per fork' if threads == 1 else 'all together'} {mb(peak)}, kept after {mb(kept)}; "
-        f"copied content {mb(copied)} ({mb(copied / max(1, created))} per fork)"
-        + (f"; database +{mb(size_after - size_before)}" if size_before is not None and size_after else "")
+        f"content read {mb(read / each)} per fork, held by the fork's rows {size(held / each)}; {stored}"
     )
 
 

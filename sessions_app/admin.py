@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import weakref
 from functools import lru_cache
 from typing import Any, cast
@@ -21,6 +22,7 @@ from sessions_app.admin_base import ReadOnlyAdmin, SessionAdminFields
 from sessions_app.authors import operator_author
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.features import FeatureSet, features
+from sessions_app.message_content import messages_with_content, resolved
 from sessions_app.models import (
     AgentSession,
     AgentToken,
@@ -278,12 +280,38 @@ class MessageAdmin(ReadOnlyAdmin):
     list_filter = ["role", "epoch"]
     search_fields = ["session__id"]
     list_select_related = ["session"]
+    # The row's own column is null for a message that shares its content (a fork's copy): the
+    # page shows the content resolved instead, and the row it is shared from.
+    exclude = ["content"]
+    readonly_fields = ["content_shown", "shared_from"]
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return messages_with_content(super().get_queryset(request))
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A message goes only with its session: alone it would leave a hole in the history, and
+        # a fork's copies may share its content.
+        return False
+
+    @admin.display(description="content")
+    def content_shown(self, obj: Message) -> str:
+        return json.dumps(resolved(obj), ensure_ascii=False, indent=1)
+
+    @admin.display(description="content shared from")
+    def shared_from(self, obj: Message) -> str:
+        # The holder's session and position, not the holder itself (its content is megabytes).
+        if obj.content_source_id is None:
+            return "-"
+        session_id, position = Message.objects.values_list("session_id", "position").get(
+            pk=obj.content_source_id
+        )
+        return f"session {session_id}, position {position}"
 
     @admin.display(description="content")
     def preview(self, obj: Message) -> str:
         parts = [
             b.get("text") or f"[{b.get('type')}{' ' + b['name'] if b.get('name') else ''}]"
-            for b in obj.content
+            for b in resolved(obj)
             if isinstance(b, dict)
         ]
         text = " ".join(p for p in parts if p)

@@ -191,6 +191,13 @@ class Message(models.Model):
     """A message of the session's history, content blocks exactly as sent to the model.
 
     Messages are never edited or deleted: compaction only moves the session to a new epoch.
+
+    Its content is held by its own row (`content`), or shared with the row that holds it
+    (`content_source`, `content` null): a fork's copies of its parent's messages share the
+    parent's contents (issue 31 item 2). The row named always holds its content itself (a fork of
+    a fork names the original), and before it is deleted with its session, a row that shares it
+    is given the content (`services.messages_content_keep`). Read a message's content through
+    `sessions_app.message_content`, which resolves both, never from `content` alone.
     """
 
     # No index of its own: the unique (session, position) and `message_epoch_idx` both start
@@ -201,7 +208,21 @@ class Message(models.Model):
     position = models.PositiveIntegerField()
     epoch = models.PositiveIntegerField(default=0)
     role = models.CharField(max_length=16, choices=MessageRole.choices)
-    content = models.JSONField()
+    content = models.JSONField(null=True, blank=True)
+    # The database's foreign key refuses (at commit) deleting a row whose content others share
+    # without them; the service that deletes sessions gives it to one of them first. DO_NOTHING,
+    # not RESTRICT: Django would then read every message of a deleted session to check it (7
+    # times slower for 50,000 messages), where the key checks them all at once. No index of its
+    # own: the partial one below holds only the rows that share.
+    content_source = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        related_name="content_sharers",
+        db_index=False,
+        editable=False,
+    )
     token_estimate = models.PositiveIntegerField(default=0)
     turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
     # Free-form markers, e.g. {"type": "compact", "previous_archive": ...} on a summary message.
@@ -212,8 +233,22 @@ class Message(models.Model):
         ordering = ["session_id", "position"]
         constraints = [
             models.UniqueConstraint(fields=["session", "position"], name="message_unique_position"),
+            # Its own content or another row's, never both nor neither.
+            models.CheckConstraint(
+                condition=Q(content__isnull=False, content_source__isnull=True)
+                | Q(content__isnull=True, content_source__isnull=False),
+                name="message_content_held_or_shared",
+            ),
         ]
-        indexes = [models.Index(fields=["session", "epoch", "position"], name="message_epoch_idx")]
+        indexes = [
+            models.Index(fields=["session", "epoch", "position"], name="message_epoch_idx"),
+            # The rows sharing a content: found when the row holding it is about to be deleted.
+            models.Index(
+                fields=["content_source"],
+                condition=Q(content_source__isnull=False),
+                name="message_content_source_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.role} message at position {self.position} (epoch {self.epoch})"

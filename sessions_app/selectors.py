@@ -8,12 +8,12 @@ import uuid
 from typing import Any, NamedTuple
 
 from django.db import connection
-from django.db.models import IntegerField, JSONField
+from django.db.models import IntegerField, JSONField, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from sessions_app.common.canonical import canonical_json
-from sessions_app.fastpath.rows import values_where
+from sessions_app.message_content import content_sql, message_rows_after, messages_with_content, resolved
 from sessions_app.models import (
     AgentSession,
     AgentToken,
@@ -145,13 +145,7 @@ def session_messages_after(*, session_id: uuid.UUID, epoch: int, after_position:
     a history not cached): SQL built once (`fastpath.rows`), rows not made into models."""
     return [
         MessageRow(*row)
-        for row in values_where(
-            Message,
-            ("position", "role", "content", "token_estimate"),
-            (("session_id", "="), ("epoch", "="), ("position", ">")),
-            (session_id, epoch, after_position),
-            order_by="position",
-        )
+        for row in message_rows_after(session_id=session_id, epoch=epoch, after_position=after_position)
     ]
 
 
@@ -197,7 +191,7 @@ def message_outlines(*, session_id: uuid.UUID, epoch: int) -> list[MessageOutlin
     """The epoch's messages in order, outlined (`MessageOutline`): what a fork decides its copy
     from without reading any message's content into Python."""
     tool_blocks_sql, blocks_sql = _OUTLINE_SQL[connection.vendor]
-    column = f"{connection.ops.quote_name(Message._meta.db_table)}.{connection.ops.quote_name('content')}"
+    column = content_sql(connection.ops.quote_name(Message._meta.db_table))
     rows = (
         Message.objects.filter(session_id=session_id, epoch=epoch)
         .annotate(
@@ -252,7 +246,7 @@ def model_call_request(*, call: ModelCall) -> dict[str, Any]:
             stored = Message.objects.filter(
                 session_id=call.session_id, position__gte=first, position__lte=last
             ).order_by("position")
-            messages += [{"role": m.role, "content": m.content} for m in stored.only("role", "content")]
+            messages += [{"role": m.role, "content": resolved(m)} for m in _with_content(stored, "role")]
         else:
             messages.append(item)
     body["messages"] = messages
@@ -274,11 +268,21 @@ def archive_latest(*, session_id: uuid.UUID) -> Archive | None:
     return Archive.objects.filter(session_id=session_id).order_by("-epoch").first()
 
 
+def _with_content(messages: QuerySet[Message], *fields: str) -> QuerySet[Message]:
+    """`messages` with only `fields` and their resolved content (`message_content.resolved`)."""
+    return messages_with_content(messages.only(*fields))
+
+
 def archive_messages(*, archive: Archive) -> list[Message]:
+    """The archive's messages in order, with position, role, metadata and their content
+    (`message_content.resolved`)."""
     return list(
-        Message.objects.filter(session_id=archive.session_id, epoch=archive.epoch)
-        .only("position", "role", "content", "metadata")
-        .order_by("position")
+        _with_content(
+            Message.objects.filter(session_id=archive.session_id, epoch=archive.epoch),
+            "position",
+            "role",
+            "metadata",
+        ).order_by("position")
     )
 
 

@@ -12,6 +12,7 @@ from memory_app.scratchpad import prompts
 from memory_app.scratchpad.models import Scratchpad, ScratchpadRevision
 from sessions_app.common.content import content_text
 from sessions_app.fastpath.rows import object_get
+from sessions_app.message_content import messages_with_content, resolved
 from sessions_app.models import Message, MessageRole, Turn
 
 
@@ -83,7 +84,7 @@ def plan_detected(text: str) -> bool:
 
 def _holds_user_words(message: Message) -> bool:
     return message.role == MessageRole.USER and any(
-        isinstance(b, dict) and b.get("type") == "text" for b in message.content
+        isinstance(b, dict) and b.get("type") == "text" for b in resolved(message)
     )
 
 
@@ -109,7 +110,7 @@ def scratchpad_hints(
 
     in_epoch = Message.objects.filter(session_id=session_id, epoch=epoch)
     hints: list[str] = []
-    latest = in_epoch.only("position", "role", "content", "turn_id").order_by("-position").first()
+    latest = messages_with_content(in_epoch.only("position", "role", "turn_id")).order_by("-position").first()
     turn_start = latest is not None and _holds_user_words(latest)
     turns_done = 0
     if latest is not None and turn_start:
@@ -122,12 +123,13 @@ def scratchpad_hints(
             hints.append(prompts.hint_after_turns(turns_done))
         if on_plan and view.is_empty:
             previous = (
-                in_epoch.filter(role=MessageRole.ASSISTANT, position__lt=latest.position)
-                .only("content")
+                messages_with_content(
+                    in_epoch.filter(role=MessageRole.ASSISTANT, position__lt=latest.position).only("pk")
+                )
                 .order_by("-position")
                 .first()
             )
-            if previous is not None and plan_detected(content_text(previous.content, sep="\n")):
+            if previous is not None and plan_detected(content_text(resolved(previous), sep="\n")):
                 hints.append(prompts.HINT_PLAN_DETECTED)
     if after_compaction and epoch > 0 and not in_epoch.filter(role=MessageRole.ASSISTANT).exists():
         hints.append(prompts.HINT_AFTER_COMPACTION)

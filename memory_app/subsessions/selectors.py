@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from sessions_app.message_content import RESOLVED, messages_with_content
 from sessions_app.models import AgentSession, Message, MessageRole, ToolCall, ToolCallStatus, Turn
 
 REPORT_RESULT = "report_result"
@@ -50,9 +51,11 @@ def subsession_call_number(*, session_id: uuid.UUID, turn_id: uuid.UUID, tool_us
     from the step's stored assistant message; 1 when it is not found, e.g. a handler called
     outside a turn)."""
     contents = (
-        Message.objects.filter(session_id=session_id, turn_id=turn_id, role=MessageRole.ASSISTANT)
+        messages_with_content(
+            Message.objects.filter(session_id=session_id, turn_id=turn_id, role=MessageRole.ASSISTANT)
+        )
         .order_by("-position")
-        .values_list("content", flat=True)[:STEP_MESSAGES]
+        .values_list(RESOLVED, flat=True)[:STEP_MESSAGES]
     )
     for content in contents:
         number = 0
@@ -69,9 +72,11 @@ def subsession_call_number(*, session_id: uuid.UUID, turn_id: uuid.UUID, tool_us
 def subsession_last_text(*, child_id: uuid.UUID, turn_id: uuid.UUID) -> str:
     """The last assistant text of the child's turn ("" when it wrote none)."""
     contents = (
-        Message.objects.filter(session_id=child_id, turn_id=turn_id, role=MessageRole.ASSISTANT)
+        messages_with_content(
+            Message.objects.filter(session_id=child_id, turn_id=turn_id, role=MessageRole.ASSISTANT)
+        )
         .order_by("-position")
-        .values_list("content", flat=True)[:LAST_TEXT_MESSAGES]
+        .values_list(RESOLVED, flat=True)[:LAST_TEXT_MESSAGES]
     )
     return next((text for content in contents if (text := _text_of(content))), "")
 

@@ -45,6 +45,7 @@ from sessions_app import services
 from sessions_app.authors import AGENT_AUTHOR
 from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.engine.contract import SessionSnapshot
+from sessions_app.message_content import RESOLVED, messages_with_content
 from sessions_app.models import AgentSession, Message, MessageRole, Turn
 from sessions_app.selectors import MessageOutline, message_outlines
 from sessions_app.services import event_emit
@@ -247,6 +248,8 @@ def subsession_discard(*, child_id: uuid.UUID) -> bool:
         child = AgentSession.objects.select_for_update().filter(pk=child_id).first()
         if child is None or child.current_turn_id or Turn.objects.filter(session_id=child_id).exists():
             return False
+        # A child that never began has no fork of its own, but what it holds is kept all the same.
+        services.messages_content_keep(messages=Message.objects.filter(session_id=child_id))
         AgentSession.objects.filter(pk=child_id).delete()
     return True
 
@@ -402,11 +405,12 @@ def _history_copy(*, parent: AgentSession, child: AgentSession, plan: ForkPlan) 
     )
     positions = {source: target for target, source in enumerate(plan.positions)}
     for source, left in plan.removed.items():
-        original = Message.objects.filter(session_id=parent.pk, position=source)
-        content = original.values_list("content", flat=True).get()
+        original = messages_with_content(Message.objects.filter(session_id=parent.pk, position=source))
+        content = original.values_list(RESOLVED, flat=True).get()
         kept = [block for index, block in enumerate(content) if index not in left]
+        # A copy that differs from its source holds its own content.
         Message.objects.filter(session_id=child.pk, position=positions[source]).update(
-            content=kept, token_estimate=estimate_json_tokens(kept)
+            content=kept, content_source=None, token_estimate=estimate_json_tokens(kept)
         )
     AgentSession.objects.filter(pk=child.pk).update(next_position=copied)
     services.masked_results_copy(

@@ -20,6 +20,7 @@ from memory_app.tasks.prompts import (
     TASK_SUMMARY_MISSING,
 )
 from sessions_app.common.estimate import estimate_json_tokens
+from sessions_app.message_content import RESOLVED, messages_with_content
 from sessions_app.models import AgentSession, Message
 from sessions_app.services import event_emit
 
@@ -77,9 +78,11 @@ def _inner_calls(task: Task, end_tool_use_id: str, epoch: int) -> InnerCalls:
     """The calls made between the task's begin_task and `end_tool_use_id`, across compactions
     (copies a compaction carried are not counted twice)."""
     rows = (
-        Message.objects.filter(session_id=task.session_id, position__gte=task.begin_position)
+        messages_with_content(
+            Message.objects.filter(session_id=task.session_id, position__gte=task.begin_position)
+        )
         .order_by("position")
-        .values_list("content", "metadata", "epoch")
+        .values_list(RESOLVED, "metadata", "epoch")
     )
     hidden: list[str] = []
     inside = ended = False

@@ -17,6 +17,7 @@ from sessions_app.common.content import content_text
 from sessions_app.engine.compaction.tiers import KIND_TURN, TRIGGER_OPERATOR
 from sessions_app.engine.features import features
 from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
+from sessions_app.message_content import resolved
 from sessions_app.models import Archive, Message
 
 USER = "user"
@@ -230,7 +231,7 @@ def tool_use_ids(messages: Iterable[Message]) -> set[str]:
     return {
         str(b.get("tool_use_id"))
         for m in messages
-        for b in m.content
+        for b in resolved(m)
         if isinstance(b, dict) and b.get("type") == "tool_result"
     }
 
@@ -240,7 +241,8 @@ def items_from_message(
 ) -> list[TranscriptItem]:
     """`tool_names`: tool_use id → name; `summaries`: archive id → the archive (its summary and
     receipt)."""
-    blocks = message.content if isinstance(message.content, list) else []
+    content = resolved(message)
+    blocks = content if isinstance(content, list) else []
     kind = (message.metadata or {}).get("type")
     key = f"m{message.position}"
     if kind == "carried" or (kind == "compact" and "from_position" in message.metadata):

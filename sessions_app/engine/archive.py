@@ -16,6 +16,7 @@ from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.engine.compaction.summary import transcript_lines
 from sessions_app.engine.context import StoredMessage
 from sessions_app.engine.contract import TextLimit, ToolContext, ToolError, ToolSpec
+from sessions_app.message_content import resolved
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -103,7 +104,7 @@ def archive_page(
     rendered: list[dict[str, Any]] = []
     tool_names: dict[str, str] = {}  # tool_use ids seen so far, to name the results that follow
     for message in selectors.archive_messages(archive=archive):
-        stored = StoredMessage(message.position, message.role, message.content, 0)
+        stored = StoredMessage(message.position, message.role, resolved(message), 0)
         text = "\n".join(transcript_lines([stored], tool_names=tool_names))
         rendered.append({"position": message.position, "role": message.role, "text": text})
     if query:

@@ -44,6 +44,7 @@ from sessions_app.engine.tool_dispatch import (
     tool_calls_plan,
 )
 from sessions_app.engine.tool_hooks import turn_started as tool_hooks_turn_started
+from sessions_app.message_content import resolved
 from sessions_app.models import ToolExecutor
 from sessions_app.process_tasks import task_in_loop
 
@@ -711,7 +712,7 @@ class TurnRunner:
             outcomes=outcomes,
             token_estimate=await _estimate_off_the_db_thread(services.tool_result_blocks(outcomes)),
         )
-        self.history.append(StoredMessage(stored.position, "user", stored.content, stored.token_estimate))
+        self.history.append(StoredMessage(stored.position, "user", resolved(stored), stored.token_estimate))
         if any((spec := self.features.tool(c.name)) and spec.refreshes_history for c in calls):
             await db(history_view_refresh)(self.features, self.session_id, self.history)
         cancelled = any(o.content == CANCELLED_TOOL_RESULT for o in outcomes)

@@ -28,7 +28,7 @@ from sessions_app.services.archives import (
     masked_results_copy,
 )
 from sessions_app.services.events import event_emit, events_emit
-from sessions_app.services.messages import messages_copy
+from sessions_app.services.messages import messages_content_keep, messages_copy
 from sessions_app.services.sessions import (
     SESSION_UPDATABLE_FIELDS,
     SESSIONS_QUOTA_PERIOD_SECONDS,
@@ -124,6 +124,7 @@ __all__ = [
     "lease_hold",
     "lease_lapsed",
     "lease_takeover_at",
+    "messages_content_keep",
     "messages_copy",
     "model_call_record",
     "SESSION_UPDATABLE_FIELDS",

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from sessions_app.message_content import messages_with_content, resolved
 from sessions_app.models import (
     AgentSession,
     Archive,
@@ -235,7 +236,9 @@ def _epoch_close(
 def _messages_carry(*, session_id: uuid.UUID, epoch: int, positions: Sequence[int]) -> list[Message]:
     """Copies of `epoch`'s messages at `positions` into the next epoch, in order, with the masks
     of their tool results (inside the caller's transaction)."""
-    carried = Message.objects.filter(session_id=session_id, epoch=epoch, position__in=list(positions))
+    carried = messages_with_content(
+        Message.objects.filter(session_id=session_id, epoch=epoch, position__in=list(positions))
+    )
     messages: list[Message] = []
     result_ids: list[str] = []
     for original in carried.order_by("position"):
@@ -248,13 +251,13 @@ def _messages_carry(*, session_id: uuid.UUID, epoch: int, positions: Sequence[in
                 session_id=session_id,
                 epoch=epoch + 1,
                 role=original.role,
-                content=original.content,
+                content=resolved(original),
                 turn_id=original.turn_id,
                 metadata=metadata,
                 token_estimate=original.token_estimate,
             )
         )
-        result_ids += [b.get("tool_use_id", "") for b in original.content if b.get("type") == "tool_result"]
+        result_ids += [b.get("tool_use_id", "") for b in resolved(original) if b.get("type") == "tool_result"]
     MaskedResult.objects.bulk_create(
         MaskedResult(
             session_id=session_id,

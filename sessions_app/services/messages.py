@@ -8,12 +8,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection
+from django.db.models import Case, QuerySet, Value, When
 from django.utils import timezone
 
 from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.common.types import StoredMessage
 from sessions_app.fastpath.counters import session_counter_add
 from sessions_app.fastpath.rows import values_insert
+from sessions_app.message_content import messages_with_content, resolved
 from sessions_app.models import AgentSession, Message, MessageRole
 
 
@@ -64,6 +66,7 @@ _INSERTED = (
     "epoch",
     "role",
     "content",
+    "content_source_id",
     "token_estimate",
     "turn_id",
     "metadata",
@@ -92,26 +95,30 @@ def message_insert(
     values_insert(
         Message,
         _INSERTED,
-        [(session_id, position, epoch, role, content, token_estimate, turn_id, {}, timezone.now())],
+        [(session_id, position, epoch, role, content, None, token_estimate, turn_id, {}, timezone.now())],
     )
     return StoredMessage(position, role, content, token_estimate)
 
 
 def dangling_tool_uses(session: AgentSession) -> list[str]:
     """Ids of tool_use blocks in the epoch's last message that never got a result."""
-    last = Message.objects.filter(session=session, epoch=session.epoch).order_by("-position").first()
+    qs = Message.objects.filter(session=session, epoch=session.epoch).order_by("-position")
+    last = messages_with_content(qs).first()
     if last is None or last.role != MessageRole.ASSISTANT:
         return []
-    return [b["id"] for b in last.content if isinstance(b, dict) and b.get("type") == "tool_use"]
+    return [b["id"] for b in resolved(last) if isinstance(b, dict) and b.get("type") == "tool_use"]
 
 
-# The copy is one INSERT ... SELECT: the rows' content goes from table to table inside the
-# database, never through Python. `{positions}` is the source positions (one parameter, whatever
-# their number); the copies are numbered 0, 1, ... in their order.
+# The copy is one INSERT ... SELECT of rows that share their sources' contents (the model's
+# docstring): no content is written again, nor read into Python. A copy names the row holding
+# the content (a source that shares names its own holder: no chains). `{positions}` is the
+# source positions (one parameter, whatever their number); the copies are numbered 0, 1, ... in
+# their order.
 _COPY_SQL = (
-    "INSERT INTO {table} (session_id, position, epoch, role, content, token_estimate, turn_id, metadata, "
-    "created_at) SELECT %s, ROW_NUMBER() OVER (ORDER BY position) - 1, 0, role, content, token_estimate, "
-    "NULL, {metadata}, %s FROM {table} WHERE session_id = %s AND {positions}"
+    "INSERT INTO {table} (session_id, position, epoch, role, content, content_source_id, token_estimate, "
+    "turn_id, metadata, created_at) SELECT %s, ROW_NUMBER() OVER (ORDER BY position) - 1, 0, role, NULL, "
+    "COALESCE(content_source_id, id), token_estimate, NULL, {metadata}, %s FROM {table} "
+    "WHERE session_id = %s AND {positions}"
 )
 _COPY_VENDOR_SQL = {
     "postgresql": {
@@ -137,8 +144,9 @@ def messages_copy(
     """Copy the source's messages at `positions` into the target's epoch 0, at positions 0, 1, ...
     in the order of their source positions, each with its content, role and token estimate, no
     turn, and the metadata `marker` plus `"from_position"` (its source position). Inside the
-    caller's transaction; the target's `next_position` is the caller's to set. The content is
-    copied by the database (one statement): none of it is read into Python. Returns how many."""
+    caller's transaction; the target's `next_position` is the caller's to set. The copies share
+    their sources' contents (the row holding each, never a copy of it): one statement, and no
+    content is written again nor read into Python. Returns how many."""
     if not positions:
         return 0
     vendor = _COPY_VENDOR_SQL[connection.vendor]
@@ -156,3 +164,46 @@ def messages_copy(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
+
+
+# How many contents `messages_content_keep` hands over per statement (bounds its parameters).
+KEEP_BATCH = 500
+
+
+def messages_content_keep(*, messages: QuerySet[Message]) -> int:
+    """Before `messages` are deleted (inside the caller's transaction): each content one of them
+    holds that other messages share (a fork's copies) goes to one of those (the first written),
+    and its other sharers name that one instead. No content passes through Python: the database
+    copies each from row to row. Returns how many contents were handed over.
+
+    Deleting a message that others share without this first is refused by the database
+    (`content_source`'s foreign key, checked at commit: an `IntegrityError`), so a message never
+    loses its content when the one it was copied from goes: with its session
+    (`session_tree_delete`), or alone."""
+    sharers = (
+        Message.objects.filter(content_source__in=messages.values("pk"))
+        .exclude(pk__in=messages.values("pk"))
+        .order_by("pk")
+        .values_list("pk", "content_source_id")
+    )
+    heirs: dict[int, int] = {}
+    for pk, holder in sharers.iterator():
+        heirs.setdefault(holder, pk)
+    items = sorted(heirs.items())
+    table = connection.ops.quote_name(Message._meta.db_table)
+    for start in range(0, len(items), KEEP_BATCH):
+        batch = dict(items[start : start + KEEP_BATCH])
+        # The heir takes the content of the row it names (SET reads the row as it was).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} SET content = (SELECT holder.content FROM {table} AS holder "
+                f"WHERE holder.id = {table}.content_source_id), content_source_id = NULL "
+                f"WHERE id IN ({', '.join(['%s'] * len(batch))})",
+                list(batch.values()),
+            )
+        Message.objects.filter(content_source_id__in=list(batch)).exclude(
+            pk__in=messages.values("pk")
+        ).update(
+            content_source_id=Case(*(When(content_source_id=h, then=Value(p)) for h, p in batch.items()))
+        )
+    return len(items)

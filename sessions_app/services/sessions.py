@@ -11,8 +11,9 @@ from django.conf import settings as django_settings
 from django.db import transaction
 from django.utils import timezone
 
-from sessions_app.models import AgentSession, AgentToken
+from sessions_app.models import AgentSession, AgentToken, Message
 from sessions_app.services.events import event_emit
+from sessions_app.services.messages import messages_content_keep
 from sessions_app.services.turns import TurnInProgress
 
 # The period of `PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE`.
@@ -151,8 +152,10 @@ def session_tree_delete(
       compaction included (a lease that has not run out): the turn would go on writing into rows
       that are gone. A turn whose process died (its lease ran out) does not stop the deletion;
     - the rows of the subtree are locked first (a turn cannot begin meanwhile), then
-      `before_delete(ids)` runs (the features' `FeatureLifecycle.delete`), then the rows go, in one
-      transaction: a failure anywhere deletes nothing;
+      `before_delete(ids)` runs (the features' `FeatureLifecycle.delete`), then each message
+      content the subtree holds that other sessions' messages share (forks outside it) goes to
+      them (`messages_content_keep`), then the rows go, in one transaction: a failure anywhere
+      deletes nothing;
     - no event is written or announced: there is no session left to hold it.
     `AgentSession.DoesNotExist` when there is no such session."""
     with transaction.atomic():
@@ -171,6 +174,7 @@ def session_tree_delete(
                 raise TurnInProgress
         if before_delete is not None:
             before_delete(ids)
+        messages_content_keep(messages=Message.objects.filter(session_id__in=ids))
         AgentSession.objects.filter(pk__in=ids).delete()
     return ids
 

@@ -31,6 +31,7 @@ from sessions_app.common.processes import process_gone, process_host
 from sessions_app.common.types import PlannedToolCall, StoredMessage
 from sessions_app.fastpath.counters import session_update, session_update_if, session_update_if_read
 from sessions_app.fastpath.rows import object_get, objects_insert, values_get
+from sessions_app.message_content import messages_with_content, resolved
 from sessions_app.models import (
     AgentSession,
     AgentToken,
@@ -265,10 +266,11 @@ class TurnRepair:
 def _dangling_blocks(session: AgentSession) -> list[dict]:
     """The `tool_use` blocks of the epoch's last message when it is an assistant step whose
     results were never stored."""
-    last = Message.objects.filter(session=session, epoch=session.epoch).order_by("-position").first()
+    qs = Message.objects.filter(session=session, epoch=session.epoch).order_by("-position")
+    last = messages_with_content(qs).first()
     if last is None or last.role != MessageRole.ASSISTANT:
         return []
-    return [b for b in last.content if isinstance(b, dict) and b.get("type") == "tool_use"]
+    return [b for b in resolved(last) if isinstance(b, dict) and b.get("type") == "tool_use"]
 
 
 def _resumable_calls(session: AgentSession) -> list[PlannedToolCall]:

@@ -163,7 +163,7 @@ async def test_message_position_section_is_never_stored_in_the_history(
 
 def stored_texts(session: dict) -> list[str]:
     messages = Message.objects.filter(session_id=uuid.UUID(session["id"])).order_by("position")
-    return [block["text"] for m in messages for block in m.content if block.get("type") == "text"]
+    return [block["text"] for m in messages for block in m.content or [] if block.get("type") == "text"]
 
 
 async def test_message_position_section_leaves_the_earlier_user_message_in_the_next_turn(

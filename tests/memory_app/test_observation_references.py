@@ -84,6 +84,7 @@ async def test_the_stored_assistant_message_keeps_the_models_reference(
     stored = await sync_to_async(
         lambda: Message.objects.filter(role="assistant").order_by("position")[1].content
     )()
+    assert stored is not None
     assert stored[-1]["input"]["content"] == "{{step1.content}}"
 
 

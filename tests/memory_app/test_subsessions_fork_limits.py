@@ -19,6 +19,7 @@ from memory_app.subsessions import prompts, services
 from memory_app.subsessions.services import fork_plan
 from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.engine.features import features
+from sessions_app.message_content import messages_with_content, resolved
 from sessions_app.models import AgentSession, Message, SessionEvent
 from sessions_app.selectors import MessageOutline, message_outlines
 from tests.fake_anthropic import text
@@ -181,12 +182,25 @@ _CONTENT_SELECTED = re.compile(
 )
 
 
+# A message's content as `message_content.messages_with_content` reads it.
+_RESOLVED_SELECTED = re.compile(r'\)\s+AS\s+"resolved_content"', re.I)
+
+
 def content_reads(queries: list[dict]) -> list[str]:
-    """The statements that fetched a message's content column into Python."""
+    """The statements that fetched a message's content (its column, or resolved) into Python."""
     return [
         q["sql"]
         for q in queries
-        if q["sql"].lstrip().upper().startswith("SELECT") and _CONTENT_SELECTED.search(q["sql"])
+        if q["sql"].lstrip().upper().startswith("SELECT")
+        and (_CONTENT_SELECTED.search(q["sql"]) or _RESOLVED_SELECTED.search(q["sql"]))
+    ]
+
+
+def contents_of(session: AgentSession) -> list[Any]:
+    """The session's messages' contents, in order, as every reader sees them."""
+    return [
+        resolved(m)
+        for m in messages_with_content(Message.objects.filter(session=session)).order_by("position")
     ]
 
 
@@ -201,9 +215,12 @@ def test_a_fork_copies_its_rows_without_reading_the_parents_contents():
     assert not any(big[:200] in q["sql"] for q in captured.captured_queries)
     copied = list(Message.objects.filter(session=child).order_by("position"))
     originals = list(Message.objects.filter(session=parent, position__lt=3).order_by("position"))
-    assert [(m.position, m.epoch, m.role, m.content, m.token_estimate, m.turn_id) for m in copied] == [
-        (i, 0, o.role, o.content, o.token_estimate, None) for i, o in enumerate(originals)
+    assert [(m.position, m.epoch, m.role, m.token_estimate, m.turn_id) for m in copied] == [
+        (i, 0, o.role, o.token_estimate, None) for i, o in enumerate(originals)
     ]
+    # Each copy shares its original's content rather than holding it again.
+    assert [(m.content, m.content_source_id) for m in copied] == [(None, o.pk) for o in originals]
+    assert contents_of(child) == [o.content for o in originals]
     assert [m.metadata for m in copied] == [
         {"type": "forked", "from_session": str(parent.pk), "from_position": i} for i in range(3)
     ]
@@ -225,11 +242,13 @@ def test_only_a_message_with_an_orphan_is_read_and_written_with_it_taken_out():
         child = fork_of(parent)
     assert len(content_reads(captured.captured_queries)) == 1
     copied = list(Message.objects.filter(session=child).order_by("position"))
-    assert [m.content for m in copied] == [
+    assert contents_of(child) == [
         [words("Go.")],
         [words("Two calls."), use("toolu_a")],
         [result("toolu_a")],
     ]
+    # The one that lost a block holds its own content; the others share their originals'.
+    assert [m.content_source_id is None for m in copied] == [False, True, False]
     assert copied[1].token_estimate == estimate_json_tokens(copied[1].content)  # counted again
     assert [m.metadata["from_position"] for m in copied] == [0, 1, 2]
 

@@ -205,7 +205,9 @@ async def test_an_operators_compaction_gives_the_warning_step_first_and_stores_i
     answer = await sync_to_async(
         Message.objects.filter(session_id=session["id"], epoch=0, role="assistant").last
     )()
-    assert answer is not None and answer.content[-1]["name"] == "update_notepad"
+    assert (
+        answer is not None and answer.content is not None and answer.content[-1]["name"] == "update_notepad"
+    )
     archive = await sync_to_async(Archive.objects.get)(session_id=session["id"])
     assert archive.trigger == "operator"
     for record in fake.requests:

@@ -18,6 +18,7 @@ from django.db.models import QuerySet
 from sessions_app.dashboard import transcript
 from sessions_app.dashboard.selectors.common import NotFound
 from sessions_app.dashboard.selectors.subsessions import transcript_link_children
+from sessions_app.message_content import messages_with_content
 from sessions_app.models import AgentSession, Archive, Message, SessionEvent, ToolCall
 
 TRANSCRIPT_PAGE_SIZE = 60
@@ -36,9 +37,9 @@ def _items_page(
     page continues from (None: there is none), and the messages themselves. `backwards` reads
     from the end (the next page is older: continue before the position given), else from the
     start (continue after it)."""
-    ordered = messages_qs.only("position", "epoch", "role", "content", "metadata", "created_at").order_by(
-        "-position" if backwards else "position"
-    )
+    ordered = messages_with_content(
+        messages_qs.only("position", "epoch", "role", "metadata", "created_at")
+    ).order_by("-position" if backwards else "position")
     messages = list(ordered[: limit + 1])
     has_more = len(messages) > limit
     messages = messages[:limit]

@@ -47,6 +47,7 @@ from sessions_app.engine.prompts import (
 )
 from sessions_app.engine.providers import Provider
 from sessions_app.engine.providers.base import ModelResponse
+from sessions_app.message_content import resolved
 from sessions_app.models import Message, SessionStatus
 
 T = TypeVar("T")
@@ -398,7 +399,9 @@ class Compactor:
             threshold_tokens=budget.threshold_tokens(snapshot),
             texts=[PRE_COMPACTION_WARNING, *await db(runner.features.warning_notes)(snapshot)],
         )
-        self.history.append(StoredMessage(warning.position, "user", warning.content, warning.token_estimate))
+        self.history.append(
+            StoredMessage(warning.position, "user", resolved(warning), warning.token_estimate)
+        )
         self.warned = True
         self.warning_kind = kind
         self.warning_position = warning.position
@@ -582,7 +585,7 @@ class Compactor:
         runner = self.runner
         runner.epoch += 1
         masks = {tool_use_id: self.history.masks[tool_use_id] for tool_use_id in self.history.masks}
-        stored = [StoredMessage(m.position, m.role, m.content, m.token_estimate) for m in messages]
+        stored = [StoredMessage(m.position, m.role, resolved(m), m.token_estimate) for m in messages]
         view = await db(history_view)(runner.features, runner.session_id, runner.epoch, stored)
         runner.history = PreparedHistory(stored, epoch=runner.epoch, masks=masks, view=view)
         history_remember(runner.session_id, runner.history)
