@@ -1,5 +1,5 @@
 """The migration that lets a fork's copies share their originals' contents
-(0015_message_content_source): copies stored before it share afterwards where their content is
+(0016_message_content_source): copies stored before it share afterwards where their content is
 the original's, a fork of a fork names the original, a copy that differs keeps its own, and
 undoing it gives every copy its content back."""
 
@@ -15,8 +15,8 @@ from django.db.migrations.executor import MigrationExecutor
 from sessions_app.message_content import messages_with_content, resolved
 from sessions_app.models import Message
 
-BEFORE = [("sessions_app", "0014_session_quota_indexes")]
-AFTER = [("sessions_app", "0015_message_content_source")]
+BEFORE = [("sessions_app", "0015_context_pins")]
+AFTER = [("sessions_app", "0016_message_content_source")]
 
 
 def _migrate(targets: list[tuple[str, str]]) -> Any:

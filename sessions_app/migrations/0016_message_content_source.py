@@ -74,7 +74,7 @@ def copies_hold(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0014_session_quota_indexes'),
+        ('sessions_app', '0015_context_pins'),
     ]
 
     operations = [
