@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memory_app.notepad.context import NOTEPAD_SECTION
 from memory_app.notepad.dashboard import DASHBOARD
-from memory_app.notepad.prompts import NOTEPAD_HEADING
+from memory_app.notepad.prompts import NOTEPAD_CHANGED_LEAD, NOTEPAD_HEADING
 from memory_app.notepad.sandbox_api import SANDBOX_NAME, sandbox_notepad
 from memory_app.notepad.scripted import rule_forget, rule_notepad, rule_remember
 from memory_app.notepad.settings import SETTINGS, SETTINGS_RULES
@@ -19,6 +19,6 @@ FEATURE = Feature(
     sections=[NOTEPAD_SECTION],
     sandbox={SANDBOX_NAME: sandbox_notepad},
     scripted_rules=[rule_remember, rule_forget, rule_notepad],
-    context_openings=[NOTEPAD_HEADING + "\n"],
+    context_openings=[NOTEPAD_HEADING + "\n", NOTEPAD_CHANGED_LEAD],
     dashboard=DASHBOARD,
 )

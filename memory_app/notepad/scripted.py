@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from memory_app.notepad.prompts import NOTEPAD_EMPTY_HINT, NOTEPAD_HEADING
+from memory_app.notepad.prompts import NOTEPAD_CHANGED_LEAD, NOTEPAD_EMPTY_HINT, NOTEPAD_HEADING
 from sessions_app.engine.contract import ScriptedInput, ScriptedReply, scripted_rule
 
 _REMEMBER_RE = re.compile(r"^remember:\s*(.+)$", re.DOTALL | re.IGNORECASE)
@@ -32,11 +32,15 @@ def _visible_notepad(inp: ScriptedInput) -> str:
     empty-notepad hint is no note."""
     messages = inp.body.get("messages") or [{}]
     blocks = [*_text_blocks(inp.body.get("system")), *_text_blocks(messages[-1].get("content"))]
+    # The last section is the current one (position `epoch`: the system prompt holds the
+    # epoch's copy, the latest message the current one, after words that say so).
+    content = None
     for block in blocks:
         if block.startswith(NOTEPAD_HEADING + "\n"):
             content = block[len(NOTEPAD_HEADING) + 1 :]
-            return "" if content == NOTEPAD_EMPTY_HINT else content
-    return ""
+        elif block.startswith(NOTEPAD_CHANGED_LEAD) and f"{NOTEPAD_HEADING}\n" in block:
+            content = block.split(f"{NOTEPAD_HEADING}\n", 1)[1]
+    return "" if content is None or content == NOTEPAD_EMPTY_HINT else content
 
 
 def _lines_containing(notepad: str, text: str) -> list[str]:

@@ -2,9 +2,9 @@
 
 Prompt-caching layout (prefix order is tools → system → messages; at most four breakpoints, the
 provider's limit):
-- the part stable for the epoch (tool definitions, the session's system prompt, the sections'
-  static guidance, then what they pinned for the epoch: `ContextSection.pinned_system`) ends with
-  the first cache breakpoint;
+- the part stable for the session (tool definitions, the session's system prompt, the sections'
+  static guidance) ends with the first cache breakpoint, so that a new epoch reads it from the
+  cache; what the sections pinned for the epoch (`ContextSection.pinned_system`) follows it;
 - per-call system content (a section's `dynamic_system`, e.g. the notepad in position `system`)
   follows it, and rewrites everything after it when it changes;
 - in the history, a breakpoint before the oldest tool result that masking may take next (and,
@@ -231,14 +231,16 @@ def _prompt_assemble(
         (json_text(t), sorted_json(t)) for t in tools[len(server_tools) :]
     ]
     static_text = "\n\n".join(p for p in static_parts if p)
-    system: list[dict] = [_text_block(static_text)] if static_text else []
-    # What the sections pinned for the epoch: one block after the session's stable text, inside
-    # the cached prefix (the block before it stays byte-identical from epoch to epoch).
+    # The breakpoint ends the session's stable text: from epoch to epoch the tools and that text
+    # stay byte-identical, so the first request of a new epoch reads them from the cache. What
+    # the sections pinned for the epoch follows it in a block of its own, inside the prefix the
+    # history's breakpoints cache.
+    system: list[dict] = [_with_cache_control(_text_block(static_text))] if static_text else []
     if pinned_parts:
         system.append(_text_block("\n\n".join(pinned_parts)))
-    if system:
-        system[-1] = _with_cache_control(system[-1])
-    elif tools:
+        if not static_text:
+            system[-1] = _with_cache_control(system[-1])
+    if not system and tools:
         tools[-1] = _with_cache_control(tools[-1])
         tool_texts[-1] = (json_text(tools[-1]), sorted_json(tools[-1]))
     system += [_text_block(p) for p in dynamic_parts if p]

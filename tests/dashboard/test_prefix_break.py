@@ -76,7 +76,7 @@ def test_a_request_that_extends_the_previous_one_has_no_break(operator_client):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_notepad_edit_breaks_the_prefix_in_the_system_prompt_as_memory(operator_client):
-    session = session_new(system_prompt="You audit.")
+    session = session_new(system_prompt="You audit.", settings={"notepad": {"position": "system"}})
     chat(session.pk, "remember: the deadline is <b>Friday</b>")
     before, after = calls_of(session)  # the call that wrote the notepad, the one after it
     found = break_of(after)
@@ -134,7 +134,9 @@ def test_the_notepad_pinned_per_epoch_changes_no_system_block_and_its_update_is_
 def test_masking_is_named_where_it_broke_the_prefix(django_assert_max_num_queries):
     """A small window and big tool results (the notepad, read back): each batch of masks
     rewrites the history from the first masked result."""
-    session = session_new(context_window=12000)
+    # mask_low_water 1.0: masking whenever it brings the request under the threshold (by default
+    # a batch that cannot reach the low-water mark gives way to a summary).
+    session = session_new(context_window=12000, settings={"compaction": {"mask_low_water": 1.0}})
     chat(session.pk, "remember: " + " ".join(f"fact{i}" for i in range(400)))
     for _ in range(8):
         chat(session.pk, "notepad")

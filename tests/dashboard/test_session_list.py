@@ -227,7 +227,7 @@ def test_a_bad_field_is_an_error_beside_it_and_nothing_is_made(operator_client, 
 
 def test_advanced_json_applies_over_the_fields(operator_client):
     data = browser_form(operator_client) | {"settings": '{"notepad": {"position": "message"}}'}
-    assert data["setting__notepad__position"] == "system"
+    assert data["setting__notepad__position"] == "epoch"
     operator_client.post("/sessions/new/", data)
     assert AgentSession.objects.get().settings["notepad"]["position"] == "message"
 

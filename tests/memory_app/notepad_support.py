@@ -58,3 +58,18 @@ def tool_result_sent(body: dict) -> dict:
 
 def system_texts(body: dict) -> list[str]:
     return [block["text"] for block in body.get("system", [])]
+
+
+def notepad_last_section(body: dict) -> str:
+    """The last `## Session Notepad` section the model reads, system prompt then messages, from
+    its heading on: the current notepad in every position (`epoch` shows the changed one with the
+    latest message, after words that say so)."""
+    texts = [block["text"] for block in body.get("system", [])]
+    for message in body["messages"]:
+        texts += [b["text"] for b in message["content"] if b.get("type") == "text"]
+    sections = [t for t in texts if NOTEPAD_SECTION_HEAD in t]
+    assert sections, "no notepad section in the request"
+    return NOTEPAD_SECTION_HEAD + sections[-1].rsplit(NOTEPAD_SECTION_HEAD, 1)[1]
+
+
+NOTEPAD_SECTION_HEAD = "## Session Notepad\n"

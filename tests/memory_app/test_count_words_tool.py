@@ -10,7 +10,7 @@ import pytest
 
 from memory_app.count_words import tools as count_words
 from tests.fake_anthropic import FakeAnthropicServer, text, tool_use
-from tests.memory_app.notepad_support import system_texts, turn
+from tests.memory_app.notepad_support import notepad_last_section, turn
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("without_scratchpad")]
 
@@ -32,7 +32,7 @@ async def test_count_words_appends_a_progress_note_per_chunk_that_the_model_sees
     connect: Any, fake_anthropic: FakeAnthropicServer, small_chunks: None
 ) -> None:
     await count_turn(connect, fake_anthropic, "The cat\nthe dog\nA cat's toy")
-    assert system_texts(fake_anthropic.requests[1].body)[-1] == (
+    assert notepad_last_section(fake_anthropic.requests[1].body) == (
         "## Session Notepad\n"
         "count_words: processed 1/3 (1 lines, 2 words so far)\n"
         "count_words: processed 2/3 (2 lines, 4 words so far)\n"

@@ -93,11 +93,11 @@ def test_the_section_shows_the_notepad_read_with_the_sessions_row_without_readin
     snapshot = features().snapshot(AgentSession.objects.get(pk=session.id), with_notepad=True)
     assert snapshot.notepad == "the plan"
     with django_assert_num_queries(0):
-        shown = NOTEPAD_SECTION.dynamic_system(snapshot)
+        shown = NOTEPAD_SECTION.pinned_system(snapshot)  # position `epoch`, the default
     assert shown == ["## Session Notepad\nthe plan"]
     partial = features().snapshot(AgentSession.objects.defer("notepad").get(pk=session.id), with_notepad=True)
     kept = features().snapshot(session)  # the row as made, before the write
     for other in (partial, kept):
         assert other.notepad is None
         with django_assert_num_queries(1):
-            assert NOTEPAD_SECTION.dynamic_system(other) == shown
+            assert NOTEPAD_SECTION.pinned_system(other) == shown

@@ -11,7 +11,12 @@ import pytest
 from memory_app.notepad.prompts import NOTEPAD_EMPTY_HINT, NOTEPAD_GUIDANCE
 from sessions_app.engine.context import CACHE_CONTROL
 from tests.fake_anthropic import FakeAnthropicServer, Reply, text, tool_use
-from tests.memory_app.notepad_support import notepad_preset, system_texts, tool_result_sent, turn
+from tests.memory_app.notepad_support import (
+    notepad_last_section,
+    notepad_preset,
+    tool_result_sent,
+    turn,
+)
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -37,7 +42,7 @@ async def run_tool(
 
 
 def notepad_section(body: dict) -> str:
-    return system_texts(body)[-1]
+    return notepad_last_section(body)
 
 
 # -- the tools offered ---------------------------------------------------------------
@@ -106,10 +111,13 @@ async def test_write_notepad_replaces_the_section_in_the_next_request(
         connect, fake_anthropic, "write_notepad", {"content": "## Findings\n- 500 rows\n"}, notepad="old"
     )
     assert tool_result_sent(body)["content"] == OK_RESULT
+    # Position `epoch` (the default): the system prompt keeps the epoch's copy, the current one
+    # is the last the model reads.
     assert body["system"] == [
         {"type": "text", "text": NOTEPAD_GUIDANCE, "cache_control": CACHE_CONTROL},
-        {"type": "text", "text": "## Session Notepad\n## Findings\n- 500 rows\n"},
+        {"type": "text", "text": "## Session Notepad\nold"},
     ]
+    assert notepad_section(body) == "## Session Notepad\n## Findings\n- 500 rows\n"
 
 
 async def test_write_notepad_with_empty_content_brings_back_the_hint(
@@ -330,7 +338,7 @@ async def test_two_edits_in_one_step_apply_in_the_models_order(
     fake_anthropic.enqueue(Reply([write, append], stop_reason="tool_use"), text("done"))
     await turn(client)
     body = fake_anthropic.requests[1].body
-    results = [b["content"] for b in body["messages"][-1]["content"]]
+    results = [b["content"] for b in body["messages"][-1]["content"] if b["type"] == "tool_result"]
     assert (results, notepad_section(body)) == ([OK_RESULT, OK_RESULT], "## Session Notepad\nab")
 
 

@@ -14,7 +14,7 @@ from memory_app.subsessions import prompts
 from sessions_app.models import AgentSession, Message
 from tests.conftest import alist
 from tests.fake_anthropic import error, text, tool_use
-from tests.memory_app.notepad_support import notepad_preset
+from tests.memory_app.notepad_support import notepad_last_section, notepad_preset
 from tests.memory_app.subsessions_support import (
     MODEL,
     SETTINGS,
@@ -210,9 +210,9 @@ async def test_childs_notepad_write_never_shows_in_the_parents_prompt(connect, s
     await turn_of(client, session, "Go.")
     await turn_of(client, session, "And now?")
     child_requests = requests_matching(strict_anthropic, is_child)
-    assert "CHILD SECRET" in system_text(child_requests[-1])
+    assert notepad_last_section(child_requests[-1]) == "## Session Notepad\nCHILD SECRET"
     for body in requests_matching(strict_anthropic, root):
-        assert "CHILD SECRET" not in system_text(body)
+        assert "CHILD SECRET" not in json.dumps(body)
         assert "parent notes" in system_text(body)
     await client.close()
 

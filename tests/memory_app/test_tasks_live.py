@@ -14,6 +14,7 @@ from memory_app.tasks.models import Task, TaskStatus
 from memory_app.tasks.prompts import TASKS_GUIDANCE
 from sessions_app.models import Message
 from tests.fake_anthropic import Reply, text, tool_use
+from tests.memory_app.notepad_support import notepad_last_section
 from tests.memory_app.tasks_support import (
     MODEL,
     NO_SCRATCHPAD,
@@ -82,8 +83,8 @@ async def test_after_end_task_requests_hold_the_summary_and_the_users_words_not_
     assert record["content"].startswith("Task «log survey» (finished): The logs hold 42 errors")
     assert "also check the tail" in request_text(body)
     assert "half way through the survey" in request_text(body)
-    # The notepad edit made inside the task is in the system prompt.
-    assert "found: 42 errors" in request_text(body["system"])
+    # The notepad edit made inside the task is in the notepad the model reads.
+    assert "found: 42 errors" in notepad_last_section(body)
     # The request right after end_task, in the same turn, is already collapsed.
     after_end = next(r.body for r in fake.requests if (last_result(r.body) or ("",))[0] == "end_task")
     assert "SECRET" not in request_text(after_end)

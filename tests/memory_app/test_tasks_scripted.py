@@ -14,6 +14,7 @@ from memory_app.tasks.models import Task
 from memory_app.tasks.scripted import TASKS_OFF_REPLY
 from sessions_app import selectors
 from sessions_app.models import ModelCall
+from tests.memory_app.notepad_support import notepad_last_section
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("without_scratchpad")]
 
@@ -54,7 +55,7 @@ async def test_task_scopes_notes_and_ends_with_a_summary(connect: Any) -> None:
     names = [b["name"] for m in request["messages"] for b in m["content"] if b.get("type") == "tool_use"]
     assert names == ["begin_task", "end_task"]
     assert "Task «log survey» (finished)" in json.dumps(request, ensure_ascii=False)
-    assert "- log survey: 42 errors in the tail" in json.dumps(request["system"])
+    assert "- log survey: 42 errors in the tail" in notepad_last_section(request)
 
 
 async def test_without_the_notepad_the_task_ends_at_once(connect: Any) -> None:

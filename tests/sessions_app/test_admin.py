@@ -132,7 +132,7 @@ def test_partial_settings_are_completed_with_defaults(admin_client: Client) -> N
     assert session.settings["max_steps_per_turn"] == 7
     assert session.settings["notepad"] == {
         "enabled": True,
-        "position": "system",
+        "position": "epoch",
         "history_max_chars": 2_000_000,
     }
 

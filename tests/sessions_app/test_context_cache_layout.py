@@ -62,12 +62,12 @@ def build(session: SessionSnapshot, history: PreparedHistory, sections: list[Any
     return build_request(session=session, history=history, server_tools=[], max_tokens=100, sections=sections)
 
 
-def test_a_sections_pinned_text_ends_the_cached_system_prompt_and_is_recorded_as_new() -> None:
+def test_a_sections_pinned_text_follows_the_stable_system_prompt_and_is_recorded_as_new() -> None:
     section = Pinning(["## Pinned\nv1"])
     built = build(snapshot(system_prompt="Be brief."), PreparedHistory([msg(0, "user", t("hi"))]), [section])
     assert built.body["system"] == [
-        {"type": "text", "text": "Be brief.\n\nGuidance."},
-        {"type": "text", "text": "## Pinned\nv1", "cache_control": CC},
+        {"type": "text", "text": "Be brief.\n\nGuidance.", "cache_control": CC},
+        {"type": "text", "text": "## Pinned\nv1"},
     ]
     assert built.pins_new == {"pinning": ["## Pinned\nv1"]}
     assert built.sections["pinning"] > 0
@@ -85,6 +85,15 @@ def test_a_section_without_a_pin_in_an_epoch_with_pins_is_added_to_them() -> Non
     session = snapshot(pins={"other": ("kept",)})
     built = build(session, PreparedHistory([msg(0, "user", t("hi"))]), [Pinning(["new"])])
     assert built.pins_new == {"other": ["kept"], "pinning": ["new"]}
+
+
+def test_pinned_text_alone_carries_the_systems_breakpoint() -> None:
+    class Bare(Pinning):
+        def static_system(self, session: SessionSnapshot) -> list[str]:
+            return []
+
+    built = build(snapshot(), PreparedHistory([msg(0, "user", t("hi"))]), [Bare(["pinned"])])
+    assert built.body["system"] == [{"type": "text", "text": "pinned", "cache_control": CC}]
 
 
 def test_pins_of_another_epoch_are_not_this_epochs() -> None:

@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 from memory_app.notepad.models import NotepadRevision
 from sessions_app.models import AgentSession
 from tests.fake_anthropic import text, tool_use
-from tests.memory_app.notepad_support import system_texts, turn
+from tests.memory_app.notepad_support import notepad_last_section, turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "claude-sonnet-4-6"
@@ -64,7 +64,7 @@ async def test_the_codes_edits_are_one_revision_and_one_event_and_the_next_reque
     rows = await sync_to_async(revision_rows)(uuid.UUID(session["id"]))
     assert rows == [(4, "write")]
     await turn(client, "next")
-    assert system_texts(fake_anthropic.requests[-1].body)[-1] == (
+    assert notepad_last_section(fake_anthropic.requests[-1].body) == (
         "## Session Notepad\n# Progress\nstep 0 done\nstep 1 done\nstep 2 done\n"
     )
 

@@ -141,10 +141,15 @@ async def test_session_create_returns_public_state_with_default_settings(connect
     assert session["compact_threshold"] == 0.8
     assert session["settings"]["notepad"] == {
         "enabled": True,
-        "position": "system",
+        "position": "epoch",
         "history_max_chars": 2_000_000,
     }
-    assert session["settings"]["offload"] == {"threshold_bytes": 4096, "ttl_seconds": 3600, "scope": "turn"}
+    assert session["settings"]["offload"] == {
+        "enabled": True,
+        "threshold_bytes": 4096,
+        "ttl_seconds": 3600,
+        "scope": "turn",
+    }
     assert session["settings"]["max_steps_per_turn"] == 25
     assert session["status"] == "idle"
     await client.close()
