@@ -272,7 +272,9 @@ def test_notepad_conflict_is_shown_and_nothing_is_overwritten(new_page, scripted
 
 def test_step_through_the_archives(new_page, scripted_server, screenshots):
     page = logged_in(new_page, scripted_server)
-    session_created(page, scripted_server, "Archive demo", context_window="3000", compact_threshold="0.6")
+    # 3,600: the tools' definitions are about 2,000 tokens (`scratchpad_read` is offered from the
+    # start), and the first compaction must come after the first message is noted.
+    session_created(page, scripted_server, "Archive demo", context_window="3600", compact_threshold="0.6")
     said(page, "remember: keep this across compactions")
     for index in range(12):
         if page.locator("#transcript .marker.compaction").count() >= 2:

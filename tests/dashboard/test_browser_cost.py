@@ -38,7 +38,16 @@ def test_turn_costs_and_the_prefix_break_read_well_at_800_and_1440_px(
 ):
     page = logged_in(new_page, scripted_server)
     page.set_viewport_size({"width": width, "height": 900})
-    session_created(page, scripted_server, f"Cost at {width} px")
+    # Position `system`: the notepad's edit rewrites the system prompt, and the inspector marks it
+    # (the default, `epoch`, leaves the system prompt as it was: test_prefix_break.py).
+    page.goto(scripted_server.url + "/")
+    page.click("summary:has-text('New session')")
+    page.fill("#id_title", f"Cost at {width} px")
+    page.click("summary:has-text('Settings of each feature')")
+    page.select_option("#id_setting__notepad__position", "system")
+    page.click("button:has-text('Create session')")
+    page.wait_for_url(re.compile(r".*/sessions/[0-9a-f-]{36}/(\?.*)?$"))
+    page.wait_for_selector("#live-dot.live")
     said(page, "hello")
     said(page, 'remember: the <img src=x onerror="window.pwned=1"> deadline is Friday')
     # The latest request follows the notepad's edit: its prefix broke at the notepad's section.
