@@ -12,6 +12,18 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+# The agents' models live in their own module (this one is long enough); imported here so that
+# Django registers them with the app, and re-exported.
+from sessions_app.agent_models import Agent, AgentPart, AgentSkill, AgentStateEntry, AgentVersion
+
+__all__ = [
+    "Agent",
+    "AgentPart",
+    "AgentSkill",
+    "AgentStateEntry",
+    "AgentVersion",
+]
+
 
 class TimestampedModel(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True, editable=False)
@@ -47,6 +59,8 @@ class SessionStatus(models.TextChoices):
     RUNNING = "running", "Running"
     COMPACTING = "compacting", "Compacting"
     ERROR = "error", "Error"
+    # `session.end` (PROTOCOL.md v1.2): takes no more messages; still readable and attachable.
+    ENDED = "ended", "Ended"
 
 
 class AgentSession(TimestampedModel):
@@ -55,6 +69,8 @@ class AgentSession(TimestampedModel):
     owner = models.ForeignKey(
         AgentToken, null=True, blank=True, on_delete=models.PROTECT, related_name="sessions"
     )
+    # The agent whose session this is (DESIGN.md, "Agents"), or null: a session without one.
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.PROTECT, related_name="sessions")
     title = models.CharField(max_length=200, blank=True)
     model = models.CharField(max_length=100)
     system_prompt = models.TextField(blank=True)
