@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from memory_app.notepad.models import NotepadOperation, NotepadRevision
 from memory_app.notepad.settings import NOTEPAD_MAX_CHARS, notepad_history_max_chars
+from sessions_app.common.text_edits import TextEdit, TextEditError, TextSubject, text_edit_apply
 from sessions_app.models import AgentSession
 from sessions_app.services import event_emit
 
@@ -34,15 +35,15 @@ __all__ = [
     "notepad_update",
     "notepad_write",
 ]
-NOTEPAD_EDIT_OPERATIONS = (
-    NotepadOperation.FIND_REPLACE,
-    NotepadOperation.APPEND,
-    NotepadOperation.PREPEND,
-    NotepadOperation.DELETE,
+# The edit itself is seed 000's text operation, shared with `edit_system_prompt`.
+NotepadEdit = TextEdit
+NOTEPAD_SUBJECT = TextSubject(
+    name="the notepad",
+    where_current="the notepad's current text is in your context, or call read_notepad.",
 )
 
 
-class NotepadEditError(ValueError):
+class NotepadEditError(TextEditError):
     """An edit that cannot apply (text not found, a field missing, too long): nothing changed.
 
     The message is written for whoever made the edit, the model included, to act on.
@@ -81,65 +82,13 @@ class NotepadBurst:
     unannounced: bool = False
 
 
-@dataclass(frozen=True)
-class NotepadEdit:
-    """A targeted edit (`update_notepad`'s operations); `notepad_edit_apply` says what each needs."""
-
-    operation: str
-    content: str | None = None
-    find: str | None = None
-    replace: str | None = None
-    replace_all: bool = False
-
-
-def _needs(value: str | None, *, field: str, operation: str, meaning: str) -> str:
-    if value is None:
-        raise NotepadEditError(f'operation "{operation}" needs "{field}": {meaning}.')
-    if value == "":
-        raise NotepadEditError(f'operation "{operation}": "{field}" must not be empty.')
-    return value
-
-
 def notepad_edit_apply(*, text: str, edit: NotepadEdit) -> str:
-    """The notepad after `edit`; raises `NotepadEditError` if the edit cannot apply.
-
-    - find_replace: `find` (non-empty, must occur) becomes `replace` ("" removes it), at its first
-      occurrence, or at every occurrence with `replace_all`;
-    - append / prepend: `content` (non-empty) is added exactly as given, no separator (DESIGN.md);
-    - delete: every occurrence of `content` (non-empty, must occur) is removed, so that afterwards
-      the text is gone from the notepad (find_replace with replace "" removes one occurrence).
-    """
-    operation = edit.operation
-    if operation == NotepadOperation.FIND_REPLACE:
-        find = _needs(edit.find, field="find", operation=operation, meaning="the exact text to find")
-        if edit.replace is None:
-            raise NotepadEditError(
-                'operation "find_replace" needs "replace": the replacement text ("" removes the found text).'
-            )
-        if find not in text:
-            raise NotepadEditError(
-                'The "find" text does not occur in the notepad, so nothing was changed. It must match '
-                "exactly (whitespace and case included); the notepad's current text is in your context, "
-                "or call read_notepad."
-            )
-        return text.replace(find, edit.replace) if edit.replace_all else text.replace(find, edit.replace, 1)
-    if operation == NotepadOperation.APPEND:
-        return text + _needs(edit.content, field="content", operation=operation, meaning="the text to add")
-    if operation == NotepadOperation.PREPEND:
-        return _needs(edit.content, field="content", operation=operation, meaning="the text to add") + text
-    if operation == NotepadOperation.DELETE:
-        doomed = _needs(
-            edit.content, field="content", operation=operation, meaning="the exact text to remove"
-        )
-        if doomed not in text:
-            raise NotepadEditError(
-                'The "content" to delete does not occur in the notepad, so nothing was changed. It must '
-                "match exactly (whitespace and case included); the notepad's current text is in your "
-                "context, or call read_notepad."
-            )
-        return text.replace(doomed, "")
-    choices = ", ".join(NOTEPAD_EDIT_OPERATIONS)
-    raise NotepadEditError(f'Unknown operation "{operation}". Use one of: {choices}.')
+    """The notepad after `edit`; raises `NotepadEditError` if the edit cannot apply (the rules
+    of each operation: `sessions_app.common.text_edits.text_edit_apply`)."""
+    try:
+        return text_edit_apply(text=text, edit=edit, subject=NOTEPAD_SUBJECT)
+    except TextEditError as exc:
+        raise NotepadEditError(str(exc)) from None
 
 
 def _notepad_history_prune(*, session_id: uuid.UUID, max_chars: int) -> int:
