@@ -348,6 +348,9 @@ PALIMPSEST_MODEL_PRICES.update(_model_prices_from_env(os.environ.get("PALIMPSEST
 # their sections in the system prompt and of their tools in every request, so it decides the cached
 # prefix. Each entry is a `Feature` object.
 PALIMPSEST_FEATURES = [
+    # The agent's knowledge first: its tools lead as its sections (rendered by the engine) lead the
+    # system prompt; offered only to a session of an agent, so other sessions' requests are unchanged.
+    "memory_app.knowledge.feature.FEATURE",
     "memory_app.count_words.feature.FEATURE",
     "memory_app.notepad.feature.FEATURE",
     "memory_app.scratchpad.feature.FEATURE",

@@ -10,3 +10,18 @@ OPERATOR_AUTHOR_PREFIX = "operator:"
 def operator_author(username: str) -> str:
     """The author of an operator's edit (the dashboard's or the admin's): `operator:<username>`."""
     return f"{OPERATOR_AUTHOR_PREFIX}{username}"
+
+
+AGENT_SESSION_AUTHOR_PREFIX = "agent:"
+CLIENT_AUTHOR_PREFIX = "client:"
+
+
+def agent_session_author(session_id: object) -> str:
+    """The author of an agent's change made by one of its sessions (DESIGN.md, "Versions"):
+    `agent:<session id>`."""
+    return f"{AGENT_SESSION_AUTHOR_PREFIX}{session_id}"
+
+
+def client_author(token_name: str) -> str:
+    """The author of a client's change, known by its token's name: `client:<token name>`."""
+    return f"{CLIENT_AUTHOR_PREFIX}{token_name}"

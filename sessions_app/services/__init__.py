@@ -14,6 +14,17 @@ are the package's public surface.
 from __future__ import annotations
 
 from sessions_app.common.types import ModelCallData, PlannedToolCall, ToolOutcome
+from sessions_app.services.agent_knowledge import (
+    AgentLearnedConflict,
+    SkillFields,
+    agent_learned_update,
+    agent_learned_write,
+    agent_skill_delete,
+    agent_skill_write,
+    agent_skills_import,
+    agent_state_delete,
+    agent_state_set,
+)
 from sessions_app.services.archives import (
     COMPACTION_BREAKER_FAILURES,
     CompactionConflict,
@@ -108,6 +119,15 @@ __all__ = [
     "TurnLeaseLost",
     "TurnRepair",
     "UnknownToolUse",
+    "AgentLearnedConflict",
+    "SkillFields",
+    "agent_learned_update",
+    "agent_learned_write",
+    "agent_skill_delete",
+    "agent_skill_write",
+    "agent_skills_import",
+    "agent_state_delete",
+    "agent_state_set",
     "agent_token_authenticate",
     "agent_token_lock",
     "agent_token_create",
