@@ -1,0 +1,109 @@
+"""Skills as files (agentskills.io): a folder per skill holding `SKILL.md`, whose YAML front
+matter gives `name` and `description` and whose markdown body follows. What `manage.py
+import_skills` reads and `export_skills` writes (and the dashboard's import, later).
+
+A file is parsed with a real YAML parser (PyYAML's safe loader); every rule a skill keeps is
+checked here too (`sessions_app.agent_knowledge_rules`), so a bad file is reported by its path
+before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from sessions_app.agent_knowledge_rules import AgentKnowledgeError, skill_fields_check
+from sessions_app.services import SkillFields
+
+SKILL_FILE = "SKILL.md"
+FENCE = "---"
+# A skill file is at most its body's limit plus room for its front matter.
+SKILL_FILE_MAX_BYTES = 200_000
+
+
+class SkillFileError(ValueError):
+    """A `SKILL.md` that cannot be imported; the message starts with its path."""
+
+
+def skill_file_parse(text: str, *, folder: str, path: str) -> SkillFields:
+    """The skill a `SKILL.md` holds: front matter between `---` lines (a YAML mapping with the
+    strings `name` and `description`; other keys are allowed and not kept), then the body (one
+    blank line after the front matter is not part of it). The name must be the folder's, as
+    agentskills.io requires. `SkillFileError` names the path and what is wrong."""
+    lines = text.split("\n")
+    if not lines or lines[0].rstrip() != FENCE:
+        raise SkillFileError(f"{path}: it must begin with YAML front matter (a line '---').")
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].rstrip() == FENCE)
+    except StopIteration:
+        raise SkillFileError(f"{path}: its front matter has no closing '---' line.") from None
+    try:
+        meta = yaml.safe_load("\n".join(lines[1:end]))
+    except yaml.YAMLError as exc:
+        raise SkillFileError(f"{path}: its front matter is not valid YAML ({exc}).") from None
+    if not isinstance(meta, dict):
+        raise SkillFileError(f"{path}: its front matter must be a mapping with name and description.")
+    name, description = meta.get("name"), meta.get("description")
+    if not isinstance(name, str) or not isinstance(description, str):
+        raise SkillFileError(f"{path}: its front matter needs the strings 'name' and 'description'.")
+    body = "\n".join(lines[end + 1 :])
+    if body.startswith("\n"):
+        body = body[1:]
+    try:
+        name, description, body = skill_fields_check(name=name, description=description, content=body)
+    except AgentKnowledgeError as exc:
+        raise SkillFileError(f"{path}: {exc}") from None
+    if name != folder:
+        raise SkillFileError(f'{path}: the skill "{name}" must be in a folder of that name, not "{folder}".')
+    return SkillFields(name=name, description=description, content=body)
+
+
+def skill_file_render(skill: SkillFields) -> str:
+    """The `SKILL.md` text of `skill`; `skill_file_parse` reads it back unchanged."""
+    meta = yaml.safe_dump(
+        {"name": skill.name, "description": skill.description},
+        sort_keys=False,
+        allow_unicode=True,
+        width=10_000,
+    )
+    return f"{FENCE}\n{meta}{FENCE}\n\n{skill.content}"
+
+
+def skill_folder_read(directory: Path) -> list[SkillFields]:
+    """Every skill of `directory` (each `DIR/*/SKILL.md`, by folder name). Raises `SkillFileError`
+    listing every bad file by path (each on its line), so that none is imported."""
+    if not directory.is_dir():
+        raise SkillFileError(f"{directory}: not a directory.")
+    skills: list[SkillFields] = []
+    problems: list[str] = []
+    for path in sorted(directory.glob(f"*/{SKILL_FILE}")):
+        try:
+            if path.stat().st_size > SKILL_FILE_MAX_BYTES:
+                raise SkillFileError(f"{path}: over {SKILL_FILE_MAX_BYTES:,} bytes (SKILL_FILE_MAX_BYTES).")
+            try:
+                text = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                raise SkillFileError(f"{path}: not UTF-8 text.") from None
+            skills.append(skill_file_parse(text, folder=path.parent.name, path=str(path)))
+        except SkillFileError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise SkillFileError("\n".join(problems))
+    if not skills:
+        raise SkillFileError(f"{directory}: no {SKILL_FILE} in any of its folders (DIR/NAME/{SKILL_FILE}).")
+    return skills
+
+
+def skill_folder_write(directory: Path, skills: Sequence[SkillFields]) -> list[Path]:
+    """Write each skill to `directory/NAME/SKILL.md` (made when missing; a file there is
+    replaced). Returns the paths written."""
+    written = []
+    for skill in skills:
+        folder = directory / skill.name
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / SKILL_FILE
+        path.write_text(skill_file_render(skill), encoding="utf-8")
+        written.append(path)
+    return written
