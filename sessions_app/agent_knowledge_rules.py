@@ -38,6 +38,15 @@ class AgentStateConflict(AgentKnowledgeError):
         self.version = version
 
 
+class AgentSkillConflict(AgentKnowledgeError):
+    """A skill written with an `expected_version` (an operator's edit names the version it
+    started from) that is not its current one: nothing was overwritten."""
+
+    def __init__(self, message: str, *, version: int | None) -> None:
+        super().__init__(message)
+        self.version = version
+
+
 def skill_name_check(name: Any) -> str:
     """`name` if it is a valid skill name, else `AgentKnowledgeError`."""
     if not isinstance(name, str) or not name:

@@ -146,6 +146,32 @@ def _learned_race() -> None:
     assert stored[-1].content == text
 
 
+def _skill_race() -> None:
+    """Two sessions write one new skill at once: it is created once, and every write is a version."""
+    agent = agent_make()
+    sessions = [agent_session_make(agent), agent_session_make(agent)]
+
+    def writer(index: int) -> Callable[[], None]:
+        def work() -> None:
+            for i in range(SETS_PER_WRITER):
+                services.agent_skill_write(
+                    agent_id=agent.pk,
+                    name="shared",
+                    description=f"by {index}",
+                    content=f"{index}-{i}",
+                    author=f"agent:{sessions[index].id}",
+                    max_skills=64,
+                    session_id=sessions[index].id,
+                )
+
+        return work
+
+    _run_together(writer(0), writer(1))
+    stored = list(AgentVersion.objects.filter(agent=agent, part="skill", name="shared").order_by("version"))
+    assert [v.version for v in stored] == list(range(1, 2 * SETS_PER_WRITER + 1))
+    assert selectors.agent_skill_get(agent_id=agent.pk, name="shared").version == 2 * SETS_PER_WRITER
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_sessions_setting_one_key_at_once_keep_every_version_in_order(slow_writes: None) -> None:
     _state_race()
@@ -154,6 +180,19 @@ def test_two_sessions_setting_one_key_at_once_keep_every_version_in_order(slow_w
 @pytest.mark.django_db(transaction=True)
 def test_the_agent_and_an_operator_editing_the_learned_text_at_once_lose_no_edit(slow_writes: None) -> None:
     _learned_race()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_sessions_writing_one_new_skill_at_once_keep_every_version() -> None:
+    _skill_race()
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_two_sessions_writing_one_new_skill_at_once_on_postgresql() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("runs in the PostgreSQL pass (DATABASE_URL=postgres://...)")
+    _skill_race()
 
 
 @pytest.mark.services

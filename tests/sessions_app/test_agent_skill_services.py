@@ -9,7 +9,7 @@ import pytest
 
 from sessions_app import agent_knowledge_selectors as selectors
 from sessions_app import services
-from sessions_app.agent_knowledge_rules import AgentKnowledgeError
+from sessions_app.agent_knowledge_rules import AgentKnowledgeError, AgentSkillConflict
 from sessions_app.agent_models import Agent, AgentSkill
 from sessions_app.services import SkillFields
 from tests.sessions_app.agent_knowledge_support import (
@@ -191,3 +191,33 @@ def test_an_import_with_one_bad_skill_writes_nothing(
         )
     assert skills(agent) == [("kept", "Write the weekly report.", "kept", 1)]
     assert versions(agent, "skill", "ok") == []
+
+
+def test_an_operators_stale_expected_version_overwrites_nothing() -> None:
+    agent = agent_make()
+    write(agent, content="agent's")
+    write(agent, content="agent's again")
+    with pytest.raises(AgentSkillConflict, match='"weekly-report" is at version 2, not version 1') as caught:
+        services.agent_skill_write(
+            agent_id=agent.pk,
+            name="weekly-report",
+            description="d",
+            content="operator's",
+            author="operator:ann",
+            max_skills=64,
+            expected_version=1,
+        )
+    assert caught.value.version == 2
+    assert skills(agent)[0][2:] == ("agent's again", 2)
+    assert (
+        services.agent_skill_write(
+            agent_id=agent.pk,
+            name="weekly-report",
+            description="d",
+            content="operator's",
+            author="operator:ann",
+            max_skills=64,
+            expected_version=2,
+        ).version
+        == 3
+    )

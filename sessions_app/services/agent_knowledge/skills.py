@@ -11,7 +11,12 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from sessions_app.agent_knowledge_rules import AgentKnowledgeError, skill_fields_check, skill_name_check
+from sessions_app.agent_knowledge_rules import (
+    AgentKnowledgeError,
+    AgentSkillConflict,
+    skill_fields_check,
+    skill_name_check,
+)
 from sessions_app.agent_knowledge_selectors import agent_skill_unknown_message
 from sessions_app.agent_models import Agent, AgentPart, AgentSkill, AgentVersion
 from sessions_app.services.agent_knowledge.common import agent_lock, agent_updated_emit
@@ -34,13 +39,22 @@ def _skill_next_version(agent_id: int, name: str) -> int:
     return (latest or 0) + 1
 
 
-def _skill_store(*, agent: Agent, skill: SkillFields, author: str, max_skills: int) -> AgentSkill:
+def _skill_store(
+    *, agent: Agent, skill: SkillFields, author: str, max_skills: int, expected_version: int | None = None
+) -> AgentSkill:
     """Create or replace one skill of the locked `agent` (the caller holds the lock and the
     transaction)."""
     name, description, content = skill_fields_check(
         name=skill.name, description=skill.description, content=skill.content
     )
     existing = AgentSkill.objects.filter(agent_id=agent.pk, name=name).first()
+    current = existing.version if existing is not None else 0
+    if expected_version is not None and expected_version != current:
+        now_at = "does not exist (version 0)" if existing is None else f"is at version {current}"
+        raise AgentSkillConflict(
+            f'The skill "{name}" {now_at}, not version {expected_version}, so nothing was written.',
+            version=current,
+        )
     if existing is None and AgentSkill.objects.filter(agent_id=agent.pk).count() >= max_skills:
         raise AgentKnowledgeError(
             f"The agent already has {max_skills} skills, the most it may have (the session setting "
@@ -90,11 +104,14 @@ def agent_skill_write(
     author: str,
     max_skills: int,
     session_id: uuid.UUID | None = None,
+    expected_version: int | None = None,
 ) -> AgentSkill:
     """Create the skill `name` or replace it (`write_skill`): a new version either way. Returns
     the skill's row. `AgentKnowledgeError` (nothing written) for a bad name (1-64: lowercase
     letters, digits and single hyphens, none at either end), a description not 1-1,024 characters,
-    a body over 100,000, or a new skill past `max_skills`."""
+    a body over 100,000, or a new skill past `max_skills`; `AgentSkillConflict` when
+    `expected_version` is given (an operator's edit) and is not the skill's current version (0:
+    it does not exist)."""
     with transaction.atomic():
         agent = agent_lock(agent_id)
         row = _skill_store(
@@ -102,6 +119,7 @@ def agent_skill_write(
             skill=SkillFields(name=name, description=description, content=content),
             author=author,
             max_skills=max_skills,
+            expected_version=expected_version,
         )
         agent_updated_emit(
             session_id=session_id,
