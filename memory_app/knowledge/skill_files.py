@@ -14,13 +14,19 @@ from pathlib import Path
 
 import yaml
 
-from sessions_app.agent_knowledge_rules import AgentKnowledgeError, skill_fields_check
+from sessions_app.agent_knowledge_rules import (
+    SKILL_CONTENT_MAX_CHARS,
+    SKILL_DESCRIPTION_MAX_CHARS,
+    AgentKnowledgeError,
+    skill_fields_check,
+)
 from sessions_app.services import SkillFields
 
 SKILL_FILE = "SKILL.md"
 FENCE = "---"
-# A skill file is at most its body's limit plus room for its front matter.
-SKILL_FILE_MAX_BYTES = 200_000
+# A skill file is at most its longest body and description in UTF-8 (4 bytes a character at
+# most) plus room for the rest of its front matter: a bigger one cannot hold a valid skill.
+SKILL_FILE_MAX_BYTES = 4 * (SKILL_CONTENT_MAX_CHARS + SKILL_DESCRIPTION_MAX_CHARS) + 4_096
 
 
 class SkillFileError(ValueError):

@@ -156,3 +156,17 @@ def test_render_then_parse_is_the_same_skill() -> None:
 def test_parse_reports_a_body_over_the_limit() -> None:
     with pytest.raises(SkillFileError, match="x: The body .* at most 100,000"):
         skill_file_parse("---\nname: a\ndescription: d\n---\n" + "c" * 100_001, folder="a", path="x")
+
+
+def test_a_file_too_big_to_hold_a_skill_is_reported_without_being_read(tmp_path: Path) -> None:
+    Agent.objects.create(owner_name="client", name="helper")
+    big = skill_dir(tmp_path, "big", "---\nname: big\ndescription: d\n---\n" + "c" * 500_000)
+    with pytest.raises(CommandError, match=f"{big}: over 408,192 bytes"):
+        run("import_skills", str(tmp_path), "--agent", "helper")
+
+
+def test_a_long_body_of_multibyte_characters_within_the_limit_imports(tmp_path: Path) -> None:
+    agent = Agent.objects.create(owner_name="client", name="helper")
+    skill_dir(tmp_path, "wide", "---\nname: wide\ndescription: d\n---\n" + "漢" * 100_000)
+    run("import_skills", str(tmp_path), "--agent", "helper")
+    assert len(skills(agent)[0][2]) == 100_000
