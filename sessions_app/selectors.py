@@ -15,6 +15,7 @@ from django.utils import timezone
 from sessions_app.common.canonical import canonical_json
 from sessions_app.message_content import content_sql, message_rows_after, messages_with_content, resolved
 from sessions_app.models import (
+    Agent,
     AgentSession,
     AgentToken,
     Archive,
@@ -67,6 +68,12 @@ def session_public_state(*, session: AgentSession, server_tools: list[str], prov
         "tools": session.client_tools,
         "settings": session.settings,
         "status": session.status,
+        # PROTOCOL.md v1.2: the session's agent by name, or null.
+        "agent": (
+            Agent.objects.filter(pk=session.agent_id).values_list("name", flat=True).first()
+            if session.agent_id is not None
+            else None
+        ),
         "epoch": session.epoch,
         "last_seq": session.last_seq,
         "last_prompt_tokens": session.last_prompt_tokens,

@@ -107,6 +107,8 @@ class SessionSnapshot:
     # `context_pins` when they are this epoch's), None when none are pinned for it yet: the
     # next request pins what the sections give now (`ContextSection.pinned_system`).
     pins: Mapping[str, tuple[str, ...]] | None = None
+    # The session's agent (DESIGN.md, "Agents"), or None: a session without one.
+    agent_id: int | None = None
     # The features' default settings: `setting`'s answer where `settings` lacks a key (a session
     # created before the setting existed).
     defaults: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -142,6 +144,7 @@ class SessionSnapshot:
             # Read with the row, not deferred (`get_deferred_fields` walks every field).
             notepad=(session.notepad or "") if with_notepad and "notepad" in vars(session) else None,
             pins=_epoch_pins(vars(session).get("context_pins"), session.epoch),
+            agent_id=vars(session).get("agent_id"),
             defaults=defaults,
         )
 

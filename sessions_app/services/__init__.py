@@ -14,6 +14,13 @@ are the package's public surface.
 from __future__ import annotations
 
 from sessions_app.common.types import ModelCallData, PlannedToolCall, ToolOutcome
+from sessions_app.services.agents import (
+    AgentExists,
+    AgentVersionNotFound,
+    agent_insert,
+    agent_instructions_set,
+    agent_version_restore,
+)
 from sessions_app.services.archives import (
     COMPACTION_BREAKER_FAILURES,
     CompactionConflict,
@@ -36,6 +43,8 @@ from sessions_app.services.sessions import (
     agent_token_lock,
     default_model,
     session_context_pins_store,
+    session_end_finish,
+    session_end_request,
     session_insert,
     session_quota_check,
     session_settings_update,
@@ -62,6 +71,7 @@ from sessions_app.services.turns import (
     SERVER_STOPPED_CODE,
     SERVER_STOPPED_TOOL_RESULT,
     NoTurnInProgress,
+    SessionEnded,
     TokenRevoked,
     ToolResultAlreadyGiven,
     TurnInProgress,
@@ -85,6 +95,11 @@ from sessions_app.services.turns import (
 )
 
 __all__ = [
+    "AgentExists",
+    "AgentVersionNotFound",
+    "agent_insert",
+    "agent_instructions_set",
+    "agent_version_restore",
     "COMPACTION_BREAKER_FAILURES",
     "compaction_failure_record",
     "compaction_masked_announce",
@@ -99,6 +114,7 @@ __all__ = [
     "CompactionConflict",
     "ModelCallData",
     "NoTurnInProgress",
+    "SessionEnded",
     "PlannedToolCall",
     "TokenRevoked",
     "ToolOutcome",
@@ -131,6 +147,8 @@ __all__ = [
     "SESSIONS_QUOTA_PERIOD_SECONDS",
     "SessionQuotaExceeded",
     "session_context_pins_store",
+    "session_end_finish",
+    "session_end_request",
     "session_insert",
     "session_quota_check",
     "session_settings_update",
