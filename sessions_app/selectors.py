@@ -36,12 +36,15 @@ class SessionNotFound(Exception):
 
 
 def session_get_for_token(*, session_id: Any, token: AgentToken) -> AgentSession:
-    """The session if `token` owns it; else `SessionNotFound` (malformed ids included)."""
+    """The session if `token`'s client owns it (a token of the same name made it); else
+    `SessionNotFound` (malformed ids included)."""
     try:
         sid = uuid.UUID(str(session_id))
     except (ValueError, TypeError, AttributeError) as exc:
         raise SessionNotFound from exc
-    session = AgentSession.objects.filter(pk=sid, owner=token).first()
+    # Owned by the client, known by its token's name (PROTOCOL.md v1.2): a rotated token of the
+    # same name keeps the sessions of the old one.
+    session = AgentSession.objects.filter(pk=sid, owner__name=token.name).first()
     if session is None:
         raise SessionNotFound
     return session

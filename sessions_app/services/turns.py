@@ -417,11 +417,13 @@ def turn_repair(
 
 def _owner_active_check(session: AgentSession) -> None:
     """`TokenRevoked` when the session (its row locked by the caller's transaction) belongs to a
-    revoked token. One read of the token's row, for the sessions of agent clients only."""
+    revoked token and its client has no other token (sessions are owned by the client, known by
+    its token's name: a rotated token of the same name goes on with them). One read of the
+    token's row, for the sessions of agent clients only; a second only when it is revoked."""
     if session.owner_id is None:
         return
-    (revoked_at,) = values_get(AgentToken, session.owner_id, ("revoked_at",))
-    if revoked_at is not None:
+    revoked_at, name = values_get(AgentToken, session.owner_id, ("revoked_at", "name"))
+    if revoked_at is not None and not AgentToken.objects.filter(name=name, revoked_at__isnull=True).exists():
         raise TokenRevoked
 
 

@@ -295,3 +295,39 @@ async def test_a_turn_refused_in_a_session_being_ended() -> None:
     await sync_to_async(services.session_end_request)(session_id=session.pk)
     with pytest.raises(services.SessionEnded):
         await runner.turn_start(session_id=session.pk, content="late")
+
+
+# -- ownership by the client's name (a rotated token keeps its sessions and agents) --------------
+async def test_a_rotated_token_keeps_the_sessions_and_a_revoked_old_one_stops_nothing_of_the_new(
+    connect: Any, make_token: Any
+) -> None:
+    old_raw = await make_token("alice")
+    old = await connect(old_raw)
+    session = await old.create()
+    await agent_created(old, name="auditor")
+    new = await connect(await make_token("alice"))
+    await new.send({"type": "session.attach", "session_id": session["id"]})
+    await new.until("session.attached")
+    from sessions_app.models import AgentToken
+
+    old_token = await sync_to_async(AgentToken.objects.get)(token_hash=services.agent_token_hash(old_raw))
+    await sync_to_async(services.agent_token_revoke)(token=old_token)
+    await new.send({"type": "user.message", "content": "still mine"})
+    frames = await new.until("turn.completed")
+    assert frames[-1]["stop_reason"] == "end_turn"
+    await new.send({"type": "agent.get", "name": "auditor"})
+    assert (await new.recv())["type"] == "agent.state"
+    # Another client's token does not see them.
+    stranger = await connect(await make_token("mallory"))
+    reply = await error_of(stranger, {"type": "session.attach", "session_id": session["id"]})
+    assert reply["code"] == "session_not_found"
+
+
+async def test_the_only_token_of_a_client_revoked_stops_its_sessions() -> None:
+    from sessions_app.engine import sessions as engine_sessions
+
+    token, _ = await sync_to_async(services.agent_token_create)(name="solo")
+    session = await sync_to_async(engine_sessions.session_create)(owner=token)
+    await sync_to_async(services.agent_token_revoke)(token=token)
+    with pytest.raises(services.TokenRevoked):
+        await runner.turn_start(session_id=session.pk, content="no")
