@@ -33,13 +33,14 @@ run: $(STAMP) sandbox demo-files
 
 # A terminal chat with the server `make run` serves (run it in another terminal, with the same
 # HOST and PORT). The token is PALIMPSEST_TOKEN, else one made once and kept in .local/chat-token
-# (delete that file for a new one, e.g. after a fresh database).
+# (delete that file for a new one, e.g. after a fresh database). `make chat AGENT=NAME`: a session
+# of the client's agent NAME (created when missing).
 CHAT_TOKEN := .local/chat-token
 chat: $(STAMP)
 	@test -s $(CHAT_TOKEN) || [ -n "$${PALIMPSEST_TOKEN}" ] || { mkdir -p .local && umask 077 && \
 		PALIMPSEST_DEV=1 $(PY) manage.py create_agent_token terminal-chat | tail -n 1 > $(CHAT_TOKEN); }
 	@PALIMPSEST_TOKEN="$${PALIMPSEST_TOKEN:-$$(cat $(CHAT_TOKEN))}" \
-		$(PY) -m palimpsest_client chat --url ws://$(HOST):$(PORT)/ws/agent/
+		$(PY) -m palimpsest_client chat --url ws://$(HOST):$(PORT)/ws/agent/ $(if $(AGENT),--agent $(AGENT))
 
 demo-files:
 	@mkdir -p $(DEMO_FILES)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from palimpsest_client.client import DEFAULT_URL, Client, Reconnect, Session, SessionState, connect
 from palimpsest_client.errors import (
+    AgentExists,
+    AgentNotFound,
     AuthenticationError,
     ConnectionLost,
     InvalidRequest,
@@ -25,6 +27,7 @@ from palimpsest_client.errors import (
     PalimpsestError,
     ProtocolError,
     RateLimited,
+    SessionEnded,
     SessionNotFound,
     TurnInProgress,
 )
@@ -54,6 +57,8 @@ from palimpsest_client.tools import ClientTool, ToolError, ToolHandler, tool
 
 __all__ = [
     "DEFAULT_URL",
+    "AgentExists",
+    "AgentNotFound",
     "AssistantDelta",
     "AssistantMessage",
     "AuthenticationError",
@@ -75,6 +80,7 @@ __all__ = [
     "Reconnect",
     "ScratchpadUpdated",
     "Session",
+    "SessionEnded",
     "SessionNotFound",
     "SessionSpawned",
     "SessionState",

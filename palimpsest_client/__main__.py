@@ -1,4 +1,4 @@
-"""`python -m palimpsest_client chat [--url URL] [--token TOKEN] [--session ID]`."""
+"""`python -m palimpsest_client chat [--url URL] [--token TOKEN] [--session ID] [--agent NAME]`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 from palimpsest_client import chat
 
-USAGE = "usage: python -m palimpsest_client chat [--url URL] [--token TOKEN] [--session ID]\n"
+USAGE = "usage: python -m palimpsest_client chat [--url URL] [--token TOKEN] [--session ID] [--agent NAME]\n"
 
 
 def main(argv: list[str]) -> int:

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any, TextIO, TypeVar
 
 from palimpsest_client.client import DEFAULT_URL, Client, Session, connect
-from palimpsest_client.errors import AuthenticationError, PalimpsestError, ProtocolError
+from palimpsest_client.errors import AgentNotFound, AuthenticationError, PalimpsestError, ProtocolError
 from palimpsest_client.events import (
     AssistantDelta,
     AssistantMessage,
@@ -73,6 +73,7 @@ HELP = """Commands:
   /scratchpad     its scratchpad (notes, plan, refs)
   /attach ID      switch to another session of this token
   /cancel         stop the running turn
+  /end            end the session (it takes no more messages; what it holds is kept)
   /help           this list
   /quit           leave (a running turn goes on on the server)
 Anything else is sent to the model (the scripted model answers `help` with what it understands)."""
@@ -97,8 +98,10 @@ def _masked_notice(event: CompactionMasked) -> str:
 class Chat:
     """The chat's core: reads lines, sends messages and commands, writes what happens to `out`."""
 
-    def __init__(self, client: Client, out: TextIO, *, interactive: bool) -> None:
+    def __init__(self, client: Client, out: TextIO, *, interactive: bool, agent: str | None = None) -> None:
         self.client = client
+        # `--agent NAME`: the new session is one of this client's agent NAME (made when missing).
+        self.agent = agent
         self.out = out
         self.interactive = interactive
         self.session: Session | None = None
@@ -185,6 +188,15 @@ class Chat:
     async def start(self, session_id: str | None) -> None:
         if session_id:
             await self.attach(session_id)
+        elif self.agent:
+            try:
+                await self.client.get_agent(self.agent)
+            except AgentNotFound:
+                await self.client.create_agent(self.agent)
+                self.line(f"Created the agent {self.agent}.")
+            self.session = await self.client.create_session(title="terminal chat", agent=self.agent)
+            model = self.session.info.get("model")
+            self.line(f"New session {self.session.id} of the agent {self.agent} (model {model}).")
         else:
             self.session = await self.client.create_session(title="terminal chat")
             self.line(f"New session {self.session.id} (model {self.session.info.get('model')}).")
@@ -245,6 +257,9 @@ class Chat:
                     self.line("No turn is running.")
                 else:
                     await session.cancel()
+            elif command == "/end":
+                await session.end()
+                self.line(f"Session {session.id} ended: it takes no more messages.")
             elif command == "/attach":
                 if not argument.strip():
                     self.line("Usage: /attach SESSION_ID")
@@ -334,12 +349,14 @@ async def stdin_lines() -> AsyncIterator[str]:
         yield line
 
 
-async def chat(url: str, token: str, session_id: str | None, out: TextIO, *, interactive: bool) -> int:
+async def chat(
+    url: str, token: str, session_id: str | None, out: TextIO, *, interactive: bool, agent: str | None = None
+) -> int:
     """Run the chat on standard input; the exit status."""
     started = False
     try:
         async with connect(url, token) as client:
-            talk = Chat(client, out, interactive=interactive)
+            talk = Chat(client, out, interactive=interactive, agent=agent)
             await talk.start(session_id)
             started = True
             await talk.run(stdin_lines())
@@ -366,6 +383,9 @@ def parser() -> argparse.ArgumentParser:
     )
     parse.add_argument("--token", default=os.environ.get(TOKEN_ENV, ""), help=f"agent token (${TOKEN_ENV})")
     parse.add_argument("--session", default=None, help="attach to this session instead of creating one")
+    parse.add_argument(
+        "--agent", default=None, help="start a session of this agent of the client (created when missing)"
+    )
     return parse
 
 
@@ -379,7 +399,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return asyncio.run(
-            chat(args.url, args.token, args.session, sys.stdout, interactive=sys.stdin.isatty())
+            chat(
+                args.url,
+                args.token,
+                args.session,
+                sys.stdout,
+                interactive=sys.stdin.isatty(),
+                agent=args.agent,
+            )
         )
     except KeyboardInterrupt:
         return 130

@@ -81,6 +81,10 @@ class SessionState(TypedDict, total=False):
     parent_session_id: str | None
     root_session_id: str
     depth: int
+    # PROTOCOL.md v1.2: the session's agent (its name, or None) and the provider answering it;
+    # `status` may be "ended".
+    agent: str | None
+    provider: str
 
 
 @dataclass
@@ -259,10 +263,13 @@ class Client:
         settings: Mapping[str, Any] | None = None,
         tools: Iterable[ClientTool] | None = None,
         handlers: Mapping[str, ToolHandler] | None = None,
+        agent: str | None = None,
     ) -> Session:
         """Create a session and attach this connection to it. `tools` are declared to the
-        server and answered by their handlers; `handlers` answers tools by name too. When the
-        server refuses (`InvalidRequest`, ...), the client stays attached where it was."""
+        server and answered by their handlers; `handlers` answers tools by name too. `agent`:
+        a session of this client's agent of that name (its model and settings are the defaults;
+        `AgentNotFound` when there is none). When the server refuses (`InvalidRequest`, ...), the
+        client stays attached where it was."""
         specs, by_name = tools_split(tools, handlers)
         frame: dict[str, Any] = {"type": "session.create"}
         for key, value in (
@@ -272,6 +279,7 @@ class Client:
             ("context_window", context_window),
             ("compact_threshold", compact_threshold),
             ("settings", dict(settings) if settings is not None else None),
+            ("agent", agent),
         ):
             if value is not None:
                 frame[key] = value
@@ -282,6 +290,29 @@ class Client:
             await self._request(frame, "session.created", resend=False, request_id=switch.request_id)
         assert switch.session is not None  # set when the reply came (`_switch_commit`)
         return switch.session
+
+    # -- agents (PROTOCOL.md v1.2) --------------------------------------------------------
+    async def create_agent(
+        self,
+        name: str,
+        *,
+        system_prompt: str | None = None,
+        model: str | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Create an agent of this client (its token's name owns it); returns its public state.
+        `AgentExists` when there is one of that name, `InvalidRequest` for a bad name or value."""
+        frame: dict[str, Any] = {"type": "agent.create", "name": name}
+        for key, value in (("system_prompt", system_prompt), ("model", model), ("settings", settings)):
+            if value is not None:
+                frame[key] = dict(value) if isinstance(value, Mapping) else value
+        reply = await self._request(frame, "agent.created", resend=False)
+        return dict(reply["agent"])
+
+    async def get_agent(self, name: str) -> dict[str, Any]:
+        """This client's agent `name` (its public state); `AgentNotFound` when there is none."""
+        reply = await self._request({"type": "agent.get", "name": name}, "agent.state", resend=True)
+        return dict(reply["agent"])
 
     async def attach(
         self,
@@ -824,6 +855,35 @@ class Session:
                     raise item
                 if isinstance(item, TurnCompleted) and item.session_id == self.id:
                     return item
+        finally:
+            request.cancel()
+            with contextlib.suppress(BaseException):
+                await request
+            client._unsubscribe(queue)
+
+    async def end(self) -> None:
+        """End the session (`session.end`): a running turn is cancelled first; from then on it
+        takes no more messages (`SessionEnded`) but stays readable. Returns once the server
+        announced `session.ended` (`SessionEnded` if it had ended already)."""
+        self._check()
+        client = self._client
+        queue = client._subscribe()
+        request = asyncio.ensure_future(
+            client._request({"type": "session.end", "session_id": self.id}, resend=False)
+        )
+        try:
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({getter, request}, return_when=asyncio.FIRST_COMPLETED)
+                if request in done:
+                    getter.cancel()
+                    request.result()  # raises the error; a success has no reply frame
+                    continue
+                item = getter.result()
+                if isinstance(item, PalimpsestError):
+                    raise item
+                if item.type == "session.ended" and item.session_id == self.id:
+                    return
         finally:
             request.cancel()
             with contextlib.suppress(BaseException):

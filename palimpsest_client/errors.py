@@ -38,6 +38,18 @@ class RateLimited(ProtocolError):
     """`rate_limited`: the token went over one of its quotas; the frame was not handled."""
 
 
+class AgentNotFound(ProtocolError):
+    """`agent_not_found`: this client has no agent of that name (PROTOCOL.md v1.2)."""
+
+
+class AgentExists(ProtocolError):
+    """`agent_exists`: this client has an agent of that name already."""
+
+
+class SessionEnded(ProtocolError):
+    """`session_ended`: the session was ended (`session.end`) and takes no more messages."""
+
+
 class InvalidRequest(ProtocolError):
     """The frame was refused as malformed or out of bounds (`invalid_frame`, `invalid_value`,
     `invalid_settings`, `invalid_tools`, `frame_too_large`, `invalid_json`, `unknown_type`)."""
@@ -48,6 +60,9 @@ _BY_CODE: dict[str, type[ProtocolError]] = {
     "no_turn_in_progress": NoTurnInProgress,
     "session_not_found": SessionNotFound,
     "rate_limited": RateLimited,
+    "agent_not_found": AgentNotFound,
+    "agent_exists": AgentExists,
+    "session_ended": SessionEnded,
     **dict.fromkeys(
         (
             "invalid_frame",

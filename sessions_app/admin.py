@@ -17,7 +17,11 @@ from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.utils.module_loading import import_string
 
-from sessions_app import services, tokens
+from sessions_app import (
+    admin_agents,  # noqa: F401  (registers the agents' admins)
+    services,
+    tokens,
+)
 from sessions_app.admin_base import ReadOnlyAdmin, SessionAdminFields
 from sessions_app.authors import operator_author
 from sessions_app.engine import sessions as engine_sessions

@@ -12,16 +12,17 @@ def operator_author(username: str) -> str:
     return f"{OPERATOR_AUTHOR_PREFIX}{username}"
 
 
+# An agent's knowledge (DESIGN.md, "Agents: Versions"): the session whose model made a change, or
+# the client (by its token's name) that created or changed the agent.
 AGENT_SESSION_AUTHOR_PREFIX = "agent:"
 CLIENT_AUTHOR_PREFIX = "client:"
 
 
 def agent_session_author(session_id: object) -> str:
-    """The author of an agent's change made by one of its sessions (DESIGN.md, "Versions"):
-    `agent:<session id>`."""
+    """The author of a change a session's model made to its agent: `agent:<session id>`."""
     return f"{AGENT_SESSION_AUTHOR_PREFIX}{session_id}"
 
 
 def client_author(token_name: str) -> str:
-    """The author of a client's change, known by its token's name: `client:<token name>`."""
+    """The author of a change a client made through the protocol: `client:<token name>`."""
     return f"{CLIENT_AUTHOR_PREFIX}{token_name}"

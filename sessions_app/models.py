@@ -69,6 +69,9 @@ class AgentSession(TimestampedModel):
     owner = models.ForeignKey(
         AgentToken, null=True, blank=True, on_delete=models.PROTECT, related_name="sessions"
     )
+    # When `session.end` asked to end it (PROTOCOL.md v1.2): from then on no turn begins; its status
+    # becomes `ended` once no turn runs (a running one is cancelled first).
+    ended_at = models.DateTimeField(null=True, blank=True, editable=False)
     # The agent whose session this is (DESIGN.md, "Agents"), or null: a session without one.
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.PROTECT, related_name="sessions")
     title = models.CharField(max_length=200, blank=True)

@@ -15,6 +15,7 @@ from django.utils import timezone
 from sessions_app.common.canonical import canonical_json
 from sessions_app.message_content import content_sql, message_rows_after, messages_with_content, resolved
 from sessions_app.models import (
+    Agent,
     AgentSession,
     AgentToken,
     Archive,
@@ -35,12 +36,15 @@ class SessionNotFound(Exception):
 
 
 def session_get_for_token(*, session_id: Any, token: AgentToken) -> AgentSession:
-    """The session if `token` owns it; else `SessionNotFound` (malformed ids included)."""
+    """The session if `token`'s client owns it (a token of the same name made it); else
+    `SessionNotFound` (malformed ids included)."""
     try:
         sid = uuid.UUID(str(session_id))
     except (ValueError, TypeError, AttributeError) as exc:
         raise SessionNotFound from exc
-    session = AgentSession.objects.filter(pk=sid, owner=token).first()
+    # Owned by the client, known by its token's name (PROTOCOL.md v1.2): a rotated token of the
+    # same name keeps the sessions of the old one.
+    session = AgentSession.objects.filter(pk=sid, owner__name=token.name).first()
     if session is None:
         raise SessionNotFound
     return session
@@ -67,6 +71,12 @@ def session_public_state(*, session: AgentSession, server_tools: list[str], prov
         "tools": session.client_tools,
         "settings": session.settings,
         "status": session.status,
+        # PROTOCOL.md v1.2: the session's agent by name, or null.
+        "agent": (
+            Agent.objects.filter(pk=session.agent_id).values_list("name", flat=True).first()
+            if session.agent_id is not None
+            else None
+        ),
         "epoch": session.epoch,
         "last_seq": session.last_seq,
         "last_prompt_tokens": session.last_prompt_tokens,

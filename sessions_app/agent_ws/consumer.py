@@ -14,6 +14,7 @@ from django.conf import settings
 
 from sessions_app import selectors, services
 from sessions_app.agent_ws import connections, quotas
+from sessions_app.agent_ws.agents import AgentFrames
 from sessions_app.agent_ws.event_stream import SessionEventStream
 from sessions_app.agent_ws.frames import (
     MAX_FRAME_INT,
@@ -53,7 +54,7 @@ def _bearer_token(scope: dict) -> str:
     return (query.get("token") or [""])[0]
 
 
-class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
+class AgentConsumer(AgentFrames, LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
     token: AgentToken | None = None
     # When the token was last confirmed active (monotonic seconds; `connections.py`).
     token_verified_at: float = 0.0
@@ -188,8 +189,12 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
             reserved_tool_names=reserved,
         )
         assert self.token is not None
+        agent = (
+            await self.agent_of_client(frame["agent"], request_id) if frame.get("agent") is not None else None
+        )
         context_window = await engine_sessions.session_context_window_resolve(
-            model=clean.get("model"), context_window=clean.get("context_window")
+            model=clean.get("model") or (agent.model if agent is not None else None),
+            context_window=clean.get("context_window"),
         )
         try:
             # The sessions-per-minute quota is counted in the database where the session is
@@ -202,13 +207,15 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
                 context_window=context_window,
                 compact_threshold=clean.get("compact_threshold"),
                 tools=clean["tools"],
-                settings=clean["settings"],
+                # The frame's own settings: a session of an agent merges them over the agent's.
+                settings=clean["settings"] if agent is None else frame.get("settings"),
                 reserved_tool_names=reserved,
+                agent=agent,
             )
         except services.SessionQuotaExceeded as exc:
             raise FrameError("rate_limited", str(exc), request_id) from None
         await self.stream_join(session.id, since_seq=0)
-        state = engine_sessions.session_state(session)
+        state = await database_sync_to_async(engine_sessions.session_state)(session)
         await self._send({"type": "session.created", "session": state}, request_id)
 
     async def on_session_attach(self, frame: dict, request_id: Any) -> None:
@@ -316,6 +323,10 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
                 "a turn is running in this session; wait for turn.completed or send turn.cancel",
                 request_id,
             )
+        except services.SessionEnded:
+            await self._send_error(
+                "session_ended", "this session has ended: it takes no more messages", request_id
+            )
         except ContextWindowTooSmall as exc:
             await self._send_error(exc.code, str(exc), request_id)
 
@@ -368,7 +379,7 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
         await self._send(
             {
                 "type": "session.state",
-                "session": engine_sessions.session_state(session),
+                "session": await database_sync_to_async(engine_sessions.session_state)(session),
             },
             request_id,
         )
@@ -394,7 +405,7 @@ class AgentConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
         await self._send(
             {
                 "type": "session.state",
-                "session": engine_sessions.session_state(updated),
+                "session": await database_sync_to_async(engine_sessions.session_state)(updated),
             },
             request_id,
         )

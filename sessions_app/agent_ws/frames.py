@@ -22,6 +22,8 @@ FRAME_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "compact_threshold": (_NUMBER, False),
         "tools": ((list,), False),
         "settings": ((dict,), False),
+        # PROTOCOL.md v1.2: a session of this agent (a name).
+        "agent": ((str,), False),
     },
     "session.attach": {
         "session_id": ((str,), True),
@@ -44,6 +46,15 @@ FRAME_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     },
     "turn.cancel": {},
     "session.get": {},
+    # PROTOCOL.md v1.2: agents (their values are checked by engine.agents) and ending a session.
+    "agent.create": {
+        "name": ((str,), True),
+        "system_prompt": ((str,), False),
+        "model": ((str,), False),
+        "settings": ((dict,), False),
+    },
+    "agent.get": {"name": ((str,), True)},
+    "session.end": {"session_id": ((str,), False)},
     # PROTOCOL.md v1.2; the values are checked as session.create's are (engine.sessions).
     "session.update": {
         "session_id": ((str,), False),

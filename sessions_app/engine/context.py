@@ -31,6 +31,7 @@ from sessions_app.common.caches import LRUCache
 from sessions_app.common.canonical import PROMPT_ORDER, canonical_json, sorted_json
 from sessions_app.common.estimate import estimate_text_tokens, json_text
 from sessions_app.common.types import StoredMessage
+from sessions_app.engine.agent_context import AGENT_PIN, agent_texts
 from sessions_app.engine.contract import ContextSection, SessionSnapshot, ToolSpec
 from sessions_app.engine.prepared import PreparedHistory
 
@@ -190,13 +191,22 @@ def _prompt_assemble(
     system prompt with the sections' stable guidance (ending with the first cache breakpoint),
     then their per-call system texts, then the history; the sections' transient blocks go
     before the latest user message, after the second breakpoint."""
-    static_parts = [session.system_prompt] if session.system_prompt else []
-    pinned_parts: list[str] = []
+    # A session of an agent: the agent's instructions come first, its learned text and skills
+    # before the features' pinned sections (DESIGN.md, "Agents"), pinned for the epoch too.
+    agent = agent_texts(session)
+    static_parts = [
+        *(agent.lead if agent else []),
+        *([session.system_prompt] if session.system_prompt else []),
+    ]
+    pinned_parts: list[str] = list(agent.sections) if agent else []
     dynamic_parts: list[str] = []
     prefix_parts: list[str] = []
     by_section: dict[str, int] = {}
     dynamic_tokens = transient_tokens = 0
-    pins_new: dict[str, list[str]] | None = None
+    pins_new: dict[str, list[str]] | None = {AGENT_PIN: agent.pins_new} if agent and agent.pins_new else None
+    if agent is not None and agent.sections:
+        by_section[AGENT_PIN] = sum(_text_tokens(p) for p in agent.sections)
+        dynamic_tokens += by_section[AGENT_PIN]
     for section in sections:
         name = section_name(section)
         pinned = session.pinned(name)

@@ -107,7 +107,7 @@ class SessionSnapshot:
     # `context_pins` when they are this epoch's), None when none are pinned for it yet: the
     # next request pins what the sections give now (`ContextSection.pinned_system`).
     pins: Mapping[str, tuple[str, ...]] | None = None
-    # The agent the session belongs to (DESIGN.md, "Agents"), None for a session without one.
+    # The session's agent (DESIGN.md, "Agents"), or None: a session without one.
     agent_id: int | None = None
     # The features' default settings: `setting`'s answer where `settings` lacks a key (a session
     # created before the setting existed).
@@ -144,7 +144,7 @@ class SessionSnapshot:
             # Read with the row, not deferred (`get_deferred_fields` walks every field).
             notepad=(session.notepad or "") if with_notepad and "notepad" in vars(session) else None,
             pins=_epoch_pins(vars(session).get("context_pins"), session.epoch),
-            agent_id=getattr(session, "agent_id", None),
+            agent_id=vars(session).get("agent_id"),
             defaults=defaults,
         )
 

@@ -97,3 +97,15 @@ COMPACTION_LENGTH_LIMIT = "Keep the summary under {words} words."
 # Seed 004's marker lives with the rule that fills it in (`common.content`), which the data
 # layer and the dashboard share: the engine uses it from there.
 from sessions_app.common.content import OMITTED_MARKER  # noqa: E402,F401
+
+# ---------------------------------------------------------------------------
+# An agent's knowledge in its sessions' system prompt (DESIGN.md, "Agents"; seed 000)
+# ---------------------------------------------------------------------------
+LEARNED_HEADING = "## Learned Instructions"
+# Shown instead of the learned text while it is empty and the session may edit it.
+LEARNED_EMPTY_HINT = (
+    "(empty — use edit_system_prompt to keep lasting instructions and observations for all your "
+    "future sessions)"
+)
+SKILLS_HEADING = "## Skills"
+SKILLS_READ_LINE = "Read a skill in full with read_skill before you follow it."

@@ -22,7 +22,7 @@ from sessions_app.engine.providers import (
     context_window_resolve_sync,
     provider_name_for_model,
 )
-from sessions_app.models import AgentSession, AgentToken
+from sessions_app.models import Agent, AgentSession, AgentToken
 from sessions_app.validation import session_create_clean, session_fields_clean, settings_clean
 
 
@@ -37,10 +37,13 @@ def session_create(
     tools: Any = None,
     settings: Any = None,
     reserved_tool_names: Iterable[str] | None = None,
+    agent: Agent | None = None,
 ) -> AgentSession:
     """Validate and create a session (runs in a DB thread). Raises `validation.SpecError` naming
     the bad field. `reserved_tool_names`: names a client tool may not take (the server tools';
-    by default every feature's).
+    by default every feature's). A session of `agent` (PROTOCOL.md v1.2) takes the agent's model
+    and settings where it names none (its own settings are merged over the agent's), and its
+    `system_prompt` comes after the agent's instructions (the engine shows both: `agent_context`).
 
     A session that names no `context_window` gets its model's (`context_window_resolve`: the
     built-in table, else the Models API, else 128,000); one that names no `compact_threshold` gets
@@ -58,7 +61,8 @@ def session_create(
         settings_schema=feature_set.settings_schema,
         reserved_tool_names=feature_set.tool_names() if reserved_tool_names is None else reserved_tool_names,
     )
-    model_name = fields.get("model") or services.default_model()
+    model_name = fields.get("model") or (agent.model if agent is not None else "") or services.default_model()
+    session_settings = fields["settings"] if agent is None else agent_session_settings(agent, settings)
     return services.session_insert(
         owner=owner,
         title=fields.get("title", ""),
@@ -66,9 +70,18 @@ def session_create(
         system_prompt=fields.get("system_prompt", ""),
         context_window=fields.get("context_window") or context_window_resolve_sync(model_name),
         compact_threshold=fields.get("compact_threshold", django_settings.PALIMPSEST_COMPACT_THRESHOLD),
-        settings=fields["settings"],
+        settings=session_settings,
         client_tools=fields["tools"],
+        agent_id=agent.pk if agent is not None else None,
     )
+
+
+def agent_session_settings(agent: Agent, settings: Any) -> dict[str, Any]:
+    """A new session's settings: the features' defaults, then the agent's, then the session's
+    own (`SpecError` for a bad one)."""
+    schema = features().settings_schema
+    base = settings_clean(agent.settings or {}, schema=schema)
+    return settings_clean(settings if settings is not None else {}, schema=schema, base=base)
 
 
 def session_update(

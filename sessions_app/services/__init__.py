@@ -25,6 +25,13 @@ from sessions_app.services.agent_knowledge import (
     agent_state_delete,
     agent_state_set,
 )
+from sessions_app.services.agents import (
+    AgentExists,
+    AgentVersionNotFound,
+    agent_insert,
+    agent_instructions_set,
+    agent_version_restore,
+)
 from sessions_app.services.archives import (
     COMPACTION_BREAKER_FAILURES,
     CompactionConflict,
@@ -47,6 +54,8 @@ from sessions_app.services.sessions import (
     agent_token_lock,
     default_model,
     session_context_pins_store,
+    session_end_finish,
+    session_end_request,
     session_insert,
     session_quota_check,
     session_settings_update,
@@ -73,6 +82,7 @@ from sessions_app.services.turns import (
     SERVER_STOPPED_CODE,
     SERVER_STOPPED_TOOL_RESULT,
     NoTurnInProgress,
+    SessionEnded,
     TokenRevoked,
     ToolResultAlreadyGiven,
     TurnInProgress,
@@ -96,6 +106,11 @@ from sessions_app.services.turns import (
 )
 
 __all__ = [
+    "AgentExists",
+    "AgentVersionNotFound",
+    "agent_insert",
+    "agent_instructions_set",
+    "agent_version_restore",
     "COMPACTION_BREAKER_FAILURES",
     "compaction_failure_record",
     "compaction_masked_announce",
@@ -110,6 +125,7 @@ __all__ = [
     "CompactionConflict",
     "ModelCallData",
     "NoTurnInProgress",
+    "SessionEnded",
     "PlannedToolCall",
     "TokenRevoked",
     "ToolOutcome",
@@ -151,6 +167,8 @@ __all__ = [
     "SESSIONS_QUOTA_PERIOD_SECONDS",
     "SessionQuotaExceeded",
     "session_context_pins_store",
+    "session_end_finish",
+    "session_end_request",
     "session_insert",
     "session_quota_check",
     "session_settings_update",

@@ -11,7 +11,7 @@ from django.conf import settings as django_settings
 from django.db import transaction
 from django.utils import timezone
 
-from sessions_app.models import AgentSession, AgentToken, Message
+from sessions_app.models import AgentSession, AgentToken, Message, SessionStatus
 from sessions_app.services.events import event_emit
 from sessions_app.services.messages import messages_content_keep
 from sessions_app.services.turns import TurnInProgress
@@ -70,6 +70,7 @@ def session_insert(
     compact_threshold: float,
     settings: dict[str, Any],
     client_tools: list[dict],
+    agent_id: int | None = None,
 ) -> AgentSession:
     """Store a new session from values already checked (`engine.sessions.session_create` checks
     them against the features' settings and the model's window). Raises `SessionQuotaExceeded`
@@ -85,6 +86,7 @@ def session_insert(
             compact_threshold=compact_threshold,
             settings=settings,
             client_tools=client_tools,
+            agent_id=agent_id,
         )
 
 
@@ -192,3 +194,49 @@ def _below(session_id: uuid.UUID, tree: list[AgentSession]) -> list[uuid.UUID]:
                 below.append(row.pk)
                 changed = True
     return below
+
+
+# ---------------------------------------------------------------------------
+# Ending a session (PROTOCOL.md v1.2 `session.end`)
+# ---------------------------------------------------------------------------
+def session_end_request(*, session_id: uuid.UUID) -> list[uuid.UUID]:
+    """Begin ending the session and every sub-session below it: each is marked (`ended_at`), so
+    that no turn begins in it from now on (`turn_begin` refuses: `SessionEnded`), and a running
+    turn is asked to stop, as `turn.cancel` does. Returns the subtree's ids, the session's first
+    (`session_end_finish` ends them once no turn runs). `AgentSession.DoesNotExist` when there is
+    no such session."""
+    with transaction.atomic():
+        session = AgentSession.objects.select_for_update().get(pk=session_id)
+        tree = list(
+            AgentSession.objects.select_for_update()
+            .filter(root_session_id=session.root_id)
+            .only("id", "parent_session_id")
+        )
+        ids = [session.pk, *_below(session.pk, tree)]
+        rows = AgentSession.objects.filter(pk__in=ids)
+        rows.filter(ended_at__isnull=True).update(ended_at=timezone.now())
+        rows.filter(current_turn_id__isnull=False).update(cancel_requested=True)
+    return ids
+
+
+def session_end_finish(*, session_ids: list[uuid.UUID], reason: str) -> list[uuid.UUID]:
+    """End each of `session_ids` that runs no turn and is not ended yet (children first, as
+    given reversed): its status becomes `ended` and `session.ended` (`reason`: `client` or
+    `operator`) is announced. Returns the sessions ended now; one whose turn still runs is left
+    to a later call."""
+    ended: list[uuid.UUID] = []
+    for session_id in reversed(session_ids):
+        with transaction.atomic():
+            session = (
+                AgentSession.objects.select_for_update()
+                .only("id", "status", "current_turn_id", "ended_at")
+                .get(pk=session_id)
+            )
+            if session.status == SessionStatus.ENDED or session.current_turn_id is not None:
+                continue
+            AgentSession.objects.filter(pk=session_id).update(
+                status=SessionStatus.ENDED, ended_at=session.ended_at or timezone.now()
+            )
+            event_emit(session_id=session_id, type="session.ended", payload={"reason": reason})
+            ended.append(session_id)
+    return ended

@@ -88,6 +88,10 @@ class TurnInProgress(Exception):
     """The session already runs a turn (its lease has not run out)."""
 
 
+class SessionEnded(Exception):
+    """The session was ended (`session.end`): it takes no more messages."""
+
+
 class TurnNeedsRepair(TurnInProgress):
     """The session's turn lost its process while it waited for a client's tool results: it is
     to be taken over (`turn_repair`), not ended, so a new turn cannot begin."""
@@ -221,6 +225,8 @@ LOCKED_FIELDS = (
     # What the context sections pinned for the epoch: the turn's first request shows it.
     "context_pins",
     "status",
+    "ended_at",
+    "agent_id",
     "current_turn_id",
     "lease_expires_at",
     "lease_holder",
@@ -237,6 +243,8 @@ def lease_lock_free(session_id: uuid.UUID) -> AgentSession:
     other turn whose lease lapsed (its process died: `lease_lapsed`) is closed first, announced
     as `turn_repair` does."""
     session = object_get(AgentSession, session_id, lock=True, only=LOCKED_FIELDS)
+    if session.status == SessionStatus.ENDED or session.ended_at is not None:
+        raise SessionEnded
     now = timezone.now()
     if session.current_turn_id and not _lease_expired(session, now):
         raise TurnInProgress
@@ -409,11 +417,13 @@ def turn_repair(
 
 def _owner_active_check(session: AgentSession) -> None:
     """`TokenRevoked` when the session (its row locked by the caller's transaction) belongs to a
-    revoked token. One read of the token's row, for the sessions of agent clients only."""
+    revoked token and its client has no other token (sessions are owned by the client, known by
+    its token's name: a rotated token of the same name goes on with them). One read of the
+    token's row, for the sessions of agent clients only; a second only when it is revoked."""
     if session.owner_id is None:
         return
-    (revoked_at,) = values_get(AgentToken, session.owner_id, ("revoked_at",))
-    if revoked_at is not None:
+    revoked_at, name = values_get(AgentToken, session.owner_id, ("revoked_at", "name"))
+    if revoked_at is not None and not AgentToken.objects.filter(name=name, revoked_at__isnull=True).exists():
         raise TokenRevoked
 
 
@@ -494,7 +504,8 @@ def turn_begin(
     with transaction.atomic():
         taken = session_update_if_read(
             session_id,
-            where={"current_turn_id": None, "status": SessionStatus.IDLE},
+            # An idle session being ended (`ended_at`) takes the slow path, which refuses it.
+            where={"current_turn_id": None, "status": SessionStatus.IDLE, "ended_at": None},
             add=add,
             assign=assign,
             read=LOCKED_FIELDS,

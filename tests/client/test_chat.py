@@ -289,3 +289,19 @@ async def test_masked_tool_results_show_as_one_readable_line(server_env_sqlite, 
         for line in masked
     ), masked
     assert "tool_use_id" not in out.getvalue()
+
+
+async def test_a_chat_of_an_agent_creates_it_when_missing_and_ends_its_session(daphne: Daphne, token: str):
+    out = io.StringIO()
+    async with connect(daphne.ws_url, token) as client:
+        chat = Chat(client, out, interactive=False, agent="helper")
+        await chat.start(None)
+        await chat.run(scripted("echo first", "/end", "echo after"))
+        assert (await client.get_agent("helper"))["name"] == "helper"
+        again = Chat(client, io.StringIO(), interactive=False, agent="helper")
+        await again.start(None)  # the agent exists now: not created twice
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "Created the agent helper."
+    assert lines[1].startswith("New session ") and "of the agent helper" in lines[1]
+    assert any(line.endswith("ended: it takes no more messages.") for line in lines)
+    assert any("session_ended" in line for line in lines)

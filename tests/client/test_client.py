@@ -12,6 +12,8 @@ import uuid
 import pytest
 
 from palimpsest_client import (
+    AgentExists,
+    AgentNotFound,
     AssistantDelta,
     AssistantMessage,
     AuthenticationError,
@@ -22,6 +24,7 @@ from palimpsest_client import (
     NoTurnInProgress,
     ProtocolError,
     Reconnect,
+    SessionEnded,
     SessionNotFound,
     SessionSpawned,
     ToolCall,
@@ -346,3 +349,37 @@ async def test_attaching_to_a_tree_larger_than_a_page_follows_every_sub_session(
                 await asyncio.sleep(0.1)
             assert {child: attached.last_seq(child) for child in children} == last
             assert second.reconnects == 0
+
+
+async def test_agents_and_ending_a_session(daphne: Daphne, token: str):
+    async with connect(daphne.ws_url, token) as client:
+        with pytest.raises(AgentNotFound) as missing:
+            await client.get_agent("auditor")
+        assert missing.value.code == "agent_not_found"
+        created = await client.create_agent(
+            "auditor", system_prompt="You audit.", settings={"max_steps_per_turn": 5}
+        )
+        assert (created["name"], created["instructions"], created["versions"]) == (
+            "auditor",
+            "You audit.",
+            {"instructions": 1, "learned": 0},
+        )
+        with pytest.raises(AgentExists):
+            await client.create_agent("auditor")
+        with pytest.raises(InvalidRequest):
+            await client.create_agent("Not A Name")
+        assert (await client.get_agent("auditor")) == created
+        session = await client.create_session(agent="auditor")
+        assert session.info["agent"] == "auditor"
+        assert session.info["settings"]["max_steps_per_turn"] == 5
+        events = await collect(session, "echo hi")
+        assert isinstance(events[-1], TurnCompleted)
+        await session.end()
+        assert (await session.state())["status"] == "ended"
+        with pytest.raises(SessionEnded) as ended:
+            await collect(session, "echo more")
+        assert ended.value.code == "session_ended"
+        with pytest.raises(SessionEnded):
+            await session.end()
+        with pytest.raises(AgentNotFound):
+            await client.create_session(agent="nobody")

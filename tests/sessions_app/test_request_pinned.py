@@ -72,3 +72,23 @@ async def test_session_with_every_tool_and_message_position_is_pinned(connect, s
         },
     )
     _pinned("every_tool_message_position", await _first_request(client, "hello"))
+
+
+async def test_a_session_of_an_agent_with_learned_text_and_skills_is_pinned(connect):
+    """DESIGN.md, "Agents": the agent's instructions, the session's own prompt, the features'
+    guidance; then `## Learned Instructions`, `## Skills` and the features' pinned sections (the
+    notepad last); the agent's tools among the others."""
+    from sessions_app.models import Agent, AgentSkill
+
+    client = await connect()
+    await client.send({"type": "agent.create", "name": "auditor", "system_prompt": "You audit ledgers."})
+    assert (await client.recv())["type"] == "agent.created"
+
+    def knowledge() -> None:
+        agent = Agent.objects.get(name="auditor")
+        Agent.objects.filter(pk=agent.pk).update(learned="Cite the ledger line.", learned_version=1)
+        AgentSkill.objects.create(agent=agent, name="vat-check", description="Check VAT lines.", version=1)
+
+    await sync_to_async(knowledge)()
+    await client.create(agent="auditor", system_prompt="This session: Q3.")
+    _pinned("agent_session", await _first_request(client, "hello"))

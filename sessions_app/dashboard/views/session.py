@@ -114,6 +114,8 @@ async def message_send(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpR
             error = "This session's agent token is revoked: its sessions run no more turns."
         except services.TurnInProgress:
             error = "A turn is running in this session: wait for it to finish, or cancel it."
+        except services.SessionEnded:
+            error = "This session has ended: it takes no more messages."
         except ContextWindowTooSmall as exc:
             error = str(exc)
         else:
@@ -134,6 +136,8 @@ async def compaction_start(request: HtmxHttpRequest, session_id: uuid.UUID) -> H
         await compaction_operator_start(session_id=session.pk)
     except services.TurnInProgress:
         error = "A turn is running in this session: compact once it has finished."
+    except services.SessionEnded:
+        error = "This session has ended: it is kept as it is."
     context = {"session": session, "message_form": MessageForm(), "message_error": error}
     return await sync_to_async(render)(
         request, "dashboard/session.html#message-form", context, status=409 if error else 200

@@ -1,0 +1,104 @@
+"""The admin of agents (DESIGN.md, "Agents"): read through the same selectors, changed through the
+same services as the protocol and the dashboard. An agent is created here by name, with its
+instructions, model and settings checked as `agent.create` checks them; its instructions are
+changed as a new version; everything else (versions, skills, state) is read-only here.
+Registered from `sessions_app.admin`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from sessions_app import services
+from sessions_app.admin_base import ReadOnlyAdmin
+from sessions_app.authors import operator_author
+from sessions_app.engine import agents as engine_agents
+from sessions_app.models import Agent, AgentSkill, AgentStateEntry, AgentVersion
+from sessions_app.validation import SpecError
+
+
+class AgentForm(forms.ModelForm):
+    class Meta:
+        model = Agent
+        fields = ["owner_name", "name", "instructions", "model", "settings"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.instance.pk is None:
+            # The values are checked as `agent.create` checks them, by creating the agent in
+            # `save_model` (inside the admin's transaction); its errors become form errors.
+            try:
+                engine_agents.agent_validate(
+                    name=cleaned.get("name"),
+                    model=cleaned.get("model") or None,
+                    settings=cleaned.get("settings"),
+                )
+            except SpecError as exc:
+                raise forms.ValidationError(exc.message) from None
+        return cleaned
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    form = AgentForm
+    list_display = ["name", "owner_name", "instructions_version", "learned_version", "updated_at"]
+    search_fields = ["name", "owner_name"]
+    readonly_fields = ["learned", "learned_version", "instructions_version", "created_at", "updated_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> Any:
+        if obj is None:
+            return self.readonly_fields
+        # The owner and name identify it; model and settings are its sessions' defaults, changed
+        # through the dashboard (their own versions are not kept: DESIGN.md versions the texts).
+        return [*self.readonly_fields, "owner_name", "name", "model", "settings"]
+
+    def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+        author = operator_author(request.user.get_username())
+        if not change:
+            try:
+                created = engine_agents.agent_create(
+                    owner_name=obj.owner_name,
+                    name=obj.name,
+                    system_prompt=obj.instructions,
+                    model=obj.model or None,
+                    settings=obj.settings or None,
+                    author=author,
+                )
+            except services.AgentExists as exc:
+                raise forms.ValidationError(str(exc)) from None
+            obj.pk = created.pk
+            return
+        services.agent_instructions_set(agent_id=obj.pk, instructions=obj.instructions, author=author)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # its sessions and versions hold on to it
+
+
+@admin.register(AgentVersion)
+class AgentVersionAdmin(ReadOnlyAdmin):
+    list_display = ["agent", "part", "name", "version", "author", "created_at"]
+    list_filter = ["part"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # the history is never edited
+
+
+@admin.register(AgentSkill)
+class AgentSkillAdmin(ReadOnlyAdmin):
+    list_display = ["agent", "name", "description", "version", "updated_at"]
+    search_fields = ["name", "description"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # deleting a skill writes a version (the knowledge services)
+
+
+@admin.register(AgentStateEntry)
+class AgentStateEntryAdmin(ReadOnlyAdmin):
+    list_display = ["agent", "key", "version", "author", "updated_at"]
+    search_fields = ["key"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

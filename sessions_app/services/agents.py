@@ -1,0 +1,92 @@
+"""Writes of agents (DESIGN.md, "Agents"): creating one, its instructions, restoring a version.
+Every change is a new `AgentVersion` with its author; nothing is edited in place without one.
+The values are checked by the caller (`engine.agents`: the name, the model, the settings)."""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from sessions_app.models import Agent, AgentPart, AgentVersion
+
+# Versions an operator can restore here; a skill's restore belongs with the skills.
+RESTORABLE_PARTS = (AgentPart.INSTRUCTIONS, AgentPart.LEARNED)
+
+
+class AgentExists(Exception):
+    """The owner has an agent of that name already."""
+
+
+class AgentVersionNotFound(Exception):
+    """No such version of that part of the agent."""
+
+
+def agent_insert(
+    *, owner_name: str, name: str, instructions: str, model: str, settings: dict, author: str
+) -> Agent:
+    """A new agent with its instructions as their version 1 (its learned text is empty, version
+    0 until written). `AgentExists` when its owner has one of that name."""
+    try:
+        with transaction.atomic():
+            agent = Agent.objects.create(
+                owner_name=owner_name,
+                name=name,
+                instructions=instructions,
+                instructions_version=1,
+                model=model,
+                settings=settings,
+            )
+            AgentVersion.objects.create(
+                agent=agent, part=AgentPart.INSTRUCTIONS, version=1, content=instructions, author=author
+            )
+    except IntegrityError:
+        if Agent.objects.filter(owner_name=owner_name, name=name).exists():
+            raise AgentExists(f"an agent named {name!r} exists already") from None
+        raise
+    return agent
+
+
+def agent_instructions_set(*, agent_id: int, instructions: str, author: str) -> Agent:
+    """The agent's instructions replaced, as a new version (unchanged text: no new version)."""
+    with transaction.atomic():
+        agent = Agent.objects.select_for_update().get(pk=agent_id)
+        if agent.instructions == instructions:
+            return agent
+        return _text_part_set(agent, AgentPart.INSTRUCTIONS, instructions, author=author)
+
+
+def agent_version_restore(*, agent_id: int, part: str, version: int, author: str) -> Agent:
+    """The instructions or the learned text as they were at `version`, as a new version that
+    names it (`restored_from`). `AgentVersionNotFound` when there is no such version."""
+    if part not in RESTORABLE_PARTS:
+        raise AgentVersionNotFound(f"{part!r} versions are not restored here")
+    with transaction.atomic():
+        agent = Agent.objects.select_for_update().get(pk=agent_id)
+        old = AgentVersion.objects.filter(agent=agent, part=part, name="", version=version).first()
+        if old is None:
+            raise AgentVersionNotFound(f"no version {version} of the {part}")
+        return _text_part_set(agent, part, old.content, author=author, restored_from=version)
+
+
+def _text_part_set(
+    agent: Agent, part: str, text: str, *, author: str, restored_from: int | None = None
+) -> Agent:
+    """Under the agent's row lock (the caller's): the part's text and version number, and its
+    version row."""
+    field, counter = (
+        ("instructions", "instructions_version")
+        if part == AgentPart.INSTRUCTIONS
+        else (
+            "learned",
+            "learned_version",
+        )
+    )
+    version = getattr(agent, counter) + 1
+    setattr(agent, field, text)
+    setattr(agent, counter, version)
+    agent.updated_at = timezone.now()
+    agent.save(update_fields=[field, counter, "updated_at"])
+    AgentVersion.objects.create(
+        agent=agent, part=part, version=version, content=text, author=author, restored_from=restored_from
+    )
+    return agent
