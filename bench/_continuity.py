@@ -19,6 +19,7 @@ from typing import Any
 from memory_app.notepad.prompts import NOTEPAD_CHANGED_LEAD, NOTEPAD_HEADING
 from memory_app.scratchpad.prompts import BLOCK_START
 from sessions_app.engine.prompts import (
+    LEARNED_HEADING,
     COMPACTION_COMBINE_INSTRUCTION,
     COMPACTION_PREVIOUS_SUMMARY_HEADING,
     COMPACTION_SUMMARY_SYSTEM_PROMPT,
@@ -231,8 +232,16 @@ def labelled_texts(body: dict[str, Any]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     system = body.get("system")
     for block in system if isinstance(system, list) else [{"text": system or ""}]:
-        words = block.get("text", "")
-        out.append(("notepad" if words.startswith("## Session Notepad") else "system", words))
+        # The block pinned for the epoch holds an agent's learned text, its skills and the
+        # notepad, one after the other: each is labelled on its own.
+        for words in re.split(r"\n\n(?=## Skills\n|## Session Notepad\n)", block.get("text", "")):
+            if words.startswith(LEARNED_HEADING):
+                label = "learned"
+            elif words.startswith("## Session Notepad"):
+                label = "notepad"
+            else:
+                label = "system"
+            out.append((label, words))
     turn = running_turn(body)
     names = {c["id"]: c["name"] for c in turn.calls}
     for index, message in enumerate(body["messages"]):
@@ -252,9 +261,11 @@ def labelled_texts(body: dict[str, Any]) -> list[tuple[str, str]]:
                 out.append(("history", json.dumps(block.get("input"))))
             elif kind == "tool_result":
                 name = names.get(block["tool_use_id"]) if index > turn.start else None
-                label = {"session_archive_read": "archive", "scratchpad_read": "observation"}.get(
-                    name or "", "history"
-                )
+                label = {
+                    "session_archive_read": "archive",
+                    "scratchpad_read": "observation",
+                    "agent_state": "state",
+                }.get(name or "", "history")
                 out.append((label, _result_text(block.get("content"))))
     return out
 
@@ -277,7 +288,7 @@ def masked_data(body: dict[str, Any]) -> list[str]:
 def find(key: str, texts: list[tuple[str, str]]) -> tuple[str, str] | None:
     """(source, value) of the first text stating `key`, memory first, tools' results last."""
     pattern = re.compile(re.escape(key) + " is " + VALUE)
-    order = ["notepad", "scratchpad", "summary", "history", "system", "archive", "observation"]
+    order = ["learned", "notepad", "scratchpad", "summary", "history", "system", "state", "archive", "observation"]
     for label, words in sorted(texts, key=lambda t: order.index(t[0])):
         if match := pattern.search(words):
             return label, match.group(1).strip()
@@ -344,6 +355,13 @@ class Agent:
             out.append(("session_scratchpad", {"action": "append_notes", "content": f"{label}: {entry}"}))
         if fact_kind == NAME and "session_scratchpad" in tools:
             out.append(("session_scratchpad", {"action": "refs.add", "ref": entry}))
+        # A session of an agent also keeps what must outlive it (seed 000: "Use agent_state or
+        # skills for cross-session knowledge"): numbers in the agent's state, the rest in its
+        # learned text. A session without an agent is not offered these tools.
+        if fact_kind == NUMBER and "agent_state" in tools:
+            out.append(("agent_state", {"action": "set", "key": key, "value": entry}))
+        if fact_kind in (NAME, DECISION, FINDING) and "edit_system_prompt" in tools:
+            out.append(("edit_system_prompt", {"operation": "append", "content": f"- {entry}\n"}))
         return out
 
     def work(self, body: dict[str, Any], turn: Turn) -> Reply:
@@ -363,7 +381,7 @@ class Agent:
                 if marker == MARKERS[FINDING]:
                     planned += self.writes(FINDING, key, value.strip(), tools)
                     findings.append(f"{key} is {value.strip()}")
-        memory = dict.fromkeys(("notepad", "scratchpad"), "")
+        memory = dict.fromkeys(("notepad", "scratchpad", "learned"), "")
         for label, words in labelled_texts(body):
             if label in memory:
                 memory[label] += words
@@ -372,7 +390,11 @@ class Agent:
                 continue
             written = arguments.get("content") or arguments.get("ref") or ""
             entry = written.removeprefix("- ").split(": ", 1)[-1].strip()
-            target = {"update_notepad": "notepad", "session_scratchpad": "scratchpad"}.get(name)
+            target = {
+                "update_notepad": "notepad",
+                "session_scratchpad": "scratchpad",
+                "edit_system_prompt": "learned",
+            }.get(name)
             if target is not None and entry in memory[target]:
                 continue  # already written down (e.g. at a pre-compaction warning)
             return tool_use(name, arguments)
@@ -398,7 +420,8 @@ class Agent:
             entry = f"{key} is {value.strip()}"
             if entry in memory or entry in notepad + notes + refs:
                 continue
-            writes = self.writes(KINDS[marker], key, value.strip(), tools)
+            # The session's own memory (what the agent keeps across sessions it wrote at once).
+            writes = [w for w in self.writes(KINDS[marker], key, value.strip(), tools) if w[0] in MEMORY_TOOLS]
             if not writes and "update_notepad" in tools:
                 writes = [("update_notepad", {"operation": "append", "content": f"- {entry}\n"})]
             elif not writes and "session_scratchpad" in tools:
@@ -434,6 +457,8 @@ class Agent:
         tools = offered(body)
         candidates: list[tuple[str, dict[str, Any]]] = []
         texts = labelled_texts(body)
+        if "agent_state" in tools:  # a session of an agent: its lasting state first
+            candidates.append(("agent_state", {"action": "get", "key": key}))
         if "read_notepad" in tools and not any(label == "notepad" for label, _ in texts):
             candidates.append(("read_notepad", {}))
         if "session_archive_read" in tools:

@@ -74,6 +74,12 @@ def main() -> None:
     parser.add_argument("--warning", choices=("save", "ignore", "both"), default="both")
     parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated arms")
     parser.add_argument("--seed", type=int, default=15)
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        default=1,
+        help="N > 1: the facts in the first of N sessions, the questions in the last (arms: agent, no agent)",
+    )
     args = parser.parse_args()
     if args.turns < 10:
         parser.error("--turns must be at least 10 (the facts are spread over early, middle and last turns)")
@@ -97,6 +103,19 @@ def main() -> None:
     assert not settings.DEBUG
 
     warnings = ("save", "ignore") if args.warning == "both" else (args.warning,)
+    if args.sessions > 1:
+        import _continuity_sessions
+
+        across = []
+        for warning in warnings:
+            for arm in _continuity_sessions.ARMS:
+                started = time.perf_counter()
+                outcome = _continuity_sessions.run(args, script, arm, warning)
+                outcome.seconds = time.perf_counter() - started
+                across.append(outcome)
+                print(f"  {arm} / warning {warning}: {len(outcome.reached)}/{outcome.facts} facts", flush=True)
+        _continuity_sessions.report(args, script, across)
+        return
     results = []
     for warning in warnings:
         for arm in args.arms.split(","):

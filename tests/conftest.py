@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -121,8 +122,13 @@ async def chat(client: Any, content: str) -> list[dict]:
 
 @pytest.fixture
 def make_token(transactional_db: Any) -> Any:
-    async def make(name: str = "client") -> str:
-        _, raw = await sync_to_async(services.agent_token_create)(name=name)
+    """`await make_token(name=None)` → a new raw token. Sessions and agents belong to the client,
+    known by its token's name: each token made without a name is another client's; tokens of one
+    name are one client's."""
+    made = itertools.count(1)
+
+    async def make(name: str | None = None) -> str:
+        _, raw = await sync_to_async(services.agent_token_create)(name=name or f"client-{next(made)}")
         return raw
 
     return make

@@ -213,6 +213,9 @@ def subsession_create(
             settings=parent.settings,
             client_tools=parent.client_tools,
             token_ratio=parent.token_ratio,
+            # A child of an agent's session is one of the agent's too: it sees the agent's
+            # instructions (the parent's system prompt begins with them) and knowledge.
+            agent_id=parent.agent_id,
             parent_session=parent,
             root_session_id=parent.root_id,
             depth=parent.depth + 1,

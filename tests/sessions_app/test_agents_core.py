@@ -91,3 +91,21 @@ def test_the_admin_creates_an_agent_checked_and_changes_its_instructions_as_a_ve
     assert versions(agent, "instructions")[-1][2] == "operator:admin"
     for model in ("agentversion", "agentskill", "agentstateentry"):
         assert admin_client.get(reverse(f"admin:sessions_app_{model}_changelist")).status_code == 200
+
+
+def test_a_child_of_an_agents_session_is_one_of_the_agents_sessions_too() -> None:
+    from memory_app.subsessions import services as subsession_services
+    from sessions_app.engine import sessions as engine_sessions
+    from sessions_app.engine.features import features
+
+    agent = engine_agents.agent_create(owner_name="", name="auditor", system_prompt="You audit.", author="x")
+    parent = engine_sessions.session_create(owner=None, agent=agent)
+    for mode in (subsession_services.MODE_SPAWN, subsession_services.MODE_FORK):
+        child = subsession_services.subsession_create(
+            parent_id=parent.pk,
+            tool_use_id=f"toolu_{mode}",
+            mode=mode,
+            task="Side work.",
+            settings_defaults=features().default_settings,
+        )
+        assert child.agent_id == agent.pk
