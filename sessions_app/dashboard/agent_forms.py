@@ -87,7 +87,7 @@ class AgentListForm(forms.Form):
 
 
 class StateQueryForm(forms.Form):
-    """Which state keys to show: those starting with `prefix`, the page after the key `after`."""
+    """Which state keys to show: those starting with `key_prefix`, the page after the key `after`."""
 
-    prefix = forms.CharField(required=False, max_length=STATE_PREFIX_MAX_CHARS, strip=False)
+    key_prefix = forms.CharField(required=False, max_length=STATE_PREFIX_MAX_CHARS, strip=False)
     after = forms.CharField(required=False, max_length=STATE_PREFIX_MAX_CHARS, strip=False)

@@ -56,10 +56,10 @@ def test_the_list_shows_owner_sessions_last_activity_and_versions(operator_clien
     response = operator_client.get(AGENTS)
     assert response.status_code == 200
     html = response.content.decode()
-    rows = {a.name: a for a in selectors.agent_list()}
-    assert rows["auditor"].session_count == 2 and rows["helper"].session_count == 0
-    assert rows["auditor"].last_activity == newest.last_activity_at
-    assert rows["helper"].last_activity is None
+    rows = {a.name: vars(a) for a in selectors.agent_list()}  # with the list's annotations
+    assert rows["auditor"]["session_count"] == 2 and rows["helper"]["session_count"] == 0
+    assert rows["auditor"]["last_activity"] == newest.last_activity_at
+    assert rows["helper"]["last_activity"] is None
     assert html.index('data-agent="auditor"') < html.index('data-agent="helper"')  # active first
     assert "client terminal-chat" in html and ">operators<" in html
     assert "instructions v1 · learned v2" in html
@@ -233,7 +233,7 @@ def test_state_is_paged_by_key_and_filtered_by_prefix(operator_client):
     assert f"after={last.replace('/', '%2F')}" in html
     part = operator_client.get(
         agent_url(agent),
-        {"after": last, "prefix": "k/"},
+        {"after": last, "key_prefix": "k/"},
         HTTP_HX_REQUEST="true",
         HTTP_HX_TARGET="agent-state",
     )
@@ -241,13 +241,13 @@ def test_state_is_paged_by_key_and_filtered_by_prefix(operator_client):
     assert part.status_code == 200 and body.lstrip().startswith('<div id="agent-state">')
     assert body.count('class="state-row"') == 3 and "other" not in body
     assert "Next keys" not in body and "First keys" in body
-    other = operator_client.get(agent_url(agent), {"prefix": "oth"}).content.decode()
+    other = operator_client.get(agent_url(agent), {"key_prefix": "oth"}).content.decode()
     assert 'data-key="other"' in other and "v2</td>" in other and "1 key " in other
 
 
 def test_a_state_query_too_long_is_a_400(operator_client):
     agent = agent_new()
-    response = operator_client.get(agent_url(agent), {"prefix": "x" * 201})
+    response = operator_client.get(agent_url(agent), {"key_prefix": "x" * 201})
     assert response.status_code == 400
     assert "at most 200 characters" in response.content.decode()
 

@@ -200,7 +200,8 @@ def test_list_filters_by_model(operator_client, priced_sessions):
     [
         (
             "?status=sleeping",
-            "status: Unknown status &#x27;sleeping&#x27;: use one of idle, running, compacting, error, ended.",
+            "status: Unknown status &#x27;sleeping&#x27;: use one of idle, running, compacting, error,"
+            " ended.",
         ),
         ("?children=maybe", "children: Unknown children value &#x27;maybe&#x27;: use one of yes, no."),
         ("?sort=price", "sort: Unknown sort &#x27;price&#x27;: use one of title, status"),

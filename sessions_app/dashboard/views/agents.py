@@ -93,13 +93,13 @@ def agent_create(request: HtmxHttpRequest) -> HttpResponse:
 def _state_context(request: HtmxHttpRequest, agent: Agent) -> tuple[dict[str, Any], bool]:
     form = StateQueryForm(request.GET)
     valid = form.is_valid()
-    prefix = form.cleaned_data.get("prefix", "") if valid else ""
+    prefix = form.cleaned_data.get("key_prefix", "") if valid else ""
     after = form.cleaned_data.get("after", "") if valid else ""
     state = selectors.agent_state_page(agent=agent, prefix=prefix, after=after)
-    next_query = urlencode({"prefix": prefix, "after": state.next_after}) if state.next_after else ""
+    next_query = urlencode({"key_prefix": prefix, "after": state.next_after}) if state.next_after else ""
     return {
         "state": state,
-        "state_errors": [] if valid else ["prefix and after are at most 200 characters."],
+        "state_errors": [] if valid else ["key_prefix and after are at most 200 characters."],
         "state_next_query": next_query,
     }, valid
 
