@@ -44,8 +44,11 @@ STATUS_EVENTS = frozenset(
         "compaction.completed",
         "error",
         "session.status",
+        "session.ended",
     }
 )
+# The session was ended: the page's message box becomes the ended notice.
+ENDED_EVENT = "session.ended"
 # A stored model step ends the streamed text of that step.
 STREAM_END_EVENTS = frozenset({"assistant.message", "turn.completed", "error"})
 # A model call was recorded (the inspector can show it).
@@ -56,6 +59,7 @@ MODEL_CALL_EVENTS = frozenset({"usage", "compaction.completed", "turn.completed"
 class _Touched:
     gauge: bool = False
     status: bool = False
+    ended: bool = False
     inspector: bool = False
     usage: bool = False  # a model call was recorded: the session's usage totals moved
     new_epoch: int | None = None
@@ -110,6 +114,7 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
         ]
         touched.gauge |= kind in gauge_events
         touched.status |= kind in STATUS_EVENTS
+        touched.ended |= kind == ENDED_EVENT
         touched.inspector |= kind in MODEL_CALL_EVENTS
         touched.usage |= kind in MODEL_CALL_EVENTS or kind == "error"
         if kind == "compaction.completed":
@@ -140,6 +145,8 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
         parts.append(
             format_html('<span id="session-epoch" hx-swap-oob="true">epoch {}</span>', session.epoch)
         )
+    if touched.ended:
+        parts.append(render_to_string("dashboard/session.html#ended", base))
     if touched.gauge:
         gauge = selectors.context_gauge(session=session)
         parts.append(render_to_string("dashboard/context.html#gauge", {**base, "gauge": gauge}))

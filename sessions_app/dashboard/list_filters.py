@@ -1,6 +1,6 @@
 """The session list's GET parameters: filters, sort and page, validated.
 
-`q` (search), `status`, `model`, `owner` (an agent token's name, or `operator` for sessions no
+`q` (search), `status`, `model`, `owner` (a client's token name, or `operator` for sessions no
 client owns), `children` (`yes`/`no`: has sub-sessions), `sort` (a column, `-` first for
 descending) and `page`. A bad value is an error naming the parameter and what it accepts; the
 list is not shown with a filter silently dropped.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from sessions_app.dashboard.views import records, session, sessions, subsessions
+from sessions_app.dashboard.views import agents, records, session, sessions, subsessions
 from sessions_app.engine.features import features
 
 app_name = "dashboard"
@@ -21,6 +21,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/cancel/", session.turn_cancel, name="turn_cancel"),
     path("sessions/<uuid:session_id>/compact/", session.compaction_start, name="compact"),
     path("sessions/<uuid:session_id>/delete/", session.session_delete, name="session_delete"),
+    path("sessions/<uuid:session_id>/end/", session.session_end, name="session_end"),
     path("sessions/<uuid:session_id>/edit/", session.session_edit, name="session_edit"),
     path("sessions/<uuid:session_id>/context/", session.context_panel, name="context"),
     path("sessions/<uuid:session_id>/timeline/", session.timeline_panel, name="timeline"),
@@ -37,6 +38,17 @@ urlpatterns = [
         records.model_call_request_json,
         name="model_call_request",
     ),
+    path("agents/", agents.agent_list, name="agents"),
+    path("agents/new/", agents.agent_create, name="agent_create"),
+    path("agents/<int:agent_id>/", agents.agent_detail, name="agent"),
+    path("agents/<int:agent_id>/instructions/", agents.agent_instructions_edit, name="agent_instructions"),
+    path("agents/<int:agent_id>/history/<str:part>/", agents.agent_history, name="agent_history"),
+    path(
+        "agents/<int:agent_id>/history/<str:part>/<int:version>/restore/",
+        agents.agent_restore,
+        name="agent_restore",
+    ),
+    path("agents/<int:agent_id>/skills/<str:name>/", agents.agent_skill, name="agent_skill"),
     # Each feature's views (`FeatureDashboard.urls`), their names in this namespace.
     *(path("", include(module)) for module in features().dashboard_urls),
 ]

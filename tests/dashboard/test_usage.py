@@ -169,7 +169,7 @@ def test_list_filters_by_owner(operator_client):
     assert row_ids(listed(operator_client, "?owner=robot")[1]) == [str(theirs.pk)]
     assert row_ids(listed(operator_client, "?owner=operator")[1]) == [str(mine.pk)]
     assert row_ids(listed(operator_client, "?owner=nobody")[1]) == []
-    assert '<option value="robot">agent robot</option>' in listed(operator_client, "")[1]
+    assert '<option value="robot">client robot</option>' in listed(operator_client, "")[1]
 
 
 @pytest.mark.django_db
@@ -200,7 +200,8 @@ def test_list_filters_by_model(operator_client, priced_sessions):
     [
         (
             "?status=sleeping",
-            "status: Unknown status &#x27;sleeping&#x27;: use one of idle, running, compacting, error.",
+            "status: Unknown status &#x27;sleeping&#x27;: use one of idle, running, compacting, error,"
+            " ended.",
         ),
         ("?children=maybe", "children: Unknown children value &#x27;maybe&#x27;: use one of yes, no."),
         ("?sort=price", "sort: Unknown sort &#x27;price&#x27;: use one of title, status"),

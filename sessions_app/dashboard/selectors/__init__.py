@@ -2,7 +2,8 @@
 concern: `sessions` (the list), `history` (transcript, archives, stream, timeline), `gauge`,
 `inspector` (and `prefix_break`: where a request stopped sharing the previous one's prefix),
 `turn_usage` (usage and cost per turn), `memory_history` (the history pages of a memory a
-feature keeps versions of), `subsessions` (trees of sessions). What the features show in their
+feature keeps versions of), `subsessions` (trees of sessions), `agents` (the Agents section: the
+list, an agent's histories, skills, state and sessions). What the features show in their
 panels they read themselves, from their own selectors.
 
 Operators may see every session, but a session, archive, model call or observation named in a
@@ -15,6 +16,23 @@ the names below are the package's public surface.
 
 from __future__ import annotations
 
+from sessions_app.dashboard.selectors.agents import (
+    AGENT_LIST_PAGE_SIZE,
+    AGENT_SESSIONS_SHOWN,
+    AGENT_STATE_PAGE_SIZE,
+    OPERATORS_OWNER,
+    TEXT_PARTS,
+    PartHistory,
+    StatePage,
+    agent_get_for_operator,
+    agent_list,
+    agent_list_page,
+    agent_part_history,
+    agent_sessions,
+    agent_skills,
+    agent_state_page,
+    agent_versions_latest,
+)
 from sessions_app.dashboard.selectors.common import NotFound, session_get_for_operator
 from sessions_app.dashboard.selectors.gauge import (
     GAUGE_LABELS,
@@ -80,6 +98,21 @@ from sessions_app.dashboard.selectors.turn_usage import (
 )
 
 __all__ = [
+    "AGENT_LIST_PAGE_SIZE",
+    "AGENT_SESSIONS_SHOWN",
+    "AGENT_STATE_PAGE_SIZE",
+    "OPERATORS_OWNER",
+    "TEXT_PARTS",
+    "PartHistory",
+    "StatePage",
+    "agent_get_for_operator",
+    "agent_list",
+    "agent_list_page",
+    "agent_part_history",
+    "agent_sessions",
+    "agent_skills",
+    "agent_state_page",
+    "agent_versions_latest",
     "ARCHIVE_MESSAGES_PAGE_SIZE",
     "HISTORY_PAGE_SIZE",
     "GAUGE_LABELS",

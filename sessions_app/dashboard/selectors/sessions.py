@@ -56,12 +56,13 @@ def session_list(
     activity first by default), with `message_count`, `compaction_count`, `descendant_count`
     (sub-sessions), `usage_total_tokens` and `usage_cost` (estimated USD, None without a price).
 
-    `query` matches the title, the model, the owner's token name or the start of the id. Without
+    `query` matches the title, the model, the owner's (the client's) token name, the agent's name
+    or the start of the id. Without
     one, only roots are listed: sub-sessions are shown under their root. `owner` is a token's
     name, or `operator` for sessions no client owns; `has_children` keeps the sessions with (True)
     or without (False) sub-sessions.
     """
-    sessions = AgentSession.objects.select_related("owner").annotate(
+    sessions = AgentSession.objects.select_related("owner", "agent").annotate(
         message_count=_count_of(Message),
         compaction_count=_count_of(Archive),
         descendant_count=descendant_count(),
@@ -83,7 +84,12 @@ def session_list(
         sessions = sessions.filter(with_children if has_children else ~with_children)
     query = query.strip()
     if query:
-        match = Q(title__icontains=query) | Q(model__icontains=query) | Q(owner__name__icontains=query)
+        match = (
+            Q(title__icontains=query)
+            | Q(model__icontains=query)
+            | Q(owner__name__icontains=query)
+            | Q(agent__name__icontains=query)
+        )
         hex_part = query.replace("-", "").lower()
         if hex_part and all(c in "0123456789abcdef" for c in hex_part):
             try:

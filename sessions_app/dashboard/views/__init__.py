@@ -1,7 +1,7 @@
 """The operator dashboard's pages, partials and actions, one module per part of the dashboard:
 `sessions` (the list), `session` (the session page), `subsessions` (a root's tree), `records`
-(archives, prompt inspector), and `memory_history`, the history pages a feature's views answer
-with. `urls.py` names each view; each feature's own views are in its package
+(archives, prompt inspector), `agents` (the Agents section), and `memory_history`, the history
+pages a feature's views answer with. `urls.py` names each view; each feature's own views are in its package
 (`FeatureDashboard.urls`).
 
 Pages render whole templates; htmx requests get a partial of the same template

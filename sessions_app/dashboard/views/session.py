@@ -1,5 +1,5 @@
 """The session page: the page itself, its status, older transcript pages, the message box and
-cancel, deletion, the context gauge and the timeline.
+cancel, ending and deletion, the context gauge and the timeline.
 
 Pages render whole templates; htmx requests get a partial of the same template
 (`"page.html#part"`). Live changes arrive over the dashboard websocket (`consumers.py`).
@@ -23,6 +23,7 @@ from sessions_app.dashboard import panels, selectors
 from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.forms import MessageForm, SessionUpdateForm
 from sessions_app.dashboard.views.common import HtmxHttpRequest, session_or_404
+from sessions_app.engine import agents as engine_agents
 from sessions_app.engine import runner
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.compaction.budget import ContextWindowTooSmall
@@ -160,6 +161,32 @@ async def turn_cancel(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRe
         runner.turn_notify(session.pk)
     context = {"session": session, "message_form": MessageForm(), "message_error": error}
     return await sync_to_async(render)(request, "dashboard/session.html#message-form", context)
+
+
+# The reason `session.ended` gives when an operator ended the session (PROTOCOL.md v1.2).
+END_REASON_OPERATOR = "operator"
+
+
+@require_POST
+@operator_required
+async def session_end(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    """End the session and its sub-sessions (`engine.agents.session_end`, as a client's
+    `session.end`): a running turn is cancelled first; from then on it takes no messages. htmx
+    gets the page's message box back as the ended notice (and the new status); a plain form post
+    is redirected to the page. Ending an ended session changes nothing."""
+    session = await sync_to_async(session_or_404)(session_id)
+    try:
+        await engine_agents.session_end(session_id=session.pk, reason=END_REASON_OPERATOR)
+    except AgentSession.DoesNotExist:
+        raise Http404("No such session.") from None
+    if not request.htmx:
+        return redirect(reverse("dashboard:session", args=[session.pk]))
+    session = await sync_to_async(session_or_404)(session.pk)
+    ended = await sync_to_async(render)(request, "dashboard/session.html#ended", {"session": session})
+    status = await sync_to_async(render)(
+        request, "dashboard/session.html#status", {"session": session, "oob": True}
+    )
+    return HttpResponse(ended.content + status.content)
 
 
 @require_POST
