@@ -19,10 +19,10 @@ from typing import Any
 from memory_app.notepad.prompts import NOTEPAD_CHANGED_LEAD, NOTEPAD_HEADING
 from memory_app.scratchpad.prompts import BLOCK_START
 from sessions_app.engine.prompts import (
-    LEARNED_HEADING,
     COMPACTION_COMBINE_INSTRUCTION,
     COMPACTION_PREVIOUS_SUMMARY_HEADING,
     COMPACTION_SUMMARY_SYSTEM_PROMPT,
+    LEARNED_HEADING,
     PRE_COMPACTION_WARNING,
 )
 from tests.fake_anthropic import Reply, text, tool_use
@@ -288,7 +288,17 @@ def masked_data(body: dict[str, Any]) -> list[str]:
 def find(key: str, texts: list[tuple[str, str]]) -> tuple[str, str] | None:
     """(source, value) of the first text stating `key`, memory first, tools' results last."""
     pattern = re.compile(re.escape(key) + " is " + VALUE)
-    order = ["learned", "notepad", "scratchpad", "summary", "history", "system", "state", "archive", "observation"]
+    order = [
+        "learned",
+        "notepad",
+        "scratchpad",
+        "summary",
+        "history",
+        "system",
+        "state",
+        "archive",
+        "observation",
+    ]
     for label, words in sorted(texts, key=lambda t: order.index(t[0])):
         if match := pattern.search(words):
             return label, match.group(1).strip()
@@ -421,7 +431,9 @@ class Agent:
             if entry in memory or entry in notepad + notes + refs:
                 continue
             # The session's own memory (what the agent keeps across sessions it wrote at once).
-            writes = [w for w in self.writes(KINDS[marker], key, value.strip(), tools) if w[0] in MEMORY_TOOLS]
+            writes = [
+                w for w in self.writes(KINDS[marker], key, value.strip(), tools) if w[0] in MEMORY_TOOLS
+            ]
             if not writes and "update_notepad" in tools:
                 writes = [("update_notepad", {"operation": "append", "content": f"- {entry}\n"})]
             elif not writes and "session_scratchpad" in tools:

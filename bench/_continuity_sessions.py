@@ -56,7 +56,9 @@ def run(args: argparse.Namespace, script: Any, arm: str, warning: str) -> Sessio
         settings.ANTHROPIC_BASE_URL = fake.url
         fake.default_reply = agent
         first_id = asyncio.run(_sessions(args, script, arm, warning))
-    result = SessionsResult(arm=arm, warning=warning, answers=agent.answers, facts=len(script.facts), sessions=args.sessions)
+    result = SessionsResult(
+        arm=arm, warning=warning, answers=agent.answers, facts=len(script.facts), sessions=args.sessions
+    )
     result.compactions = Archive.objects.filter(session_id=first_id).count()
     result.edits = ToolCall.objects.filter(session_id=first_id, name="edit_system_prompt").count()
     # The first session's turn requests, in order (summary calls have a system prompt of their own).
@@ -79,7 +81,9 @@ def run(args: argparse.Namespace, script: Any, arm: str, warning: str) -> Sessio
             usage = record.usage
             result.after_edit_read += int(usage["cache_read_input_tokens"])
             result.after_edit_input += int(
-                usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
+                usage["input_tokens"]
+                + usage["cache_read_input_tokens"]
+                + usage["cache_creation_input_tokens"]
             )
             edited_since_epoch = True
         previous = body
@@ -96,7 +100,8 @@ def _last_call_was_an_edit(previous: dict[str, Any], body: dict[str, Any]) -> bo
     del previous  # the step's own request shows the call it answers
     answered = body["messages"][-2] if len(body["messages"]) >= 2 else {}
     return answered.get("role") == "assistant" and any(
-        b.get("type") == "tool_use" and b.get("name") == "edit_system_prompt" for b in answered.get("content", [])
+        b.get("type") == "tool_use" and b.get("name") == "edit_system_prompt"
+        for b in answered.get("content", [])
     )
 
 
@@ -157,19 +162,21 @@ def report(args: argparse.Namespace, script: Any, results: list[SessionsResult])
     print("|---|---|---:|---|")
     for r in results:
         by = " / ".join(str(r.by_source.get(s, 0)) for s in SOURCES)
-        print(f"| {r.arm} | {r.warning} | {len(r.reached)}/{r.facts} ({len(r.reached) / r.facts:.0%}) | {by} |")
+        print(
+            f"| {r.arm} | {r.warning} | {len(r.reached)}/{r.facts} ({len(r.reached) / r.facts:.0%}) | {by} |"
+        )
     print()
     print(
-        "| arm | warning step | compactions of the first session | edit_system_prompt calls | requests right "
-        "after one (same epoch) | of which with the system prompt unchanged | their input read from the cache "
-        "| first requests of an epoch showing the edits |"
+        "| arm | warning step | compactions of the first session | edit_system_prompt calls | requests "
+        "right after one (same epoch) | of which with the system prompt unchanged | their input read from "
+        "the cache | first requests of an epoch showing the edits |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for r in results:
         share = r.after_edit_read / r.after_edit_input if r.after_edit_input else 0.0
         print(
-            f"| {r.arm} | {r.warning} | {r.compactions} | {r.edits} | {r.after_edit} | {r.after_edit_same_system} "
-            f"| {share:.0%} | {r.first_after_compaction_learned} |"
+            f"| {r.arm} | {r.warning} | {r.compactions} | {r.edits} | {r.after_edit} "
+            f"| {r.after_edit_same_system} | {share:.0%} | {r.first_after_compaction_learned} |"
         )
     print()
     header = " | ".join(f"{r.arm}, {r.warning}" for r in results)

@@ -113,7 +113,9 @@ def main() -> None:
                 outcome = _continuity_sessions.run(args, script, arm, warning)
                 outcome.seconds = time.perf_counter() - started
                 across.append(outcome)
-                print(f"  {arm} / warning {warning}: {len(outcome.reached)}/{outcome.facts} facts", flush=True)
+                print(
+                    f"  {arm} / warning {warning}: {len(outcome.reached)}/{outcome.facts} facts", flush=True
+                )
         _continuity_sessions.report(args, script, across)
         return
     results = []
