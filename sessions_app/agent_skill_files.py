@@ -153,7 +153,8 @@ def skill_zip_read(data: bytes) -> list[SkillFields]:
         entries = archive.infolist()
         if len(entries) > SKILL_ZIP_MAX_ENTRIES:
             raise SkillFileError(
-                f"The zip has {len(entries):,} entries; at most {SKILL_ZIP_MAX_ENTRIES:,} (SKILL_ZIP_MAX_ENTRIES)."
+                f"The zip has {len(entries):,} entries; at most {SKILL_ZIP_MAX_ENTRIES:,} "
+                "(SKILL_ZIP_MAX_ENTRIES)."
             )
         unpacked = sum(info.file_size for info in entries)
         if unpacked > SKILL_ZIP_MAX_UNPACKED_BYTES:
