@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from sessions_app.dashboard.views import agents, records, session, sessions, subsessions
+from sessions_app.dashboard.views import (
+    agent_knowledge,
+    agent_skills,
+    agents,
+    records,
+    session,
+    sessions,
+    subsessions,
+)
 from sessions_app.engine.features import features
 
 app_name = "dashboard"
@@ -49,6 +57,32 @@ urlpatterns = [
         name="agent_restore",
     ),
     path("agents/<int:agent_id>/skills/<str:name>/", agents.agent_skill, name="agent_skill"),
+    path("agents/<int:agent_id>/learned/", agent_knowledge.agent_learned_edit, name="agent_learned"),
+    path("agents/<int:agent_id>/state/edit/", agent_knowledge.agent_state_edit, name="agent_state_edit"),
+    path(
+        "agents/<int:agent_id>/state/delete/", agent_knowledge.agent_state_delete, name="agent_state_delete"
+    ),
+    # "new" is a valid skill name: a new skill's URL is not under skills/.
+    path("agents/<int:agent_id>/new-skill/", agent_skills.agent_skill_new, name="agent_skill_new"),
+    path(
+        "agents/<int:agent_id>/skills-import/", agent_skills.agent_skills_import, name="agent_skills_import"
+    ),
+    path("agents/<int:agent_id>/skills.zip", agent_skills.agent_skills_export, name="agent_skills_export"),
+    path(
+        "agents/<int:agent_id>/skills/<str:name>/edit/",
+        agent_skills.agent_skill_edit,
+        name="agent_skill_edit",
+    ),
+    path(
+        "agents/<int:agent_id>/skills/<str:name>/delete/",
+        agent_skills.agent_skill_delete,
+        name="agent_skill_delete",
+    ),
+    path(
+        "agents/<int:agent_id>/skills/<str:name>/<int:version>/restore/",
+        agent_skills.agent_skill_restore,
+        name="agent_skill_restore",
+    ),
     # Each feature's views (`FeatureDashboard.urls`), their names in this namespace.
     *(path("", include(module)) for module in features().dashboard_urls),
 ]

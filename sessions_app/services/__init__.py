@@ -27,6 +27,7 @@ from sessions_app.services.agent_knowledge import (
 )
 from sessions_app.services.agents import (
     AgentExists,
+    AgentTextConflict,
     AgentVersionNotFound,
     agent_insert,
     agent_instructions_set,
@@ -107,6 +108,7 @@ from sessions_app.services.turns import (
 
 __all__ = [
     "AgentExists",
+    "AgentTextConflict",
     "AgentVersionNotFound",
     "agent_insert",
     "agent_instructions_set",

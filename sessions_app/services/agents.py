@@ -21,6 +21,18 @@ class AgentVersionNotFound(Exception):
     """No such version of that part of the agent."""
 
 
+class AgentTextConflict(Exception):
+    """The instructions or the learned text are no longer at the version a change started from
+    (`expected_version`): nothing was changed. Carries the part's version and text now, to merge
+    and try again."""
+
+    def __init__(self, *, part: str, version: int, text: str) -> None:
+        super().__init__(f"The agent's {part} text is at version {version} now; nothing was changed.")
+        self.part = part
+        self.version = version
+        self.text = text
+
+
 def agent_insert(
     *, owner_name: str, name: str, instructions: str, model: str, settings: dict, author: str
 ) -> Agent:
@@ -46,22 +58,44 @@ def agent_insert(
     return agent
 
 
-def agent_instructions_set(*, agent_id: int, instructions: str, author: str) -> Agent:
-    """The agent's instructions replaced, as a new version (unchanged text: no new version)."""
+def _expect(agent: Agent, part: str, expected_version: int | None) -> None:
+    """Under the agent's row lock: `AgentTextConflict` unless the part is at `expected_version`
+    (None: any version)."""
+    version, text = (
+        (agent.instructions_version, agent.instructions)
+        if part == AgentPart.INSTRUCTIONS
+        else (agent.learned_version, agent.learned or "")
+    )
+    if expected_version is not None and expected_version != version:
+        raise AgentTextConflict(part=part, version=version, text=text)
+
+
+def agent_instructions_set(
+    *, agent_id: int, instructions: str, author: str, expected_version: int | None = None
+) -> Agent:
+    """The agent's instructions replaced, as a new version (unchanged text: no new version).
+    With `expected_version` (the version an editor opened at), `AgentTextConflict` when they are
+    at another one now; nothing changes then."""
     with transaction.atomic():
         agent = Agent.objects.select_for_update().get(pk=agent_id)
+        _expect(agent, AgentPart.INSTRUCTIONS, expected_version)
         if agent.instructions == instructions:
             return agent
         return _text_part_set(agent, AgentPart.INSTRUCTIONS, instructions, author=author)
 
 
-def agent_version_restore(*, agent_id: int, part: str, version: int, author: str) -> Agent:
+def agent_version_restore(
+    *, agent_id: int, part: str, version: int, author: str, expected_version: int | None = None
+) -> Agent:
     """The instructions or the learned text as they were at `version`, as a new version that
-    names it (`restored_from`). `AgentVersionNotFound` when there is no such version."""
+    names it (`restored_from`). `AgentVersionNotFound` when there is no such version;
+    `AgentTextConflict` when `expected_version` is given and the part is at another version now
+    (a change made meanwhile is never overwritten). Nothing changes on either."""
     if part not in RESTORABLE_PARTS:
         raise AgentVersionNotFound(f"{part!r} versions are not restored here")
     with transaction.atomic():
         agent = Agent.objects.select_for_update().get(pk=agent_id)
+        _expect(agent, part, expected_version)
         old = AgentVersion.objects.filter(agent=agent, part=part, name="", version=version).first()
         if old is None:
             raise AgentVersionNotFound(f"no version {version} of the {part}")

@@ -169,7 +169,10 @@ def test_a_skill_page_shows_each_version_sanitized_with_its_diff(operator_client
     assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in html  # the text, escaped
     assert "Read tables &lt;b&gt;well&lt;/b&gt;" in html
     assert "From version 1 to version 2" in html and "+1 −0 lines" in html
-    assert "Restore this version" not in html and 'method="post"' not in html.split("</header>")[1]
+    # The current version offers an edit and a delete (from version 2), no restore.
+    assert "Restore this version" not in html
+    assert reverse("dashboard:agent_skill_delete", args=[agent.pk, "pdf-tables"]) in html
+    assert 'name="base_version" value="2"' in html
     first = operator_client.get(url, {"version": 1}).content.decode()
     assert "<h1>Steps</h1>" in first and 'class="skill-description">Read tables<' in first
 

@@ -181,15 +181,24 @@ def test_the_agent_page_shows_its_parts_and_renders_model_text_sanitized(operato
     assert "&quot;enabled&quot;: true" in html
 
 
-def test_the_agent_page_offers_no_skill_or_state_edits(operator_client):
-    """Their services come with the knowledge feature: no control is shown that cannot work."""
+def test_the_agent_page_offers_the_knowledge_edits(operator_client):
     agent = agent_new()
     skill_write(agent, "one", "a skill", "body")
     state_set(agent, "k", 1)
     html = operator_client.get(agent_url(agent)).content.decode()
-    posts = [chunk.split('"')[0] for chunk in html.split('hx-post="')[1:]]
-    posts += [chunk.split('"')[0] for chunk in html.split('method="post" action="')[1:]]
-    assert set(posts) <= {reverse("dashboard:agent_instructions", args=[agent.pk]), reverse("logout")}
+    posts = {chunk.split('"')[0] for chunk in html.split('hx-post="')[1:]}
+    assert posts == {
+        reverse("dashboard:agent_skills_import", args=[agent.pk]),
+        reverse("dashboard:agent_state_delete", args=[agent.pk]),
+    }
+    for name in (
+        "agent_instructions",
+        "agent_learned",
+        "agent_skill_new",
+        "agent_state_edit",
+        "agent_skills_export",
+    ):
+        assert reverse(f"dashboard:{name}", args=[agent.pk]) in html
 
 
 def test_an_unknown_agent_is_a_404(operator_client):

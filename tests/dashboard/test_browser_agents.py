@@ -1,7 +1,9 @@
 """The Agents section in a real browser (chromium, Playwright, a real daphne), at 800 and 1440 px:
 nothing makes a page wider than the window, nothing a model wrote runs (the learned text and
 a skill carry a script and an image with `onerror`), and the operator's actions work end to end:
-a new agent, its instructions edited, its learned text restored, a session of it ended.
+a new agent, its instructions edited, its learned text restored and edited, its state added to,
+edited and deleted from, a skill written, edited, restored, deleted, exported and imported, a
+session of it ended.
 
 The agent's knowledge is seeded in the server's database the way its sessions' tools leave it
 (`tests/dashboard/agent_data.py`); those tools are a feature of their own.
@@ -146,13 +148,77 @@ def test_the_agents_section_at_800_and_1440_px(new_page, agents_server, screensh
     fits(page, width)
     page.screenshot(path=screenshots / f"agent-skill-{width}.png", full_page=True)
 
+    page.on("dialog", lambda dialog: dialog.accept())  # the deletes' and the end's confirmations
+
+    # The learned text edited by the operator, a new version.
+    page.goto(agent_url)
+    page.click("#agent-learned button:has-text('Edit')")
+    page.fill("#learned-editor textarea", "- the totals are in **table 5**")
+    fits(page, width)
+    page.click("#learned-editor button:has-text('Save')")
+    page.wait_for_selector("#agent-learned .saved:has-text('Saved as version 4')")
+    assert page.locator("#agent-learned .agent-learned-text strong").inner_text() == "table 5"
+
+    # State: a key added, one edited (bad JSON first), one deleted.
+    page.click("#agent-state button:has-text('Add a key')")
+    page.fill("#state-editor input[name=key]", "added")
+    page.fill("#state-editor textarea", "{not json")
+    page.click("#state-editor button:has-text('Save')")
+    page.wait_for_selector("#state-editor .error-text:has-text('Not JSON')")
+    page.fill("#state-editor textarea", '{"n": 1}')
+    page.click("#state-editor button:has-text('Save')")
+    page.wait_for_selector("#agent-state .saved:has-text('Saved \"added\" as version 1.')")
+    page.click("#agent-state tr[data-key='last-run'] button:has-text('Edit')")
+    page.fill("#state-editor textarea", '"2026-11-28"')
+    fits(page, width)
+    page.screenshot(path=screenshots / f"agent-state-editor-{width}.png", full_page=True)
+    page.click("#state-editor button:has-text('Save')")
+    page.wait_for_selector("#agent-state .saved:has-text('as version 2.')")
+    page.click("#agent-state tr[data-key='added'] button:has-text('Delete')")
+    page.wait_for_selector("#agent-state .saved:has-text('Deleted \"added\".')")
+    assert page.locator("#agent-state tr.state-row").count() == 2
+
+    # Skills: a new one, edited, a version restored, deleted; then imported from the export.
+    page.click("#agent-skills button:has-text('New skill')")
+    page.fill("#skill-editor input[name=name]", "triage")
+    page.fill("#skill-editor textarea[name=description]", "Sort the reports")
+    page.fill("#skill-editor textarea[name=content]", "# Triage\n1. **bugs** first")
+    fits(page, width)
+    page.screenshot(path=screenshots / f"agent-skill-editor-{width}.png", full_page=True)
+    page.click("#skill-editor button:has-text('Save')")
+    page.wait_for_url(re.compile(r".*/skills/triage/\?version=1$"))
+    page.click(".skill-actions button:has-text('Edit')")
+    page.fill("#skill-editor textarea[name=content]", "# Triage\n1. **security** first")
+    fits(page, width)
+    page.screenshot(path=screenshots / f"agent-skill-page-editor-{width}.png", full_page=True)
+    page.click("#skill-editor button:has-text('Save')")
+    page.wait_for_url(re.compile(r".*/skills/triage/\?version=2$"))
+    assert page.locator(".skill-body strong").inner_text() == "security"
+    page.click("#memory-history li[data-version='1'] a")
+    page.click("button:has-text('Restore this version')")
+    page.wait_for_url(re.compile(r".*/skills/triage/\?version=3$"))
+    assert page.locator(".skill-body strong").inner_text() == "bugs"
+    fits(page, width)
+    exported = page.request.get(agent_url + "skills.zip")
+    assert exported.headers["content-type"] == "application/zip"
+    page.click(".skill-actions button:has-text('Delete')")
+    page.wait_for_url(agent_url)
+    assert page.locator("#agent-skills tr.skill-row").count() == 1
+    page.set_input_files(
+        "#agent-skills input[type=file]",
+        files=[{"name": "skills.zip", "mimeType": "application/zip", "buffer": exported.body()}],
+    )
+    page.click("#agent-skills button:has-text('Import')")
+    page.wait_for_selector("#agent-skills .saved:has-text('Imported 2 skill(s): pdf-tables, triage.')")
+    assert page.locator("#agent-skills tr.skill-row").count() == 2
+    fits(page, width)
+
     # Its session: named and linked from the session page, and ended from there.
     page.goto(agent_url)
     page.click(f"#agent-sessions a:has-text('Audit at {width} px')")
     page.wait_for_selector("#live-dot.live")
     assert page.locator(f".session-meta a.agent-link:has-text('agent {name}')").count() == 1
     assert "client terminal-chat" in page.locator(".session-meta").inner_text()
-    page.on("dialog", lambda dialog: dialog.accept())
     page.click("#message-form button:has-text('End session')")
     page.wait_for_selector("#message-form.ended-box:has-text('This session has ended')")
     page.wait_for_selector("#session-status.status-ended")

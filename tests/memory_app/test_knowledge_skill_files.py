@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory_app.knowledge.skill_files import SkillFileError, skill_file_parse, skill_file_render
 from sessions_app import services
 from sessions_app.agent_models import Agent, AgentSkill, AgentVersion
+from sessions_app.agent_skill_files import SkillFileError, skill_file_parse, skill_file_render
 from sessions_app.services import SkillFields
 
 pytestmark = pytest.mark.django_db

@@ -221,3 +221,17 @@ def test_an_operators_stale_expected_version_overwrites_nothing() -> None:
         ).version
         == 3
     )
+
+
+def test_a_delete_with_a_stale_expected_version_deletes_nothing() -> None:
+    agent = Agent.objects.create(owner_name="c", name="stale-skill-delete")
+    for body in ("one", "two"):
+        services.agent_skill_write(
+            agent_id=agent.pk, name="s", description="d", content=body, author="a", max_skills=5
+        )
+    with pytest.raises(AgentSkillConflict) as caught:
+        services.agent_skill_delete(agent_id=agent.pk, name="s", author="operator:o", expected_version=1)
+    assert caught.value.version == 2
+    assert AgentSkill.objects.get(agent=agent, name="s").content == "two"
+    services.agent_skill_delete(agent_id=agent.pk, name="s", author="operator:o", expected_version=2)
+    assert not AgentSkill.objects.filter(agent=agent).exists()

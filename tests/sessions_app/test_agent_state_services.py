@@ -155,3 +155,15 @@ def test_state_is_per_agent() -> None:
     mine, theirs = agent_make(), agent_make(owner_name="other")
     put(mine, "k", 1)
     assert selectors.agent_state_keys(agent_id=theirs.pk) == []
+
+
+def test_a_delete_with_a_stale_expected_version_deletes_nothing() -> None:
+    agent = Agent.objects.create(owner_name="c", name="stale-delete")
+    services.agent_state_set(agent_id=agent.pk, key="k", value=1, author="a")
+    services.agent_state_set(agent_id=agent.pk, key="k", value=2, author="a")
+    with pytest.raises(AgentStateConflict) as caught:
+        services.agent_state_delete(agent_id=agent.pk, key="k", author="operator:o", expected_version=1)
+    assert caught.value.version == 2
+    assert AgentStateEntry.objects.get(agent=agent, key="k").value == 2
+    services.agent_state_delete(agent_id=agent.pk, key="k", author="operator:o", expected_version=2)
+    assert not AgentStateEntry.objects.filter(agent=agent).exists()

@@ -109,3 +109,38 @@ def test_a_child_of_an_agents_session_is_one_of_the_agents_sessions_too() -> Non
             settings_defaults=features().default_settings,
         )
         assert child.agent_id == agent.pk
+
+
+def test_instructions_set_with_a_stale_expected_version_changes_nothing() -> None:
+    agent = engine_agents.agent_create(
+        owner_name="cli", name="auditor", system_prompt="v1", author="client:cli"
+    )
+    services.agent_instructions_set(agent_id=agent.pk, instructions="v2", author="client:cli")
+    with pytest.raises(services.AgentTextConflict) as caught:
+        services.agent_instructions_set(
+            agent_id=agent.pk, instructions="mine", author="operator:alice", expected_version=1
+        )
+    assert (caught.value.version, caught.value.text, caught.value.part) == (2, "v2", "instructions")
+    services.agent_instructions_set(
+        agent_id=agent.pk, instructions="mine", author="operator:alice", expected_version=2
+    )
+    agent.refresh_from_db()
+    assert (agent.instructions, agent.instructions_version) == ("mine", 3)
+
+
+def test_restore_with_a_stale_expected_version_changes_nothing() -> None:
+    agent = engine_agents.agent_create(owner_name="cli", name="auditor", author="client:cli")
+    for text in ("one", "two"):
+        services.agent_learned_write(agent_id=agent.pk, content=text, author="agent:x", max_chars=100)
+    with pytest.raises(services.AgentTextConflict) as caught:
+        services.agent_version_restore(
+            agent_id=agent.pk, part="learned", version=1, author="operator:bob", expected_version=1
+        )
+    assert (caught.value.version, caught.value.text) == (2, "two")
+    agent.refresh_from_db()
+    assert (agent.learned, agent.learned_version) == ("two", 2)
+    services.agent_version_restore(
+        agent_id=agent.pk, part="learned", version=1, author="operator:bob", expected_version=2
+    )
+    agent.refresh_from_db()
+    assert (agent.learned, agent.learned_version) == ("one", 3)

@@ -8,9 +8,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from memory_app.knowledge.skill_files import skill_folder_write
 from memory_app.management.commands._agent_lookup import agent_named
 from sessions_app.agent_knowledge_selectors import agent_skills_list
+from sessions_app.agent_skill_files import skill_folder_write
 from sessions_app.services import SkillFields
 
 

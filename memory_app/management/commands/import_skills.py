@@ -10,10 +10,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory_app.knowledge.settings import SETTINGS
-from memory_app.knowledge.skill_files import SkillFileError, skill_folder_read
 from memory_app.management.commands._agent_lookup import agent_named
 from sessions_app import services
 from sessions_app.agent_knowledge_rules import AgentKnowledgeError
+from sessions_app.agent_skill_files import SkillFileError, skill_folder_read
 from sessions_app.authors import operator_author
 
 

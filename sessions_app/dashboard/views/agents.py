@@ -2,9 +2,11 @@
 instructions, editable as a new version; its learned text, skills, state and sessions), the
 history of its instructions and learned text (diffs, restore) and each skill's versions.
 
-Writes go through `engine.agents.agent_create` and the agent services (`agent_writes`: under
-the conflict rule); reads through `selectors`. The learned text and the skills are written by a
-model: they are shown as sanitized markdown or escaped text, never marked safe.
+Writes go through `engine.agents.agent_create` and the agent services, with the version the
+operator saw as their `expected_version` (the conflict rule); reads through `selectors`. The
+editors of the learned text and state are in `agent_knowledge`, the skills' in `agent_skills`.
+The learned text and the skills are written by a model: they are shown as sanitized markdown or
+escaped text, never marked safe.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from sessions_app import services
 from sessions_app.authors import operator_author
-from sessions_app.dashboard import agent_writes, selectors
+from sessions_app.dashboard import selectors
 from sessions_app.dashboard.agent_forms import (
     AgentCreateForm,
     AgentListForm,
@@ -31,7 +33,7 @@ from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.history_forms import HistoryQueryForm, RestoreForm
 from sessions_app.dashboard.views.common import HtmxHttpRequest, operator_name
 from sessions_app.engine import agents as engine_agents
-from sessions_app.models import Agent, AgentPart
+from sessions_app.models import Agent, AgentPart, AgentSkill
 from sessions_app.validation import SpecError
 
 HISTORY_TEMPLATE = "dashboard/agent_history.html"
@@ -39,7 +41,7 @@ HISTORY_TEMPLATE = "dashboard/agent_history.html"
 VERSIONS_SHOWN = 5
 
 
-def _agent_or_404(agent_id: Any) -> Agent:
+def agent_or_404(agent_id: Any) -> Agent:
     try:
         return selectors.agent_get_for_operator(agent_id=agent_id)
     except selectors.NotFound:
@@ -90,7 +92,7 @@ def agent_create(request: HtmxHttpRequest) -> HttpResponse:
 # ---------------------------------------------------------------------------
 # One agent
 # ---------------------------------------------------------------------------
-def _state_context(request: HtmxHttpRequest, agent: Agent) -> tuple[dict[str, Any], bool]:
+def state_context(request: HtmxHttpRequest, agent: Agent) -> tuple[dict[str, Any], bool]:
     form = StateQueryForm(request.GET)
     valid = form.is_valid()
     prefix = form.cleaned_data.get("key_prefix", "") if valid else ""
@@ -107,8 +109,8 @@ def _state_context(request: HtmxHttpRequest, agent: Agent) -> tuple[dict[str, An
 @require_safe
 @operator_required
 def agent_detail(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
-    agent = _agent_or_404(agent_id)
-    state, valid = _state_context(request, agent)
+    agent = agent_or_404(agent_id)
+    state, valid = state_context(request, agent)
     status = 200 if valid else 400
     if request.htmx and request.htmx.target == "agent-state":
         return render(request, "dashboard/agent.html#state", {"agent": agent, **state}, status=status)
@@ -136,7 +138,7 @@ def agent_instructions_edit(request: HtmxHttpRequest, agent_id: int) -> HttpResp
     """GET: the editor, from the current version. POST: the text saved as a new version, if the
     instructions are still at the version the editor opened at; otherwise nothing is overwritten
     and the editor comes back with both texts, its base moved to the current version."""
-    agent = _agent_or_404(agent_id)
+    agent = agent_or_404(agent_id)
     template = "dashboard/agent.html#instructions-editor"
     if request.method == "GET":
         form = InstructionsForm(
@@ -148,13 +150,13 @@ def agent_instructions_edit(request: HtmxHttpRequest, agent_id: int) -> HttpResp
         return _in_editor(render(request, template, {"agent": agent, "form": form}, status=422))
     text = form.cleaned_data["instructions"]
     try:
-        saved = agent_writes.agent_instructions_save(
+        saved = services.agent_instructions_set(
             agent_id=agent.pk,
             instructions=text,
-            base_version=form.cleaned_data["base_version"],
+            expected_version=form.cleaned_data["base_version"],
             author=operator_author(operator_name(request)),
         )
-    except agent_writes.AgentChanged as changed:
+    except services.AgentTextConflict as changed:
         context = {
             "agent": agent,
             "form": InstructionsForm(initial={"instructions": text, "base_version": changed.version}),
@@ -197,7 +199,18 @@ def _text_part(part: str) -> str:
 
 def _history_context(agent: Agent, part: str, name: str, found: selectors.PartHistory) -> dict[str, Any]:
     history = found.history
-    restorable = part in selectors.TEXT_PARTS and not history.is_current and history.selected_version > 0
+    selected_deleted = found.selected_row is not None and found.selected_row.deleted
+    restorable = not history.is_current and history.selected_version > 0 and not selected_deleted
+    if part in selectors.TEXT_PARTS:
+        restore_base = history.current_version
+        restore_url = reverse("dashboard:agent_restore", args=[agent.pk, part, history.selected_version])
+    else:
+        # A skill's current version is its row's (0: deleted now; its last version is the deletion).
+        skill = AgentSkill.objects.filter(agent=agent, name=name).only("version").first()
+        restore_base = skill.version if skill is not None else 0
+        restore_url = reverse(
+            "dashboard:agent_skill_restore", args=[agent.pk, name, history.selected_version]
+        )
     return {
         "agent": agent,
         "part": part,
@@ -207,11 +220,8 @@ def _history_context(agent: Agent, part: str, name: str, found: selectors.PartHi
         "history": history,
         # Version 0 is a state of the learned text only (empty, before the model first wrote it).
         "show_zero": part == AgentPart.LEARNED,
-        "restore_url": (
-            reverse("dashboard:agent_restore", args=[agent.pk, part, history.selected_version])
-            if restorable
-            else ""
-        ),
+        "restore_url": restore_url if restorable else "",
+        "restore_base": restore_base,
         "older_query": urlencode(
             {"version": history.selected_version, "against": history.against, "before": history.older_before}
         ),
@@ -233,7 +243,7 @@ def _history_page(request: HtmxHttpRequest, agent: Agent, part: str, name: str =
 @require_safe
 @operator_required
 def agent_history(request: HtmxHttpRequest, agent_id: int, part: str) -> HttpResponse:
-    return _history_page(request, _agent_or_404(agent_id), _text_part(part))
+    return _history_page(request, agent_or_404(agent_id), _text_part(part))
 
 
 @require_safe
@@ -241,7 +251,7 @@ def agent_history(request: HtmxHttpRequest, agent_id: int, part: str) -> HttpRes
 def agent_skill(request: HtmxHttpRequest, agent_id: int, name: str) -> HttpResponse:
     """A skill as it is (or was, at `version`), rendered as sanitized markdown, with every
     version and their diffs. A deleted skill keeps its versions here."""
-    return _history_page(request, _agent_or_404(agent_id), AgentPart.SKILL, name)
+    return _history_page(request, agent_or_404(agent_id), AgentPart.SKILL, name)
 
 
 @require_POST
@@ -250,7 +260,7 @@ def agent_restore(request: HtmxHttpRequest, agent_id: int, part: str, version: i
     """Restore version `version` of the instructions or the learned text as a new version naming
     it (`services.agent_version_restore`), if the part is still at the version the page showed
     (`base_version`). Otherwise nothing changes and the page says what happened meanwhile."""
-    agent = _agent_or_404(agent_id)
+    agent = agent_or_404(agent_id)
     part = _text_part(part)
     form = RestoreForm(request.POST)
     if not form.is_valid():
@@ -261,14 +271,14 @@ def agent_restore(request: HtmxHttpRequest, agent_id: int, part: str, version: i
             request, agent, part, f"Version {version} is the current text: there is nothing to restore.", 422
         )
     try:
-        saved = agent_writes.agent_text_restore(
+        saved = services.agent_version_restore(
             agent_id=agent.pk,
             part=part,
             version=version,
-            base_version=base,
+            expected_version=base,
             author=operator_author(operator_name(request)),
         )
-    except agent_writes.AgentChanged as changed:
+    except services.AgentTextConflict as changed:
         what = selectors.TEXT_PARTS[part]
         message = (
             f"Not restored: the {what} changed since this page was loaded (it is now version "

@@ -133,16 +133,28 @@ def agent_skill_write(
 
 
 def agent_skill_delete(
-    *, agent_id: int, name: str, author: str, session_id: uuid.UUID | None = None
+    *,
+    agent_id: int,
+    name: str,
+    author: str,
+    session_id: uuid.UUID | None = None,
+    expected_version: int | None = None,
 ) -> AgentVersion:
     """Delete the skill `name` (`delete_skill`): its row goes, its versions stay, and a version
     with `deleted` set records who deleted it. Returns that version. `AgentKnowledgeError` for an
-    unknown skill."""
+    unknown skill; `AgentSkillConflict` when `expected_version` is given (an operator's delete
+    names the version it saw) and is not the skill's current one."""
     with transaction.atomic():
         agent = agent_lock(agent_id)
         skill = AgentSkill.objects.filter(agent_id=agent_id, name=skill_name_check(name)).first()
         if skill is None:
             raise AgentKnowledgeError(agent_skill_unknown_message(agent_id=agent_id, name=name))
+        if expected_version is not None and expected_version != skill.version:
+            raise AgentSkillConflict(
+                f'The skill "{name}" is at version {skill.version}, not version {expected_version}, '
+                "so it was not deleted.",
+                version=skill.version,
+            )
         now = timezone.now()
         row = AgentVersion.objects.create(
             agent_id=agent_id,

@@ -76,13 +76,31 @@ def agent_state_set(
     return entry
 
 
-def agent_state_delete(*, agent_id: int, key: str, author: str, session_id: uuid.UUID | None = None) -> None:
-    """Delete `key`. `AgentKnowledgeError` for a key that does not exist. Its `agent.updated`
-    has `version` null: the key has no version any more (a later set starts again at 1)."""
+def agent_state_delete(
+    *,
+    agent_id: int,
+    key: str,
+    author: str,
+    session_id: uuid.UUID | None = None,
+    expected_version: int | None = None,
+) -> None:
+    """Delete `key`. `AgentKnowledgeError` for a key that does not exist; `AgentStateConflict`
+    when `expected_version` is given (an operator's delete names the version it saw) and is not
+    the key's current one. Its `agent.updated` has `version` null: the key has no version any
+    more (a later set starts again at 1)."""
     key = state_key_check(key)
     with transaction.atomic():
         agent = agent_lock(agent_id)
-        deleted, _ = AgentStateEntry.objects.filter(agent_id=agent_id, key=key).delete()
+        entries = AgentStateEntry.objects.filter(agent_id=agent_id, key=key)
+        if expected_version is not None:
+            current = entries.values_list("version", flat=True).first()
+            if current is not None and current != expected_version:
+                raise AgentStateConflict(
+                    f'The key "{key}" is at version {current}, not version {expected_version}, so it '
+                    "was not deleted.",
+                    version=current,
+                )
+        deleted, _ = entries.delete()
         if not deleted:
             raise AgentKnowledgeError(
                 f'The agent\'s state has no key "{key}", so nothing was deleted (list its keys with '

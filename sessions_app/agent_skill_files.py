@@ -1,6 +1,8 @@
 """Skills as files (agentskills.io): a folder per skill holding `SKILL.md`, whose YAML front
-matter gives `name` and `description` and whose markdown body follows. What `manage.py
-import_skills` reads and `export_skills` writes (and the dashboard's import, later).
+matter gives `name` and `description` and whose markdown body follows. The one implementation
+of reading and writing them: `manage.py import_skills` / `export_skills` (folders) and the
+dashboard's import and export (a zip of `NAME/SKILL.md`). Pure: it parses and renders, the
+services write.
 
 A file is parsed with a real YAML parser (PyYAML's safe loader); every rule a skill keeps is
 checked here too (`sessions_app.agent_knowledge_rules`), so a bad file is reported by its path
@@ -9,8 +11,10 @@ before anything is written.
 
 from __future__ import annotations
 
+import io
+import zipfile
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import yaml
 
@@ -27,6 +31,12 @@ FENCE = "---"
 # A skill file is at most its longest body and description in UTF-8 (4 bytes a character at
 # most) plus room for the rest of its front matter: a bigger one cannot hold a valid skill.
 SKILL_FILE_MAX_BYTES = 4 * (SKILL_CONTENT_MAX_CHARS + SKILL_DESCRIPTION_MAX_CHARS) + 4_096
+# A zip of skills (the dashboard's upload): its own size, its entries (files and folders, the
+# skills' other files included), and what its files unpack to in all (a zip bomb's ratio is
+# refused before anything is unpacked).
+SKILL_ZIP_MAX_BYTES = 5 * 1024 * 1024
+SKILL_ZIP_MAX_ENTRIES = 2_000
+SKILL_ZIP_MAX_UNPACKED_BYTES = 50 * 1024 * 1024
 
 
 class SkillFileError(ValueError):
@@ -113,3 +123,91 @@ def skill_folder_write(directory: Path, skills: Sequence[SkillFields]) -> list[P
         path.write_text(skill_file_render(skill), encoding="utf-8")
         written.append(path)
     return written
+
+
+def _zip_path_unsafe(name: str) -> bool:
+    """An entry that would land outside the folder it is unpacked into (zip-slip): absolute, a
+    drive, a backslash or a `..` part."""
+    if name.startswith("/") or "\\" in name or (len(name) > 1 and name[1] == ":"):
+        return True
+    return ".." in PurePosixPath(name).parts
+
+
+def skill_zip_read(data: bytes) -> list[SkillFields]:
+    """Every skill of a zip of `NAME/SKILL.md` folders (other files in a skill's folder are not
+    kept; a `SKILL.md` at another depth is not a skill). Raises `SkillFileError` for a file that
+    is no zip, is over `SKILL_ZIP_MAX_BYTES`, has more than `SKILL_ZIP_MAX_ENTRIES` entries or
+    unpacks to more than `SKILL_ZIP_MAX_UNPACKED_BYTES`, or, listing each by its path (each on its
+    line), for an entry outside the zip's folder (zip-slip), a `SKILL.md` over
+    `SKILL_FILE_MAX_BYTES`, not UTF-8, or not a valid skill (malformed YAML included): so that
+    none is imported. Nothing is unpacked to disk."""
+    if len(data) > SKILL_ZIP_MAX_BYTES:
+        raise SkillFileError(
+            f"The zip is {len(data):,} bytes; at most {SKILL_ZIP_MAX_BYTES:,} (SKILL_ZIP_MAX_BYTES)."
+        )
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, ValueError):
+        raise SkillFileError("The file is not a zip archive.") from None
+    with archive:
+        entries = archive.infolist()
+        if len(entries) > SKILL_ZIP_MAX_ENTRIES:
+            raise SkillFileError(
+                f"The zip has {len(entries):,} entries; at most {SKILL_ZIP_MAX_ENTRIES:,} "
+                "(SKILL_ZIP_MAX_ENTRIES)."
+            )
+        unpacked = sum(info.file_size for info in entries)
+        if unpacked > SKILL_ZIP_MAX_UNPACKED_BYTES:
+            raise SkillFileError(
+                f"The zip unpacks to {unpacked:,} bytes; at most {SKILL_ZIP_MAX_UNPACKED_BYTES:,} "
+                "(SKILL_ZIP_MAX_UNPACKED_BYTES)."
+            )
+        problems = [
+            f"{info.filename}: a path outside the zip's folder."
+            for info in entries
+            if _zip_path_unsafe(info.filename)
+        ]
+        if problems:
+            raise SkillFileError("\n".join(problems))
+        skills: list[SkillFields] = []
+        for info in sorted(entries, key=lambda i: i.filename):
+            parts = PurePosixPath(info.filename).parts
+            if info.is_dir() or len(parts) != 2 or parts[1] != SKILL_FILE:
+                continue
+            try:
+                skills.append(_zip_skill(archive, info, folder=parts[0]))
+            except SkillFileError as exc:
+                problems.append(str(exc))
+    if problems:
+        raise SkillFileError("\n".join(problems))
+    if not skills:
+        raise SkillFileError(f"The zip has no {SKILL_FILE} in a folder of its own (NAME/{SKILL_FILE}).")
+    return skills
+
+
+def _zip_skill(archive: zipfile.ZipFile, info: zipfile.ZipInfo, *, folder: str) -> SkillFields:
+    path = info.filename
+    if info.file_size > SKILL_FILE_MAX_BYTES:
+        raise SkillFileError(f"{path}: over {SKILL_FILE_MAX_BYTES:,} bytes (SKILL_FILE_MAX_BYTES).")
+    try:
+        with archive.open(info) as handle:
+            # Read one byte past the limit: a header that lies about the size is caught too.
+            raw = handle.read(SKILL_FILE_MAX_BYTES + 1)
+    except (zipfile.BadZipFile, RuntimeError, NotImplementedError, OSError) as exc:
+        raise SkillFileError(f"{path}: cannot be unpacked ({exc}).") from None
+    if len(raw) > SKILL_FILE_MAX_BYTES:
+        raise SkillFileError(f"{path}: over {SKILL_FILE_MAX_BYTES:,} bytes (SKILL_FILE_MAX_BYTES).")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SkillFileError(f"{path}: not UTF-8 text.") from None
+    return skill_file_parse(text, folder=folder, path=path)
+
+
+def skill_zip_write(skills: Sequence[SkillFields]) -> bytes:
+    """A zip of `NAME/SKILL.md` for each skill, which `skill_zip_read` reads back unchanged."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for skill in skills:
+            archive.writestr(f"{skill.name}/{SKILL_FILE}", skill_file_render(skill))
+    return buffer.getvalue()
