@@ -30,8 +30,8 @@ class Agent(models.Model):
     # The model's own part of its system prompt (`edit_system_prompt`): version 0 until written.
     learned = models.TextField(blank=True, default="")
     learned_version = models.PositiveIntegerField(default=0)
-    # Its sessions' defaults: "" for the server's default model; settings as given (validated),
-    # merged under a session's own at `session.create`.
+    # Its sessions' defaults: "" for the server's default model; settings as given (validated, not
+    # filled with defaults), merged over the features' defaults and under a session's own.
     model = models.CharField(max_length=100, blank=True, default="")
     settings = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)

@@ -59,7 +59,9 @@ def _texts_now(session: SessionSnapshot) -> tuple[str, str, str]:
     agent, skills = agent_selectors.agent_knowledge(agent_id=session.agent_id)
     learned = ""
     if agent.learned:
-        learned = f"{LEARNED_HEADING}\n{agent.learned}"
+        # Its trailing newlines are no part of what it says (appends end with one): the next
+        # section follows after one blank line, as everywhere in the system prompt.
+        learned = f"{LEARNED_HEADING}\n{agent.learned.rstrip(chr(10))}"
     elif _setting(session, "learned_editable", True):
         learned = f"{LEARNED_HEADING}\n{LEARNED_EMPTY_HINT}"
     skills_text = ""

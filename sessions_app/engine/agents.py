@@ -57,7 +57,9 @@ def agent_create(
         name=name,
         instructions=fields.get("system_prompt", ""),
         model=fields.get("model") or "",
-        settings=fields["settings"] if settings is not None else {},
+        # As given (checked above): its sessions get the features' defaults of their own day,
+        # with these over them (`engine.sessions.agent_session_settings`).
+        settings=dict(settings) if isinstance(settings, dict) else {},
         author=author,
     )
 

@@ -117,11 +117,18 @@ async def test_a_session_of_an_agent_takes_its_model_and_settings_and_names_it(c
     await agent_created(
         client, name="auditor", model=MODEL, settings={"notepad": {"enabled": False}, "max_steps_per_turn": 7}
     )
+    await client.send({"type": "agent.get", "name": "auditor"})
+    # The agent keeps its settings as given: its sessions get the features' defaults of their day.
+    assert (await client.recv())["agent"]["settings"] == {
+        "notepad": {"enabled": False},
+        "max_steps_per_turn": 7,
+    }
     session = await client.create(agent="auditor", settings={"max_steps_per_turn": 9})
     assert session["agent"] == "auditor"
     assert session["model"] == MODEL
     assert session["settings"]["notepad"]["enabled"] is False  # the agent's
     assert session["settings"]["max_steps_per_turn"] == 9  # the session's own, over the agent's
+    assert session["settings"]["scratchpad"]["enabled"] is True  # the features' default
     plain = await client.create()
     assert plain["agent"] is None
 
@@ -331,3 +338,18 @@ async def test_the_only_token_of_a_client_revoked_stops_its_sessions() -> None:
     await sync_to_async(services.agent_token_revoke)(token=token)
     with pytest.raises(services.TokenRevoked):
         await runner.turn_start(session_id=session.pk, content="no")
+
+
+async def test_a_learned_text_ending_with_a_newline_is_followed_by_one_blank_line(
+    connect: Any, fake_anthropic: FakeAnthropicServer
+) -> None:
+    client = await connect()
+    await agent_created(client, name="auditor")
+    await sync_to_async(learned_set)("auditor", "- rule one\n")
+    agent = await sync_to_async(Agent.objects.get)(name="auditor")
+    await sync_to_async(AgentSkill.objects.create)(agent=agent, name="s", description="d", version=1)
+    await client.create(agent="auditor")
+    await client.send({"type": "user.message", "content": "go"})
+    await client.until("turn.completed")
+    joined = "\n".join(system_texts(fake_anthropic.requests[0].body))
+    assert "## Learned Instructions\n- rule one\n\n## Skills\n- s: d\n" in joined
