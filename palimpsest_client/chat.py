@@ -179,6 +179,13 @@ class Chat:
             self.notice(event, f"task started: {event.name}")
         elif isinstance(event, TaskEnded):
             self.notice(event, f"task ended: {event.name}")
+        elif event.type == "agent.updated":  # PROTOCOL.md v1.2: the agent's knowledge changed
+            raw = event.raw
+            what = f"{raw.get('part')} {raw.get('name') or ''}".strip()
+            version = f" (version {raw['version']})" if raw.get("version") is not None else ""
+            self.notice(event, f"agent {raw.get('agent')}: {what} updated{version}")
+        elif event.type == "session.ended":
+            self.notice(event, f"session ended ({event.raw.get('reason')})")
         elif isinstance(event, ErrorEvent):
             self.notice(event, f"error {event.code}: {event.message}")
         elif isinstance(event, TurnCompleted) and (not root or event.stop_reason != "end_turn"):

@@ -296,7 +296,7 @@ async def test_a_chat_of_an_agent_creates_it_when_missing_and_ends_its_session(d
     async with connect(daphne.ws_url, token) as client:
         chat = Chat(client, out, interactive=False, agent="helper")
         await chat.start(None)
-        await chat.run(scripted("echo first", "/end", "echo after"))
+        await chat.run(scripted("learn: be brief", "/end", "echo after"))
         assert (await client.get_agent("helper"))["name"] == "helper"
         again = Chat(client, io.StringIO(), interactive=False, agent="helper")
         await again.start(None)  # the agent exists now: not created twice
@@ -304,4 +304,5 @@ async def test_a_chat_of_an_agent_creates_it_when_missing_and_ends_its_session(d
     assert lines[0] == "Created the agent helper."
     assert lines[1].startswith("New session ") and "of the agent helper" in lines[1]
     assert any(line.endswith("ended: it takes no more messages.") for line in lines)
+    assert any("agent helper: learned updated (version 1)" in line for line in lines)
     assert any("session_ended" in line for line in lines)
