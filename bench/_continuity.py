@@ -527,3 +527,16 @@ class Agent:
         prefix = "Last assistant reply: "
         reply = next((line[len(prefix) :] for line in summary.splitlines() if line.startswith(prefix)), "")
         return requests, reply.strip()
+
+
+def facts_table(script: Any, results: list[Any]) -> None:
+    """Print, per fact, where each arm's reader found it (`**lost**`: not reached)."""
+    header = " | ".join(f"{r.arm}, {r.warning}" for r in results)
+    print(f"| fact (kind, work turn) | {header} |")
+    print("|---|" + "---|" * len(results))
+    for index, fact in enumerate(script.facts, start=1):
+        cells = []
+        for r in results:
+            answer = r.answers.get(index)
+            cells.append(answer.source if answer is not None and answer.value is not None else "**lost**")
+        print(f"| {fact.key} ({fact.kind}, {fact.turn}) | " + " | ".join(cells) + " |")

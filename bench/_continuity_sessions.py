@@ -152,6 +152,8 @@ async def _sessions(args: argparse.Namespace, script: Any, arm: str, warning: st
 
 
 def report(args: argparse.Namespace, script: Any, results: list[SessionsResult]) -> None:
+    from _continuity import facts_table
+
     print()
     print(
         f"Across {args.sessions} sessions: the facts told in the first, each session ended, the "
@@ -179,12 +181,4 @@ def report(args: argparse.Namespace, script: Any, results: list[SessionsResult])
             f"| {r.after_edit_same_system} | {share:.0%} | {r.first_after_compaction_learned} |"
         )
     print()
-    header = " | ".join(f"{r.arm}, {r.warning}" for r in results)
-    print(f"| fact (kind, work turn) | {header} |")
-    print("|---|" + "---|" * len(results))
-    for index, fact in enumerate(script.facts, start=1):
-        cells = []
-        for r in results:
-            answer = r.answers.get(index)
-            cells.append(answer.source if answer is not None and answer.value is not None else "**lost**")
-        print(f"| {fact.key} ({fact.kind}, {fact.turn}) | " + " | ".join(cells) + " |")
+    facts_table(script, results)

@@ -244,6 +244,8 @@ def machine() -> str:
 
 
 def report(args: argparse.Namespace, script: Any, results: list[ArmResult]) -> None:
+    from _continuity import facts_table
+
     print()
     print(f"Run of {datetime.date.today().isoformat()} on {machine()}, SQLite (WAL), DEBUG off.")
     print(
@@ -286,15 +288,7 @@ def report(args: argparse.Namespace, script: Any, results: list[ArmResult]) -> N
             f"{(r.summary_tokens + r.warning_tokens) / r.all_tokens:.0%} | {r.masked} | {r.work_tokens:,} |"
         )
     print()
-    header = " | ".join(f"{r.arm}, {r.warning}" for r in results)
-    print(f"| fact (kind, work turn) | {header} |")
-    print("|---|" + "---|" * len(results))
-    for index, fact in enumerate(script.facts, start=1):
-        cells = []
-        for r in results:
-            answer = r.answers.get(index)
-            cells.append(answer.source if answer is not None and answer.value is not None else "**lost**")
-        print(f"| {fact.key} ({fact.kind}, {fact.turn}) | " + " | ".join(cells) + " |")
+    facts_table(script, results)
     total = sum(r.seconds for r in results)
     print()
     print(f"wall time: {total:.0f} s ({', '.join(f'{r.seconds:.0f}' for r in results)} s per arm)")

@@ -838,39 +838,31 @@ class Session:
     async def cancel(self) -> TurnCompleted:
         """Cancel the running turn; returns its `turn.completed` (`stop_reason` `cancelled`,
         or how it ended if it ended first). Raises `NoTurnInProgress` when none is running."""
-        self._check()
-        client = self._client
-        queue = client._subscribe()
-        request = asyncio.ensure_future(client._request({"type": "turn.cancel"}, resend=True))
-        try:
-            while True:
-                getter = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait({getter, request}, return_when=asyncio.FIRST_COMPLETED)
-                if request in done:
-                    getter.cancel()
-                    request.result()  # raises the error; a success has no reply frame
-                    continue
-                item = getter.result()
-                if isinstance(item, PalimpsestError):
-                    raise item
-                if isinstance(item, TurnCompleted) and item.session_id == self.id:
-                    return item
-        finally:
-            request.cancel()
-            with contextlib.suppress(BaseException):
-                await request
-            client._unsubscribe(queue)
+        completed = await self._until(
+            {"type": "turn.cancel"},
+            resend=True,
+            match=lambda item: isinstance(item, TurnCompleted) and item.session_id == self.id,
+        )
+        assert isinstance(completed, TurnCompleted)
+        return completed
 
     async def end(self) -> None:
         """End the session (`session.end`): a running turn is cancelled first; from then on it
         takes no more messages (`SessionEnded`) but stays readable. Returns once the server
         announced `session.ended` (`SessionEnded` if it had ended already)."""
+        await self._until(
+            {"type": "session.end", "session_id": self.id},
+            resend=False,
+            match=lambda item: item.type == "session.ended" and item.session_id == self.id,
+        )
+
+    async def _until(self, frame: dict[str, Any], *, resend: bool, match: Callable[[Event], bool]) -> Event:
+        """Send `frame`, which has no reply frame of its own (an error frame is raised), and
+        wait for the first event that `match`es."""
         self._check()
         client = self._client
         queue = client._subscribe()
-        request = asyncio.ensure_future(
-            client._request({"type": "session.end", "session_id": self.id}, resend=False)
-        )
+        request = asyncio.ensure_future(client._request(frame, resend=resend))
         try:
             while True:
                 getter = asyncio.ensure_future(queue.get())
@@ -882,8 +874,8 @@ class Session:
                 item = getter.result()
                 if isinstance(item, PalimpsestError):
                     raise item
-                if item.type == "session.ended" and item.session_id == self.id:
-                    return
+                if match(item):
+                    return item
         finally:
             request.cancel()
             with contextlib.suppress(BaseException):

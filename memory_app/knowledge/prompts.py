@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sessions_app.common.text_edits import TEXT_EDIT_SCHEMA
+
 EDIT_SYSTEM_PROMPT = "edit_system_prompt"
 READ_SKILL = "read_skill"
 WRITE_SKILL = "write_skill"
@@ -14,27 +16,7 @@ AGENT_STATE = "agent_state"
 
 # Seed 000: `update_notepad` makes "the same operations as `edit_system_prompt`"; DESIGN.md gives
 # edit_system_prompt update_notepad's schema, so it is that schema, unchanged.
-EDIT_SYSTEM_PROMPT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "operation": {
-            "type": "string",
-            "enum": ["find_replace", "append", "prepend", "delete"],
-            "description": "The type of edit to perform",
-        },
-        "content": {
-            "type": "string",
-            "description": "For append/prepend: text to add. For delete: text to remove.",
-        },
-        "find": {"type": "string", "description": "For find_replace: exact substring to find"},
-        "replace": {"type": "string", "description": "For find_replace: replacement text"},
-        "replace_all": {
-            "type": "boolean",
-            "description": "For find_replace: replace all occurrences. Default: false.",
-        },
-    },
-    "required": ["operation"],
-}
+EDIT_SYSTEM_PROMPT_SCHEMA: dict[str, Any] = TEXT_EDIT_SCHEMA
 EDIT_SYSTEM_PROMPT_DESCRIPTION = (
     "Edit your learned instructions: your own part of your system prompt (## Learned Instructions), "
     "which every future session of this agent starts with. Keep lasting instructions and observations "

@@ -20,6 +20,7 @@ from memory_app.notepad.prompts import (
 )
 from sessions_app.authors import AGENT_AUTHOR
 from sessions_app.common.db import db
+from sessions_app.common.text_edits import TEXT_EDIT_SCHEMA
 from sessions_app.engine.contract import TextLimit, ToolContext, ToolError, ToolSpec
 
 READ_NOTEPAD_SCHEMA: dict[str, Any] = {
@@ -36,27 +37,8 @@ WRITE_NOTEPAD_SCHEMA: dict[str, Any] = {
     "required": ["content"],
 }
 
-UPDATE_NOTEPAD_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "operation": {
-            "type": "string",
-            "enum": ["find_replace", "append", "prepend", "delete"],
-            "description": "The type of edit to perform",
-        },
-        "content": {
-            "type": "string",
-            "description": "For append/prepend: text to add. For delete: text to remove.",
-        },
-        "find": {"type": "string", "description": "For find_replace: exact substring to find"},
-        "replace": {"type": "string", "description": "For find_replace: replacement text"},
-        "replace_all": {
-            "type": "boolean",
-            "description": "For find_replace: replace all occurrences. Default: false.",
-        },
-    },
-    "required": ["operation"],
-}
+# Seed 000's schema, shared with `edit_system_prompt` (the same operations): one definition.
+UPDATE_NOTEPAD_SCHEMA: dict[str, Any] = TEXT_EDIT_SCHEMA
 
 OK: dict[str, Any] = {"ok": True}
 

@@ -8,6 +8,7 @@ services, the agent's knowledge services).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 FIND_REPLACE = "find_replace"
 APPEND = "append"
@@ -88,3 +89,28 @@ def text_edit_apply(*, text: str, edit: TextEdit, subject: TextSubject) -> str:
         return text.replace(doomed, "")
     choices = ", ".join(TEXT_EDIT_OPERATIONS)
     raise TextEditError(f'Unknown operation "{operation}". Use one of: {choices}.')
+
+
+# Seed 000's schema of `update_notepad` ("parameters" there; `input_schema` in the Anthropic API),
+# verbatim: `edit_system_prompt` takes the same (DESIGN.md, "Agents"). Shared, never copied.
+TEXT_EDIT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "operation": {
+            "type": "string",
+            "enum": ["find_replace", "append", "prepend", "delete"],
+            "description": "The type of edit to perform",
+        },
+        "content": {
+            "type": "string",
+            "description": "For append/prepend: text to add. For delete: text to remove.",
+        },
+        "find": {"type": "string", "description": "For find_replace: exact substring to find"},
+        "replace": {"type": "string", "description": "For find_replace: replacement text"},
+        "replace_all": {
+            "type": "boolean",
+            "description": "For find_replace: replace all occurrences. Default: false.",
+        },
+    },
+    "required": ["operation"],
+}
