@@ -373,7 +373,11 @@ def test_inspector_shows_the_exact_last_request_with_its_breakpoints(operator_cl
     assert html.count("⚑ cache breakpoint") == 2
     assert "You are the &lt;b&gt;auditor&lt;/b&gt;." in html
     assert f'<span class="value mono">{call.input_tokens}</span>' in html
-    assert f'id="stable-prefix">{100 * inspected.stable_prefix_ratio:.1f}%' in html
+    # The tile is the share of the prompt before where it parts from the previous request (the
+    # canonical JSON's bytes start with max_tokens, which a small window changes every call).
+    assert inspected.prefix_break is not None and inspected.prefix_kept_ratio is not None
+    assert 0.5 < inspected.prefix_kept_ratio < 1
+    assert f'id="prefix-kept">{100 * inspected.prefix_kept_ratio:.1f}%' in html
     assert "✓ rebuilt exactly" in html
 
 
@@ -416,3 +420,17 @@ def test_another_sessions_model_call_is_404(operator_client):
 def test_inspector_without_a_call_says_so(operator_client):
     session = session_new()
     assert "No model call yet" in operator_client.get(f"/sessions/{session.pk}/inspector/").content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_prefix_kept_tile_is_not_fooled_by_max_tokens_in_a_small_window(operator_client):
+    # In a small window each call's max_tokens is lowered to fit, and the canonical JSON starts
+    # with it: its bytes part at once, while the prompt itself extends the previous one.
+    session = session_new(context_window=6000)
+    chat(session.pk, "first")
+    chat(session.pk, "second")
+    calls = list(ModelCall.objects.filter(session=session).order_by("started_at"))
+    inspected = selectors.request_inspect(call=calls[-1])
+    assert inspected.body["max_tokens"] != selectors.request_inspect(call=calls[-2]).body["max_tokens"]
+    assert inspected.stable_prefix_ratio < 0.01
+    assert inspected.prefix_kept_ratio is not None and inspected.prefix_kept_ratio > 0.5

@@ -59,6 +59,11 @@ class InspectedRequest:
     prefix_break: PrefixBreak | None = None
     # The break's message is among those shown (or the break is not in the messages).
     break_shown: bool = True
+    # The share of this request's prompt before the point where it parts from the previous
+    # request's (what the prompt cache could read at best), None for a session's first request.
+    # Not `stable_prefix_ratio`, which compares the canonical JSON's bytes: there `max_tokens`
+    # comes before the tools, and a small window lowers it at every call.
+    prefix_kept_ratio: float | None = None
 
 
 def _json(value: Any) -> str:
@@ -171,4 +176,15 @@ def request_inspect(*, call: ModelCall) -> InspectedRequest:
         next_id=following,
         prefix_break=found,
         break_shown=found is None or found.where != "messages" or found.index >= first_shown,
+        prefix_kept_ratio=_prefix_kept(call, found),
     )
+
+
+def _prefix_kept(call: ModelCall, found: PrefixBreak | None) -> float | None:
+    if found is None:
+        return None
+    prompt = call.input_tokens + call.cache_read_input_tokens + call.cache_creation_input_tokens
+    prompt = prompt or call.estimated_prompt_tokens
+    if not prompt:
+        return None
+    return max(0.0, min(1.0, 1 - found.tokens_after / prompt))
