@@ -22,8 +22,8 @@ SUMMARY_BINARY = "[BINARY: {size} bytes, sha256={sha256}]"
 # and elides the rest; it goes on here with the modes, the two the seed names as its next step
 # (lines, grep), and how to pass a full result to another tool.
 SCRATCHPAD_READ_DESCRIPTION = (
-    "Read an observation: a tool result too large to show in full, or masked to save context, "
-    "kept under a `scratchpad_id`. Modes: head (default) or tail, `n` characters; range; lines; "
+    "Reads from the scratchpad an observation previously saved because it was too large to show in "
+    "full, or masked to save context, under its `scratchpad_id`. Modes: head (default) or tail, `n` characters; range; lines; "
     "grep, numbered matching lines with `context` around them (like grep -n -C); full, for small "
     "ones only. Binary reads as base64, counted in bytes. To give another tool a full result, "
     "write {{stepN.field}} in its input: N numbers this turn's tool calls from 1, field is "

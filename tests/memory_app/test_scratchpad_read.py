@@ -471,3 +471,9 @@ async def test_an_observation_whose_content_retention_dropped_reads_as_expired_n
     assert block["content"].startswith(f"The observation {given} (fs_read, ")
     assert "expired at" in block["content"] and "Call fs_read again" in block["content"]
     assert "No observation with scratchpad_id" not in block["content"]
+
+
+def test_the_description_starts_with_the_seeds_words() -> None:
+    from memory_app.observations.prompts import SCRATCHPAD_READ_DESCRIPTION
+
+    assert SCRATCHPAD_READ_DESCRIPTION.startswith("Reads from the scratchpad an observation previously saved")
