@@ -76,6 +76,13 @@ def main() -> None:
     parser.add_argument(
         "--notepad-position", help="the session setting notepad.position (system, message, ...)"
     )
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="PATH=JSON",
+        help="a session setting, e.g. compaction.mask_low_water=0.7 (repeatable)",
+    )
     parser.add_argument("--peer", action="store_true", help="also run the work through Deep Agents")
     parser.add_argument(
         "--random-ids",
@@ -183,6 +190,7 @@ def run_palimpsest(args: argparse.Namespace, work: Any) -> Run:
         return reply
 
     name = "Palimpsest" + (f", notepad.position {args.notepad_position}" if args.notepad_position else "")
+    name += "".join(f", {item}" for item in args.setting)
     with FakeAnthropicServer(
         strict=True, window=args.window, token_ratio=args.ratio, cache_rules="anthropic", clock=clock
     ) as fake:
@@ -222,7 +230,14 @@ async def palimpsest_session(args: argparse.Namespace, work: Any, clock: Clock) 
     from sessions_app.engine import sessions as engine_sessions
     from sessions_app.models import Turn
 
-    session_settings = {"notepad": {"position": args.notepad_position}} if args.notepad_position else {}
+    session_settings: dict = {"notepad": {"position": args.notepad_position}} if args.notepad_position else {}
+    for item in args.setting:
+        path, _, value = item.partition("=")
+        *groups, leaf = path.split(".")
+        node = session_settings
+        for group in groups:
+            node = node.setdefault(group, {})
+        node[leaf] = json.loads(value)
     session = await sync_to_async(engine_sessions.session_create)(
         owner=None,
         model="claude-sonnet-4-6",
