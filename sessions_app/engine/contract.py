@@ -268,7 +268,7 @@ class ToolSpec:
 
     A handler returns what the tool produced (a dict, which the model receives as JSON, a string,
     or content blocks) or raises `ToolError` with a message the model can read and act on. Its
-    input is checked against `input_schema` before it runs (`engine.tool_input`): a handler gets
+    input is checked against `input_schema` before it runs (`common.tool_input`): a handler gets
     the types, required fields, choices and bounds the schema states, and checks only what a
     schema cannot say."""
 
@@ -297,13 +297,13 @@ class ToolSpec:
     checked_schema: dict | None = None
     # The most characters each text field of the input may hold (a field of the input object: a
     # string, or each string of an array of strings), checked after the schema and before the
-    # handler (`engine.tool_input.tool_input_text_check`): a call over one is a tool error naming
+    # handler (`common.tool_input.tool_input_text_check`): a call over one is a tool error naming
     # the limit and its setting, and the handler does not run. Every text field has one.
     text_limits: Mapping[str, TextLimit] = field(default_factory=dict)
 
     @property
     def input_check_schema(self) -> dict:
-        """What `engine.tool_input` checks a call's input against."""
+        """What `common.tool_input` checks a call's input against."""
         return self.input_schema if self.checked_schema is None else self.checked_schema
 
     def definition(self) -> dict:

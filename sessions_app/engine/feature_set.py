@@ -26,7 +26,7 @@ from sessions_app.engine.contract import (
     ToolCallHook,
     ToolSpec,
 )
-from sessions_app.engine.tool_input import tool_schema_unsupported, tool_text_limits_unsupported
+from sessions_app.common.tool_input import tool_schema_unsupported, tool_text_limits_unsupported
 from sessions_app.validation import SettingsSchema
 
 __all__ = ["FeatureSet"]

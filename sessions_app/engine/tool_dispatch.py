@@ -26,7 +26,7 @@ from sessions_app.common.types import ToolOutcome
 from sessions_app.engine import tool_hooks
 from sessions_app.engine.contract import EndTurn, SessionSnapshot, ToolContext, ToolError, Turns
 from sessions_app.engine.feature_set import FeatureSet
-from sessions_app.engine.tool_input import tool_input_check, tool_input_text_check
+from sessions_app.common.tool_input import tool_input_check, tool_input_text_check
 from sessions_app.models import ToolExecutor
 
 logger = logging.getLogger("palimpsest.engine")
