@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from sessions_app.common.tool_input import NOT_RUN, tool_input_check, tool_schema_unsupported
 from sessions_app.engine.contract import Feature, ToolSpec
 from sessions_app.engine.features import FeatureSet
-from sessions_app.common.tool_input import NOT_RUN, tool_input_check, tool_schema_unsupported
 from tests import features as test_features
 
 SCHEMA: dict[str, Any] = {
