@@ -76,14 +76,15 @@ class Captured:
     """One output stream: the first `max_bytes` (SANDBOX_OUTPUT_MAX_BYTES) kept, the rest read and
     dropped, so the program never blocks on a full pipe and the server's memory stays bounded."""
 
-    def __init__(self, max_bytes: int = limits.SANDBOX_OUTPUT_MAX_BYTES) -> None:
+    def __init__(self, max_bytes: int | None = None) -> None:
         self.kept = bytearray()
         self.truncated = False
         self.max_bytes = max_bytes
 
     async def drain(self, stream: asyncio.StreamReader) -> None:
         while chunk := await stream.read(limits.SANDBOX_OUTPUT_CHUNK_BYTES):
-            room = self.max_bytes - len(self.kept)
+            most = limits.SANDBOX_OUTPUT_MAX_BYTES if self.max_bytes is None else self.max_bytes
+            room = most - len(self.kept)
             if room > 0:
                 self.kept += chunk[:room]
             if len(chunk) > room:
