@@ -359,6 +359,9 @@ PALIMPSEST_FEATURES = [
     "memory_app.sandbox.feature.FEATURE",
     "memory_app.subsessions.feature.FEATURE",
     "memory_app.tasks.feature.FEATURE",
+    # An agent's own tools: offered only to a session of an agent with the sandbox on, after every
+    # other tool (the agent's definitions come last, so a definition rewrites only the end).
+    "memory_app.authored_tools.feature.FEATURE",
 ]
 # Where committed events go to reach watchers (the channel layer; tests may swap it).
 PALIMPSEST_ANNOUNCER = "sessions_app.fastpath.channel_announcer.announce_via_channel_layer"

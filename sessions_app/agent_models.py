@@ -119,3 +119,29 @@ class AgentStateEntry(models.Model):
 
     def __str__(self) -> str:
         return f"state {self.key} v{self.version}"
+
+
+class AgentTool(models.Model):
+    """A tool the agent wrote for itself (DESIGN.md, "Agent-authored tools") as it is now: a
+    name, a description and an input schema (what the model is shown), and Python code defining
+    `run(args, session)`, run in the code sandbox. Its history is its `AgentVersion` rows (part
+    `tool`, this name: `content` the code, `extra` the description and schema). `enabled` is an
+    operator's switch, not a version: a disabled tool is offered to no session."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tools")
+    name = models.CharField(max_length=AGENT_NAME_MAX_CHARS)
+    description = models.CharField(max_length=1024)
+    input_schema = models.JSONField(default=dict)
+    code = models.TextField()
+    version = models.PositiveIntegerField()
+    enabled = models.BooleanField(default=True)
+    # Who last switched it on or off (`operator:<username>`), "" while never switched.
+    switched_by = models.CharField(max_length=200, blank=True, default="")
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["agent_id", "name"]
+        constraints = [models.UniqueConstraint(fields=["agent", "name"], name="agent_tool_unique_name")]
+
+    def __str__(self) -> str:
+        return f"tool {self.name} v{self.version}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions_app.models import Agent, AgentSkill
+from sessions_app.models import Agent, AgentSkill, AgentTool
 
 
 class AgentNotFound(Exception):
@@ -29,8 +29,12 @@ def agent_public_state(*, agent: Agent) -> dict[str, Any]:
         "model": agent.model or None,
         "settings": agent.settings,
         "skills": list(skills),
-        # Authored tools come with their own issue; none exist yet.
-        "tools": [],
+        # Its authored tools that its sessions are offered (an operator's disabled ones are not).
+        "tools": list(
+            AgentTool.objects.filter(agent=agent, enabled=True)
+            .order_by("name")
+            .values("name", "description", "version")
+        ),
         "versions": {"instructions": agent.instructions_version, "learned": agent.learned_version},
         "created_at": agent.created_at.isoformat(),
     }

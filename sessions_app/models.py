@@ -14,13 +14,21 @@ from django.utils import timezone
 
 # The agents' models live in their own module (this one is long enough); imported here so that
 # Django registers them with the app, and re-exported.
-from sessions_app.agent_models import Agent, AgentPart, AgentSkill, AgentStateEntry, AgentVersion
+from sessions_app.agent_models import (
+    Agent,
+    AgentPart,
+    AgentSkill,
+    AgentStateEntry,
+    AgentTool,
+    AgentVersion,
+)
 
 __all__ = [
     "Agent",
     "AgentPart",
     "AgentSkill",
     "AgentStateEntry",
+    "AgentTool",
     "AgentVersion",
 ]
 

@@ -32,6 +32,13 @@ class SessionNotepad:
 
     session_id: uuid.UUID
     edits: services.NotepadBurst | None = None
+    # The tool call whose edits these are (outside a burst, each edit's `notepad.updated` names
+    # it: an authored tool's progress notes, shown under the call as they arrive).
+    tool_use_id: str | None = None
+
+    def for_call(self, tool_use_id: str) -> SessionNotepad:
+        """This notepad, each edit its own revision and event, naming the call `tool_use_id`."""
+        return dataclasses.replace(self, edits=None, tool_use_id=tool_use_id)
 
     @contextlib.asynccontextmanager
     async def burst(self) -> AsyncIterator[SessionNotepad]:
@@ -54,7 +61,11 @@ class SessionNotepad:
             raise TypeError("notepad.write(content): content must be a string")
         try:
             await db(services.notepad_write)(
-                session_id=self.session_id, content=content, author=AGENT_AUTHOR, burst=self.edits
+                session_id=self.session_id,
+                content=content,
+                author=AGENT_AUTHOR,
+                burst=self.edits,
+                tool_use_id=self.tool_use_id,
             )
         except services.NotepadEditError as exc:
             raise ToolError(str(exc)) from exc
@@ -69,6 +80,7 @@ class SessionNotepad:
                 content=text,
                 author=AGENT_AUTHOR,
                 burst=self.edits,
+                tool_use_id=self.tool_use_id,
             )
         except services.NotepadEditError as exc:
             raise ToolError(str(exc)) from exc

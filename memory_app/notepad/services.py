@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Sum
@@ -115,6 +116,7 @@ def _notepad_change(
     expected_version: int | None,
     change: Callable[[str], str],
     burst: NotepadBurst | None = None,
+    tool_use_id: str | None = None,
 ) -> NotepadRevision:
     with transaction.atomic():
         # The row lock serializes every notepad change of the session (agent and operators alike):
@@ -153,11 +155,11 @@ def _notepad_change(
             revision = NotepadRevision.objects.create(session_id=session_id, operation=operation, **fields)
         _notepad_history_prune(session_id=session_id, max_chars=notepad_history_max_chars(session.settings))
         if burst is None:
-            event_emit(
-                session_id=session_id,
-                type="notepad.updated",
-                payload={"content": content, "version": version, "author": author},
-            )
+            payload: dict[str, Any] = {"content": content, "version": version, "author": author}
+            if tool_use_id is not None:
+                # An edit made during a tool call (an authored tool's progress note): the call.
+                payload["tool_use_id"] = tool_use_id
+            event_emit(session_id=session_id, type="notepad.updated", payload=payload)
     if burst is not None:
         # Only after the block succeeded: a refused edit leaves the burst as it was.
         burst.revision_id, burst.version, burst.operation = revision.pk, version, revision.operation
@@ -197,6 +199,7 @@ def notepad_write(
     author: str,
     expected_version: int | None = None,
     burst: NotepadBurst | None = None,
+    tool_use_id: str | None = None,
 ) -> NotepadRevision:
     """Replace the whole notepad (`write_notepad`; "" clears it). Returns the new revision.
 
@@ -205,7 +208,8 @@ def notepad_write(
     write applies to whatever is there. Raises `NotepadEditError` past `NOTEPAD_MAX_CHARS`.
     Every successful call is one new version, one revision and one `notepad.updated` event; in a
     `burst`, the burst's one revision and, when it ends, its one event (`NotepadBurst`). The
-    session's revisions keep at most `settings.notepad.history_max_chars` of text.
+    session's revisions keep at most `settings.notepad.history_max_chars` of text. `tool_use_id`:
+    the tool call the edit is made in, carried by its event (an authored tool's progress note).
     """
     return _notepad_change(
         session_id=session_id,
@@ -214,6 +218,7 @@ def notepad_write(
         expected_version=expected_version,
         change=lambda current: content,
         burst=burst,
+        tool_use_id=tool_use_id,
     )
 
 
@@ -228,13 +233,14 @@ def notepad_update(
     replace_all: bool = False,
     expected_version: int | None = None,
     burst: NotepadBurst | None = None,
+    tool_use_id: str | None = None,
 ) -> NotepadRevision:
     """Apply one targeted edit (`update_notepad`) to the current notepad; see `notepad_edit_apply`.
 
     The edit is applied under the session's row lock to the content as it is then, so concurrent
     edits queue and none is lost. Raises `NotepadEditError` (nothing changed) and, with a stale
     `expected_version`, `NotepadConflict`. Returns the new revision (in a `burst`, as
-    `notepad_write`).
+    `notepad_write`; `tool_use_id` as there).
     """
     edit = NotepadEdit(
         operation=operation, content=content, find=find, replace=replace, replace_all=replace_all
@@ -246,4 +252,5 @@ def notepad_update(
         expected_version=expected_version,
         change=lambda current: notepad_edit_apply(text=current, edit=edit),
         burst=burst,
+        tool_use_id=tool_use_id,
     )

@@ -3,7 +3,7 @@
 Schemas are the seed's `parameters`, unchanged; returns are the seed's (`{content}`, `{ok: true}`).
 Every misuse is a `ToolError` the model can act on, and leaves the notepad unchanged. The fields'
 types, that "content" and "operation" are given and that "operation" is one of the operations are
-checked against the schemas before a handler runs (`engine.tool_input`; a null counts as not
+checked against the schemas before a handler runs (`common.tool_input`; a null counts as not
 given); which fields an operation needs, and that they are not empty, are the service's rules.
 """
 

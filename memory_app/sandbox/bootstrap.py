@@ -12,6 +12,14 @@ server over two inherited pipes, one JSON object per line (bridge.py has the ser
 A refused call raises `session.NotepadError` (also the bridge closing, or a request over the line
 limit). Where the session has no notepad, `session.notepad` is falsy and every call raises it too.
 Only the process that started the code may use the bridge: a forked child gets NotepadError.
+
+A call of an authored tool (`result_fd` in the config): stdin holds `{"code", "args"}` as JSON;
+after the code ran, `run(args, session)` is called, and its outcome goes back as one JSON object
+on the result pipe (never on stdout, which the code writes freely):
+    {"ok": true, "value": <what run returned>}
+    | {"ok": false, "kind": "exception" | "memory" | "not_json" | "too_large" | "no_run",
+       "error": "<the traceback, or what is wrong>"}
+The value is JSON (no NaN, no infinity) of at most `result_max_bytes` bytes.
 """
 
 from __future__ import annotations
@@ -132,6 +140,56 @@ def _read_code() -> str:
     return code.decode("utf-8")
 
 
+# How much of a traceback a call's outcome carries (its end: the last frames and the error).
+CALL_TRACEBACK_MAX_CHARS = 8000
+
+
+def _traceback_text(exc: BaseException) -> str:
+    tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+    try:
+        text = "".join(traceback.format_exception(type(exc), exc, tb))
+    except BaseException:  # formatting can fail too (no memory left)
+        text = f"{type(exc).__name__}: {exc!r}"
+    return text[-CALL_TRACEBACK_MAX_CHARS:]
+
+
+def _failure(kind: str, error: str) -> bytes:
+    return json.dumps({"ok": False, "kind": kind, "error": error}, ensure_ascii=False).encode()
+
+
+def _call_outcome(namespace: dict[str, Any], args: Any, max_bytes: int) -> bytes:
+    """The outcome of `run(args, session)` as the result pipe carries it."""
+    entry = namespace.get("run")
+    if not callable(entry):
+        return _failure("no_run", "the code defines no function run(args, session)")
+    try:
+        value = entry(args, namespace["session"])
+    except MemoryError as exc:
+        return _failure("memory", _traceback_text(exc))
+    except BaseException as exc:
+        _print_error(exc)
+        return _failure("exception", _traceback_text(exc))
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return _failure("not_json", f"{type(exc).__name__}: {exc}")
+    except MemoryError as exc:
+        return _failure("memory", _traceback_text(exc))
+    data = text.encode("utf-8", errors="surrogatepass")
+    if len(data) > max_bytes:
+        return _failure("too_large", str(len(data)))
+    return b'{"ok": true, "value": ' + data + b"}"
+
+
+def _send_outcome(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
 def _apply_limits(limits: list[list[Any]]) -> None:
     """Lower soft and hard limits: without CAP_SYS_RESOURCE (none here) they cannot be raised again."""
     for name, soft, hard in limits:
@@ -147,6 +205,11 @@ def _print_error(exc: BaseException) -> None:
 def main() -> None:
     config = json.loads(sys.argv[1])
     code = _read_code()
+    result_fd = config.get("result_fd")
+    args: Any = None
+    if result_fd is not None:
+        call = json.loads(code)
+        code, args = call["code"], call["args"]
     bridge = None
     if config["notepad"]:
         bridge = _Bridge(
@@ -170,14 +233,24 @@ def main() -> None:
         compiled = compile(code, SOURCE_NAME, "exec", dont_inherit=True)
     except (SyntaxError, ValueError, MemoryError) as exc:
         traceback.print_exception(type(exc), exc, None)
+        if result_fd is not None:
+            _send_outcome(result_fd, _failure("exception", "".join(traceback.format_exception_only(exc))))
         sys.exit(1)
     try:
         exec(compiled, namespace)
     except SystemExit:
-        raise
+        if result_fd is None:
+            raise
+        _send_outcome(result_fd, _failure("exception", "SystemExit: the code exited before run was called"))
+        sys.exit(1)
     except BaseException as exc:
         _print_error(exc)
+        if result_fd is not None:
+            kind = "memory" if isinstance(exc, MemoryError) else "exception"
+            _send_outcome(result_fd, _failure(kind, _traceback_text(exc)))
         sys.exit(1)
+    if result_fd is not None:
+        _send_outcome(result_fd, _call_outcome(namespace, args, int(config["result_max_bytes"])))
 
 
 if __name__ == "__main__":

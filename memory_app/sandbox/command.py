@@ -41,6 +41,8 @@ class JailConfig:
     max_line_bytes: int = 0
     ready_fd: int | None = None
     stage: dict[str, str] = field(default_factory=dict)
+    # A call of an authored tool: the pipe its outcome goes back on (None: a plain run).
+    result_fd: int | None = None
 
 
 def _source(name: str) -> str:
@@ -99,6 +101,8 @@ def jail_command(*, bwrap: str, view: RuntimeView, config: JailConfig) -> list[s
         "reply_fd": config.reply_fd,
         "max_line_bytes": config.max_line_bytes,
         "ready_fd": config.ready_fd,
+        "result_fd": config.result_fd,
+        "result_max_bytes": limits.SANDBOX_CALL_RESULT_MAX_BYTES,
         "nice": limits.SANDBOX_NICE,
         "limits": rlimits(timeout_seconds=config.timeout_seconds, memory_mb=config.memory_mb),
     }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -46,6 +48,11 @@ class SandboxResult:
     timed_out: bool
     duration_ms: int
     output_truncated: bool
+    # A call of an authored tool (`sandbox_run(call_args=...)`): the outcome the bootstrap sent
+    # back on its result pipe (bootstrap.py: `{"ok": true, "value"}` or `{"ok": false, "kind",
+    # "error"}`), None when nothing readable came (the program was killed, or wrote the pipe
+    # itself). Always None for a plain run.
+    call_outcome: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -173,9 +180,16 @@ def _check_input(code: str, timeout_seconds: int, memory_mb: int) -> bytes:
 
 
 async def sandbox_run(
-    *, code: str, timeout_seconds: int, memory_mb: int, notepad: bridge.SandboxNotepad | None
+    *,
+    code: str,
+    timeout_seconds: int,
+    memory_mb: int,
+    notepad: bridge.SandboxNotepad | None,
+    call_args: dict[str, Any] | None = None,
 ) -> SandboxResult:
-    """Run `code` (Python 3) in the jail and return what it did.
+    """Run `code` (Python 3) in the jail and return what it did. With `call_args` (an authored
+    tool's call), `run(call_args, session)` is called after the code ran, and what it returned
+    comes back as the result's `call_outcome`.
 
     Rules: at most SANDBOX_MAX_CONCURRENT runs at once (later calls wait; waiting is not part of
     the timeout); the wall clock is `timeout_seconds` from start, then the whole process tree is
@@ -184,20 +198,28 @@ async def sandbox_run(
     the sandbox is off or cannot run, SandboxError if the jail itself failed to start.
     """
     data = _check_input(code, timeout_seconds, memory_mb)
+    if call_args is not None:
+        data = json.dumps({"code": code, "args": call_args}, ensure_ascii=False).encode()
     if not await asyncio.to_thread(sandbox_available):
         raise SandboxUnavailable("the code sandbox is not available on this server")
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable("bubblewrap (`bwrap`) is not installed")
     async with _gate():
-        return await _run(bwrap, data, timeout_seconds, memory_mb, notepad)
+        return await _run(bwrap, data, timeout_seconds, memory_mb, notepad, call=call_args is not None)
 
 
 async def _run(
-    bwrap: str, data: bytes, timeout_seconds: int, memory_mb: int, notepad: bridge.SandboxNotepad | None
+    bwrap: str,
+    data: bytes,
+    timeout_seconds: int,
+    memory_mb: int,
+    notepad: bridge.SandboxNotepad | None,
+    *,
+    call: bool,
 ) -> SandboxResult:
     view = await asyncio.to_thread(runtime_view)
-    with _Stage() as stage, Pipes(with_bridge=notepad is not None) as fds:
+    with _Stage() as stage, Pipes(with_bridge=notepad is not None, with_result=call) as fds:
         config = JailConfig(
             timeout_seconds=timeout_seconds,
             memory_mb=memory_mb,
@@ -206,6 +228,7 @@ async def _run(
             max_line_bytes=bridge.BRIDGE_MAX_LINE_BYTES,
             ready_fd=fds.ready_child,
             stage=stage,
+            result_fd=fds.result_child,
         )
         # Wrapped before the spawn: from the spawn to _supervise nothing awaits, so nothing can
         # interrupt the run before the code that always kills it is in charge.
@@ -214,6 +237,7 @@ async def _run(
             pipes = await bridge.bridge_open(
                 request_fd=fds.take("request_server"), reply_fd=fds.take("reply_server")
             )
+        outcome = await _outcome_open(fds.take("result_server")) if call else None
         try:
             proc = await asyncio.create_subprocess_exec(
                 *jail_command(bwrap=bwrap, view=view, config=config),
@@ -228,10 +252,39 @@ async def _run(
         except OSError as exc:
             if pipes is not None:
                 pipes.close()
+            if outcome is not None:
+                outcome[1].close()
             raise SandboxError(f"the jail could not be started: {exc}") from exc
         started = time.monotonic()
         fds.close_child_ends()
-        return await _supervise(proc, pipes, notepad, data, timeout_seconds, started, fds.ready_server)
+        return await _supervise(
+            proc, pipes, notepad, data, timeout_seconds, started, fds.ready_server, outcome
+        )
+
+
+async def _outcome_open(fd: int) -> tuple[asyncio.StreamReader, asyncio.ReadTransport]:
+    """The server's end of a call's result pipe, as a stream (it owns the fd from now on)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", 0)
+    )
+    return reader, transport
+
+
+def _outcome_parse(captured: Captured | None) -> dict[str, Any] | None:
+    """What the bootstrap sent on the result pipe, or None when it is not one outcome object."""
+    if captured is None or captured.truncated or not captured.kept:
+        return None
+    try:
+        outcome = json.loads(bytes(captured.kept))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(outcome, dict) or not isinstance(outcome.get("ok"), bool):
+        return None
+    if outcome["ok"] and "value" not in outcome:
+        return None
+    return outcome
 
 
 async def _supervise(
@@ -242,6 +295,7 @@ async def _supervise(
     timeout_seconds: int,
     started: float,
     ready_fd: int,
+    outcome: tuple[asyncio.StreamReader, asyncio.ReadTransport] | None = None,
 ) -> SandboxResult:
     """Feed the code, serve the bridge, keep the output, enforce the wall clock, always kill.
 
@@ -252,6 +306,10 @@ async def _supervise(
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     stdout, stderr = Captured(), Captured()
     readers = [asyncio.create_task(stdout.drain(proc.stdout)), asyncio.create_task(stderr.drain(proc.stderr))]
+    returned: Captured | None = None
+    if outcome is not None:
+        returned = Captured(limits.SANDBOX_CALL_RESULT_MAX_BYTES + limits.SANDBOX_CALL_ENVELOPE_BYTES)
+        readers.append(asyncio.create_task(returned.drain(outcome[0])))
     feeder = asyncio.create_task(feed(proc.stdin, data))
     # Without a notepad the jail has no bridge pipes at all (session.notepad is off inside).
     served = asyncio.create_task(_serve(notepad, pipes))
@@ -278,6 +336,8 @@ async def _supervise(
                 task.cancel()
             if pipes is not None:
                 pipes.close()
+            if outcome is not None:
+                outcome[1].close()
     if not timed_out and not jail_started(ready_fd):
         raise SandboxError(f"the jail failed to start: {stderr.text()[-1000:]}")
     return SandboxResult(
@@ -287,6 +347,7 @@ async def _supervise(
         timed_out=timed_out,
         duration_ms=duration_ms,
         output_truncated=stdout.truncated or stderr.truncated,
+        call_outcome=None if timed_out else _outcome_parse(returned),
     )
 
 

@@ -45,6 +45,10 @@ SANDBOX_OUTPUT_MAX_BYTES = 1024 * 1024
 SANDBOX_OUTPUT_CHUNK_BYTES = 64 * 1024
 # Largest program accepted (UTF-8 bytes).
 SANDBOX_MAX_CODE_BYTES = 1024 * 1024
+# A call of an authored tool: the largest return value (its JSON, UTF-8) carried back, as an
+# output stream is, and the room the outcome's envelope adds around it.
+SANDBOX_CALL_RESULT_MAX_BYTES = SANDBOX_OUTPUT_MAX_BYTES
+SANDBOX_CALL_ENVELOPE_BYTES = 64 * 1024
 
 # -- housekeeping ------------------------------------------------------------------------------
 # After the program ended (or was killed), how long its output pipes and the bridge may take to drain.

@@ -16,14 +16,15 @@ class Pipes:
     """The pipes of a run (the bootstrap's "ready"; with a notepad, bridge requests and replies), as
     a context manager that closes whatever the run did not hand over (`take`)."""
 
-    def __init__(self, *, with_bridge: bool) -> None:
-        self._names = ("request", "reply", "ready") if with_bridge else ("ready",)
+    def __init__(self, *, with_bridge: bool, with_result: bool = False) -> None:
+        names = ("request", "reply", "ready") if with_bridge else ("ready",)
+        self._names = (*names, "result") if with_result else names
         self._open: dict[str, int] = {}
 
     def __enter__(self) -> Pipes:
         for name in self._names:
             read_end, write_end = os.pipe()
-            # The jail writes requests and "ready", and reads replies.
+            # The jail writes requests, "ready" and a call's result, and reads replies.
             child, server = (read_end, write_end) if name == "reply" else (write_end, read_end)
             self._open[f"{name}_child"], self._open[f"{name}_server"] = child, server
         return self
@@ -39,6 +40,10 @@ class Pipes:
     @property
     def reply_child(self) -> int | None:
         return self._open.get("reply_child")
+
+    @property
+    def result_child(self) -> int | None:
+        return self._open.get("result_child")
 
     @property
     def ready_child(self) -> int:
@@ -68,16 +73,18 @@ class Pipes:
 
 
 class Captured:
-    """One output stream: the first SANDBOX_OUTPUT_MAX_BYTES kept, the rest read and dropped, so the
-    program never blocks on a full pipe and the server's memory stays bounded."""
+    """One output stream: the first `max_bytes` (SANDBOX_OUTPUT_MAX_BYTES) kept, the rest read and
+    dropped, so the program never blocks on a full pipe and the server's memory stays bounded."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int | None = None) -> None:
         self.kept = bytearray()
         self.truncated = False
+        self.max_bytes = max_bytes
 
     async def drain(self, stream: asyncio.StreamReader) -> None:
         while chunk := await stream.read(limits.SANDBOX_OUTPUT_CHUNK_BYTES):
-            room = limits.SANDBOX_OUTPUT_MAX_BYTES - len(self.kept)
+            most = limits.SANDBOX_OUTPUT_MAX_BYTES if self.max_bytes is None else self.max_bytes
+            room = most - len(self.kept)
             if room > 0:
                 self.kept += chunk[:room]
             if len(chunk) > room:

@@ -7,7 +7,7 @@ spawn and fork are concurrent tools: several calls in one step run their childre
 misuse, and every call over a bound on how many children there may be (`services`: per step, per
 tree, per client, the sessions-per-minute quota), is a `ToolError` the model can read, raised
 before anything is created. The fields' types and that the required ones are given are
-checked against the schemas before a handler runs (`engine.tool_input`; a null counts as not
+checked against the schemas before a handler runs (`common.tool_input`; a null counts as not
 given); the handlers check that a text is not blank.
 """
 

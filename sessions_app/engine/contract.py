@@ -9,6 +9,8 @@ the ordered list of features (`engine.features.features()`); nothing registers i
 What a `Feature` offers, slot by slot (`docs/architecture.md` has the table and a worked example):
 - `settings`, `settings_rules`: the session settings it owns, their defaults and validation;
 - `tools`: `ToolSpec`s (a name, the seed's JSON schema, an async handler);
+- `tool_source`: tools that are data, per session (an agent's authored tools), offered after
+  every static tool;
 - `sections`: `ContextSection`s (stable guidance, per-call system text, blocks before the latest
   user message);
 - `hooks`: `ToolCallHook`s around a step's tool calls;
@@ -65,6 +67,7 @@ __all__ = [
     "ToolError",
     "ToolInput",
     "ToolOutcome",
+    "ToolSource",
     "ToolSpec",
     "Turns",
     "scripted_rule",
@@ -230,6 +233,9 @@ class ToolContext:
     # says how to read on; a result that still does not fit becomes a tool error saying so.
     # None: no limit known (no turn loop runs the tool).
     room_tokens: int | None = None
+    # The names of every static server tool of the process (`Feature.tools` of every feature,
+    # offered to this session or not): what a tool that defines tools may not shadow.
+    server_tool_names: frozenset[str] = frozenset()
 
 
 Handler = Callable[[ToolContext, dict], Awaitable[Any]]
@@ -268,7 +274,7 @@ class ToolSpec:
 
     A handler returns what the tool produced (a dict, which the model receives as JSON, a string,
     or content blocks) or raises `ToolError` with a message the model can read and act on. Its
-    input is checked against `input_schema` before it runs (`engine.tool_input`): a handler gets
+    input is checked against `input_schema` before it runs (`common.tool_input`): a handler gets
     the types, required fields, choices and bounds the schema states, and checks only what a
     schema cannot say."""
 
@@ -297,13 +303,13 @@ class ToolSpec:
     checked_schema: dict | None = None
     # The most characters each text field of the input may hold (a field of the input object: a
     # string, or each string of an array of strings), checked after the schema and before the
-    # handler (`engine.tool_input.tool_input_text_check`): a call over one is a tool error naming
+    # handler (`common.tool_input.tool_input_text_check`): a call over one is a tool error naming
     # the limit and its setting, and the handler does not run. Every text field has one.
     text_limits: Mapping[str, TextLimit] = field(default_factory=dict)
 
     @property
     def input_check_schema(self) -> dict:
-        """What `engine.tool_input` checks a call's input against."""
+        """What `common.tool_input` checks a call's input against."""
         return self.input_schema if self.checked_schema is None else self.checked_schema
 
     def definition(self) -> dict:
@@ -315,6 +321,12 @@ class ToolSpec:
         form (`canonical.sorted_json`), encoded once: every request lists the same tools."""
         definition = self.definition()
         return json_text(definition), sorted_json(definition)
+
+
+# A feature's tools that are data (`Feature.tool_source`): the tools it offers this session now,
+# e.g. the session's agent's authored tools. Called in a DB thread, for every request built and
+# for a call whose name no static tool has.
+ToolSource = Callable[[SessionSnapshot], Sequence[ToolSpec]]
 
 
 # Builds a feature's sandbox API for one session (e.g. the notepad's read/write/append), or None
@@ -616,6 +628,10 @@ class Feature:
     settings: Mapping[str, Any] = field(default_factory=dict)
     settings_rules: SettingsRules = field(default_factory=dict)
     tools: Sequence[ToolSpec] = ()
+    # Tools that are data, per session (an agent's authored tools): offered after every static
+    # tool, in feature order; one whose name a static tool of any feature, a client tool of the
+    # session or an earlier source's tool has is left out. Called in a DB thread.
+    tool_source: ToolSource | None = None
     # Context sections, in prompt order within the feature.
     sections: Sequence[ContextSection] = ()
     hooks: Sequence[ToolCallHook] = ()

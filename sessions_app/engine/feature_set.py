@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from sessions_app.common.tool_input import tool_schema_unsupported, tool_text_limits_unsupported
 from sessions_app.engine.contract import (
     ArchiveSection,
     ContextSection,
@@ -24,9 +25,9 @@ from sessions_app.engine.contract import (
     ScriptedRule,
     SessionSnapshot,
     ToolCallHook,
+    ToolSource,
     ToolSpec,
 )
-from sessions_app.engine.tool_input import tool_schema_unsupported, tool_text_limits_unsupported
 from sessions_app.validation import SettingsSchema
 
 __all__ = ["FeatureSet"]
@@ -52,6 +53,10 @@ class FeatureSet:
                     + ", ".join(unchecked)
                 )
             self._tools_by_name[spec.name] = spec
+        self._static_names = frozenset(self._tools_by_name)
+        self.tool_sources: tuple[ToolSource, ...] = tuple(
+            f.tool_source for f in self.features if f.tool_source is not None
+        )
         self.sections: tuple[ContextSection, ...] = tuple(s for f in self.features for s in f.sections)
         self.hooks: tuple[ToolCallHook, ...] = tuple(h for f in self.features for h in f.hooks)
         self.scripted_rules: tuple[ScriptedRule, ...] = tuple(
@@ -120,13 +125,19 @@ class FeatureSet:
         return self._tools_by_name.get(name)
 
     def tool_names(self) -> set[str]:
+        """The names of every static server tool (offered to a given session or not)."""
         return set(self._tools_by_name)
+
+    @property
+    def static_tool_names(self) -> frozenset[str]:
+        return self._static_names
 
     def tools_for_session(
         self, session: SessionSnapshot, *, turn_id: uuid.UUID | None = None
     ) -> list[ToolSpec]:
-        """The tools offered to the session's model (in `turn_id`, when given), in feature order."""
-        return [
+        """The tools offered to the session's model (in `turn_id`, when given): the static ones
+        in feature order, then the sources' (`sourced_tools`). Runs in a DB thread."""
+        static = [
             spec
             for spec in self.tools
             if spec.enabled(session)
@@ -135,6 +146,30 @@ class FeatureSet:
                 or (turn_id is not None and spec.offered_in_turn(session, turn_id))
             )
         ]
+        return static + self.sourced_tools(session) if self.tool_sources else static
+
+    def sourced_tools(self, session: SessionSnapshot) -> list[ToolSpec]:
+        """The features' tools that are data (`Feature.tool_source`) for `session`, in feature
+        order. Left out: a name a static tool of any feature has (offered or not), a client tool
+        of the session, or an earlier source's tool, and a schema the input check does not cover
+        (each source checks its tools when they are defined; this keeps the promise anyway).
+        Runs in a DB thread."""
+        taken = set(self._static_names) | {t["name"] for t in session.client_tools}
+        offered: list[ToolSpec] = []
+        for source in self.tool_sources:
+            for spec in source(session):
+                if spec.name in taken or tool_schema_unsupported(spec.input_check_schema):
+                    continue
+                taken.add(spec.name)
+                offered.append(spec)
+        return offered
+
+    def sourced_tool(self, session: SessionSnapshot, name: str) -> ToolSpec | None:
+        """The sources' tool `name` for `session` (None: no source offers it). Runs in a DB
+        thread."""
+        if not self.tool_sources or name in self._static_names:
+            return None
+        return next((spec for spec in self.sourced_tools(session) if spec.name == name), None)
 
     def offered_names(self, session: Any) -> list[str]:
         """The names of the server tools a session row's model is offered now, in order."""

@@ -22,11 +22,11 @@ from sessions_app import selectors
 from sessions_app.common.content import nul_free
 from sessions_app.common.db import db, db_heavy
 from sessions_app.common.estimate import estimate_json_tokens
+from sessions_app.common.tool_input import tool_input_check, tool_input_text_check
 from sessions_app.common.types import ToolOutcome
 from sessions_app.engine import tool_hooks
 from sessions_app.engine.contract import EndTurn, SessionSnapshot, ToolContext, ToolError, Turns
 from sessions_app.engine.feature_set import FeatureSet
-from sessions_app.engine.tool_input import tool_input_check, tool_input_text_check
 from sessions_app.models import ToolExecutor
 
 logger = logging.getLogger("palimpsest.engine")
@@ -222,6 +222,9 @@ class ToolDispatch:
 
     async def _run_server_tool(self, snapshot: SessionSnapshot, call: PendingCall) -> ToolOutcome:
         spec = self.features.tool(call.name)
+        if spec is None and self.features.tool_sources:
+            # A tool that is data (an agent's authored tool), as the session's sources give it now.
+            spec = await db(self.features.sourced_tool)(snapshot, call.name)
         if spec is None or not spec.enabled(snapshot):
             refusal = spec.refusal(snapshot) if spec is not None and spec.refusal is not None else None
             return self._outcome_error(
@@ -244,6 +247,7 @@ class ToolDispatch:
             sandbox=self.features.sandbox_for(snapshot),
             turns=self.turn.turns,
             room_tokens=self.room_tokens,
+            server_tool_names=self.features.static_tool_names,
         )
         try:
             raw = nul_free(await spec.handler(context, call.input))

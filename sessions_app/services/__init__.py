@@ -24,6 +24,10 @@ from sessions_app.services.agent_knowledge import (
     agent_skills_import,
     agent_state_delete,
     agent_state_set,
+    agent_tool_define,
+    agent_tool_enable,
+    agent_tool_remove,
+    agent_tool_restore,
 )
 from sessions_app.services.agents import (
     AgentExists,
@@ -146,6 +150,10 @@ __all__ = [
     "agent_skills_import",
     "agent_state_delete",
     "agent_state_set",
+    "agent_tool_define",
+    "agent_tool_enable",
+    "agent_tool_remove",
+    "agent_tool_restore",
     "agent_token_authenticate",
     "agent_token_lock",
     "agent_token_create",

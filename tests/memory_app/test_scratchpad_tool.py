@@ -9,7 +9,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from memory_app.scratchpad.models import ScratchpadRevision
-from sessions_app.engine.tool_input import NOT_RUN
+from sessions_app.common.tool_input import NOT_RUN
 from sessions_app.models import SessionEvent
 from tests.fake_anthropic import text, tool_use
 from tests.memory_app.scratchpad_support import TOOL, call_tool, open_session, pad, run_turn, seed

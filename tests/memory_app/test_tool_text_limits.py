@@ -13,10 +13,10 @@ from asgiref.sync import sync_to_async
 
 from memory_app.notepad.services import NOTEPAD_MAX_CHARS
 from memory_app.tasks.models import Task
+from sessions_app.common.tool_input import tool_input_text_check
 from sessions_app.engine.contract import TextLimit, ToolSpec
 from sessions_app.engine.feature_set import FeatureSet
 from sessions_app.engine.features import features
-from sessions_app.engine.tool_input import tool_input_text_check
 from sessions_app.models import AgentSession, SessionEvent
 from tests.fake_anthropic import text, tool_use
 from tests.memory_app.notepad_support import turn

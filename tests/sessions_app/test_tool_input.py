@@ -1,5 +1,5 @@
 """A server tool's input is checked against its `input_schema` before its handler runs
-(`engine.tool_input`): one behaviour per test, then the turn loop's part."""
+(`common.tool_input`): one behaviour per test, then the turn loop's part."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from sessions_app.common.tool_input import NOT_RUN, tool_input_check, tool_schema_unsupported
 from sessions_app.engine.contract import Feature, ToolSpec
 from sessions_app.engine.features import FeatureSet
-from sessions_app.engine.tool_input import NOT_RUN, tool_input_check, tool_schema_unsupported
 from tests import features as test_features
 
 SCHEMA: dict[str, Any] = {

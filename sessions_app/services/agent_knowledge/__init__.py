@@ -1,5 +1,6 @@
 """Every change of an agent's knowledge by its sessions, its operators or its client (DESIGN.md,
-"Agents: what outlives a session"): the learned text (`edit_system_prompt`), skills, and state.
+"Agents: what outlives a session"): the learned text (`edit_system_prompt`), skills, state, and
+authored tools (whose operator switch, `agent_tool_enable`, is the one change that is no version).
 
 Rules that hold for every service here:
 - The agent's row is locked (`select_for_update`) for the whole change, so changes of one agent
@@ -27,6 +28,12 @@ from sessions_app.services.agent_knowledge.skills import (
     agent_skills_import,
 )
 from sessions_app.services.agent_knowledge.state import agent_state_delete, agent_state_set
+from sessions_app.services.agent_knowledge.tools import (
+    agent_tool_define,
+    agent_tool_enable,
+    agent_tool_remove,
+    agent_tool_restore,
+)
 
 __all__ = [
     "AgentLearnedConflict",
@@ -38,4 +45,8 @@ __all__ = [
     "agent_skills_import",
     "agent_state_delete",
     "agent_state_set",
+    "agent_tool_define",
+    "agent_tool_enable",
+    "agent_tool_remove",
+    "agent_tool_restore",
 ]
