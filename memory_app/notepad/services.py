@@ -157,8 +157,12 @@ def _notepad_change(
         if burst is None:
             payload: dict[str, Any] = {"content": content, "version": version, "author": author}
             if tool_use_id is not None:
-                # An edit made during a tool call (an authored tool's progress note): the call.
+                # An edit made during a tool call (an authored tool's progress note): the call,
+                # and what it added when it added at the end (an append), so that a watcher
+                # can list the notes as they arrive without keeping the previous content.
                 payload["tool_use_id"] = tool_use_id
+                if content.startswith(current) and len(content) > len(current):
+                    payload["note"] = content[len(current) :]
             event_emit(session_id=session_id, type="notepad.updated", payload=payload)
     if burst is not None:
         # Only after the block succeeded: a refused edit leaves the burst as it was.

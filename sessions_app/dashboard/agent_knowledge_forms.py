@@ -35,6 +35,14 @@ class BaseVersionForm(forms.Form):
     base_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
 
 
+class ToolSwitchForm(forms.Form):
+    """An authored tool switched on or off: the state asked for, never implied by a missing field."""
+
+    enabled = forms.TypedChoiceField(
+        choices=[("on", "on"), ("off", "off")], coerce=lambda value: value == "on"
+    )
+
+
 class LearnedForm(BaseVersionForm):
     learned = forms.CharField(
         required=False,

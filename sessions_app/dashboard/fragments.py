@@ -106,6 +106,14 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
                 format_html('<span hx-swap-oob="beforeend:#streaming-text">{}</span>', event.get("text", ""))
             )
             continue
+        call_note = transcript.call_note_of(event)
+        if call_note is not None:
+            # An authored tool's progress note: under its call, as it arrives.
+            if items:
+                parts.append(_oob_append("#transcript-items", items))
+                items = []
+            note = render_to_string("dashboard/session.html#tool-note", {"note": call_note[1]})
+            parts.append(_oob_append("#" + transcript.call_notes_target(call_note[0]), [note]))
         if kind in STREAM_END_EVENTS:
             parts.append(render_to_string("dashboard/session.html#streaming", {**base, "streaming": ""}))
         items += [

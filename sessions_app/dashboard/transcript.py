@@ -64,6 +64,25 @@ class Block:
         return f"{lines:,} lines" if lines > 1 else f"{len(self.text):,} characters"
 
 
+NOTES_TARGET_PREFIX = "tool-notes-"
+NOTEPAD_UPDATED = "notepad.updated"
+
+
+def call_notes_target(tool_use_id: str) -> str:
+    """The element id under which a call's notepad notes are listed (ids are model-made: any
+    character outside a CSS identifier's plain set becomes `_`)."""
+    return NOTES_TARGET_PREFIX + re.sub(r"[^A-Za-z0-9_-]", "_", tool_use_id)
+
+
+def call_note_of(event: dict) -> tuple[str, str | None] | None:
+    """A `notepad.updated` event made during a tool call: (the call's id, what it appended, or
+    None when it rewrote the notepad); None for any other event."""
+    if event.get("type") != NOTEPAD_UPDATED or not event.get("tool_use_id"):
+        return None
+    note = event.get("note")
+    return str(event["tool_use_id"]), (str(note) if isinstance(note, str) else None)
+
+
 def one_line(value: Any) -> str:
     """A value as one line of compact JSON (or the text itself), cut to SUMMARY_CHARS."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
@@ -115,6 +134,14 @@ class ToolUse:
     # The input as blocks to read (pretty JSON, long fields apart, code as code).
     blocks: tuple[Block, ...] = ()
     summary: str = ""
+    # The notepad edits made during the call, in order (an authored tool's progress notes: what
+    # each appended, or None for an edit that rewrote the notepad), filled in by
+    # `transcript_call_notes`; live ones are appended under `notes_target`.
+    notes: tuple[str | None, ...] = ()
+
+    @property
+    def notes_target(self) -> str:
+        return call_notes_target(self.id)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from django.urls import include, path
 from sessions_app.dashboard.views import (
     agent_knowledge,
     agent_skills,
+    agent_tools,
     agents,
     records,
     session,
@@ -82,6 +83,17 @@ urlpatterns = [
         "agents/<int:agent_id>/skills/<str:name>/<int:version>/restore/",
         agent_skills.agent_skill_restore,
         name="agent_skill_restore",
+    ),
+    path("agents/<int:agent_id>/tools/<str:name>/", agent_tools.agent_tool, name="agent_tool"),
+    path(
+        "agents/<int:agent_id>/tools/<str:name>/switch/",
+        agent_tools.agent_tool_switch,
+        name="agent_tool_switch",
+    ),
+    path(
+        "agents/<int:agent_id>/tools/<str:name>/<int:version>/restore/",
+        agent_tools.agent_tool_restore,
+        name="agent_tool_restore",
     ),
     # Each feature's views (`FeatureDashboard.urls`), their names in this namespace.
     *(path("", include(module)) for module in features().dashboard_urls),

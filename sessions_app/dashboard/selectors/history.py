@@ -3,11 +3,13 @@ running step has streamed so far, and the event timeline.
 
 The transcript and an archived epoch are pages of the same query (`_items_page`): stored
 messages as transcript items, with the names of their tool calls and the summaries that start
-their epochs. Three queries a page, whatever the session's length.
+their epochs. Three queries a page, whatever the session's length (a fourth when the page holds
+calls of an agent's authored tools: their progress notes).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +20,7 @@ from django.db.models import QuerySet
 from sessions_app.dashboard import transcript
 from sessions_app.dashboard.selectors.common import NotFound
 from sessions_app.dashboard.selectors.subsessions import transcript_link_children
+from sessions_app.engine.features import features
 from sessions_app.message_content import messages_with_content
 from sessions_app.models import AgentSession, Archive, Message, SessionEvent, ToolCall
 
@@ -55,9 +58,43 @@ def _items_page(
         for archive in Archive.objects.filter(session_id=session_id, pk__in=transcript.archive_ids(messages))
     }
     items = transcript.items_from_messages(messages, tool_names=names, summaries=summaries)
+    items = transcript_call_notes(session_id=session_id, items=items)
     if not (has_more and messages):
         return items, None, messages
     return items, (messages[0] if backwards else messages[-1]).position, messages
+
+
+def transcript_call_notes(
+    *, session_id: uuid.UUID, items: list[transcript.TranscriptItem]
+) -> list[transcript.TranscriptItem]:
+    """`items` with the notepad notes each call made while it ran (an authored tool's progress
+    notes: the `notepad.updated` events naming the call). Only calls of tools the features do not
+    define are looked up: no other tool's edits name their call."""
+    static = features().tool_names()
+    calls = {use.id for item in items for use in item.tool_uses if use.name not in static}
+    if not calls:
+        return items
+    notes: dict[str, list[str | None]] = {}
+    events = SessionEvent.objects.filter(
+        session_id=session_id, type=transcript.NOTEPAD_UPDATED, payload__tool_use_id__in=sorted(calls)
+    ).order_by("seq")
+    for payload in events.values_list("payload", flat=True).iterator():
+        found = transcript.call_note_of({"type": transcript.NOTEPAD_UPDATED, **payload})
+        if found is not None:
+            notes.setdefault(found[0], []).append(found[1])
+    if not notes:
+        return items
+    return [
+        dataclasses.replace(
+            item,
+            tool_uses=[
+                dataclasses.replace(use, notes=tuple(notes.get(use.id, ()))) for use in item.tool_uses
+            ],
+        )
+        if any(use.id in notes for use in item.tool_uses)
+        else item
+        for item in items
+    ]
 
 
 # A turn's end as the transcript shows it live (`transcript.items_from_event`): its `error` and a

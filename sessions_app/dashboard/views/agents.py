@@ -21,6 +21,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from sessions_app import services
+from sessions_app.agent_knowledge_selectors import agent_tools_list
 from sessions_app.authors import operator_author
 from sessions_app.dashboard import selectors
 from sessions_app.dashboard.agent_forms import (
@@ -33,7 +34,7 @@ from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.history_forms import HistoryQueryForm, RestoreForm
 from sessions_app.dashboard.views.common import HtmxHttpRequest, operator_name
 from sessions_app.engine import agents as engine_agents
-from sessions_app.models import Agent, AgentPart, AgentSkill
+from sessions_app.models import Agent, AgentPart, AgentSkill, AgentTool
 from sessions_app.validation import SpecError
 
 HISTORY_TEMPLATE = "dashboard/agent_history.html"
@@ -125,6 +126,7 @@ def agent_detail(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
             agent=agent, part=AgentPart.LEARNED, limit=VERSIONS_SHOWN
         ),
         "skills": selectors.agent_skills(agent=agent),
+        "tools": agent_tools_list(agent_id=agent.pk),
         "sessions": sessions,
         "session_total": session_total,
         **state,
@@ -205,17 +207,22 @@ def _history_context(agent: Agent, part: str, name: str, found: selectors.PartHi
         restore_base = history.current_version
         restore_url = reverse("dashboard:agent_restore", args=[agent.pk, part, history.selected_version])
     else:
-        # A skill's current version is its row's (0: deleted now; its last version is the deletion).
-        skill = AgentSkill.objects.filter(agent=agent, name=name).only("version").first()
-        restore_base = skill.version if skill is not None else 0
-        restore_url = reverse(
-            "dashboard:agent_skill_restore", args=[agent.pk, name, history.selected_version]
-        )
+        # A skill's or tool's current version is its row's (0: deleted now; its last version is
+        # the deletion).
+        model = AgentTool if part == AgentPart.TOOL else AgentSkill
+        row = model.objects.filter(agent=agent, name=name).only("version").first()
+        restore_base = row.version if row is not None else 0
+        route = "dashboard:agent_tool_restore" if part == AgentPart.TOOL else "dashboard:agent_skill_restore"
+        restore_url = reverse(route, args=[agent.pk, name, history.selected_version])
     return {
         "agent": agent,
         "part": part,
-        "what": selectors.TEXT_PARTS.get(part, f"skill {name}"),
-        "skill_name": name,
+        "what": selectors.TEXT_PARTS.get(part, f"{'tool' if part == AgentPart.TOOL else 'skill'} {name}"),
+        "skill_name": name if part == AgentPart.SKILL else "",
+        "tool_name": name if part == AgentPart.TOOL else "",
+        "tool_row": AgentTool.objects.filter(agent=agent, name=name).first()
+        if part == AgentPart.TOOL
+        else None,
         "found": found,
         "history": history,
         # Version 0 is a state of the learned text only (empty, before the model first wrote it).
@@ -228,9 +235,17 @@ def _history_context(agent: Agent, part: str, name: str, found: selectors.PartHi
     }
 
 
-def _history_page(request: HtmxHttpRequest, agent: Agent, part: str, name: str = "") -> HttpResponse:
+def history_page(request: HtmxHttpRequest, agent: Agent, part: str, name: str = "") -> HttpResponse:
+    """The history page of a part of the agent: its instructions, learned text, a skill or an
+    authored tool (`name`)."""
     form = HistoryQueryForm(request.GET)
-    base = {"agent": agent, "part": part, "skill_name": name, "what": selectors.TEXT_PARTS.get(part, name)}
+    base = {
+        "agent": agent,
+        "part": part,
+        "skill_name": name if part == AgentPart.SKILL else "",
+        "tool_name": name if part == AgentPart.TOOL else "",
+        "what": selectors.TEXT_PARTS.get(part, name),
+    }
     if not form.is_valid():
         return render(request, HISTORY_TEMPLATE, {**base, "query_errors": form.error_lines()}, status=400)
     try:
@@ -243,7 +258,7 @@ def _history_page(request: HtmxHttpRequest, agent: Agent, part: str, name: str =
 @require_safe
 @operator_required
 def agent_history(request: HtmxHttpRequest, agent_id: int, part: str) -> HttpResponse:
-    return _history_page(request, agent_or_404(agent_id), _text_part(part))
+    return history_page(request, agent_or_404(agent_id), _text_part(part))
 
 
 @require_safe
@@ -251,7 +266,7 @@ def agent_history(request: HtmxHttpRequest, agent_id: int, part: str) -> HttpRes
 def agent_skill(request: HtmxHttpRequest, agent_id: int, name: str) -> HttpResponse:
     """A skill as it is (or was, at `version`), rendered as sanitized markdown, with every
     version and their diffs. A deleted skill keeps its versions here."""
-    return _history_page(request, agent_or_404(agent_id), AgentPart.SKILL, name)
+    return history_page(request, agent_or_404(agent_id), AgentPart.SKILL, name)
 
 
 @require_POST
