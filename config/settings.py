@@ -351,6 +351,9 @@ PALIMPSEST_FEATURES = [
     # The agent's knowledge first: its tools lead as its sections (rendered by the engine) lead the
     # system prompt; offered only to a session of an agent, so other sessions' requests are unchanged.
     "memory_app.knowledge.feature.FEATURE",
+    # Then the agent's memory of its sessions: offered to a session of an agent (with the knowledge
+    # tools) and to a session without one once it has an archive (its tool list changes then anyway).
+    "memory_app.recall.feature.FEATURE",
     "memory_app.count_words.feature.FEATURE",
     "memory_app.notepad.feature.FEATURE",
     "memory_app.scratchpad.feature.FEATURE",

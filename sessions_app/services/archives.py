@@ -24,6 +24,7 @@ from sessions_app.models import (
 )
 from sessions_app.services.events import event_emit
 from sessions_app.services.messages import message_write
+from sessions_app.services.recall import recall_summary_index
 from sessions_app.services.turns import (
     LEASE_RELEASED,
     TurnLeaseLost,
@@ -201,8 +202,8 @@ def _epoch_close(
     masked: Sequence[dict],
     kind: str,
 ) -> Archive:
-    """The archive of `epoch`, and the session moved to the next epoch (inside the caller's
-    transaction)."""
+    """The archive of `epoch` (its summary indexed for `recall`), and the session moved to the
+    next epoch (inside the caller's transaction)."""
     session = AgentSession.objects.select_for_update().get(pk=session_id)
     if turn_id is not None and not lease_held(session, turn_id):
         raise TurnLeaseLost
@@ -223,6 +224,7 @@ def _epoch_close(
         masked=list(masked),
         kind=kind,
     )
+    recall_summary_index(archive=archive)
     AgentSession.objects.filter(pk=session_id).update(
         epoch=epoch + 1,
         last_prompt_tokens=None,
