@@ -103,7 +103,9 @@ def _scope_sql(session: RecallScope | None, agent: Agent | None) -> tuple[str, l
     return sql, [sid(session.id), session.epoch, sid(session.id), session.epoch]
 
 
-def _statement(scope: str, limit: int) -> str:
+def recall_statement(scope: str, limit: int) -> str:
+    """The search's SQL: the documents matching the query (its one parameter, first) that meet
+    `scope` (an SQL condition on the document `d`), ranked, at most `limit`."""
     documents = _q(RecallDocument._meta.db_table)
     sessions = _q(AgentSession._meta.db_table)
     columns = (
@@ -144,9 +146,7 @@ def recall_search(
     limit = max(1, min(int(limit), RECALL_MAX_LIMIT))
     scope, params = _scope_sql(session, agent)
     match = fts5_query(words) if connection.vendor == "sqlite" else tsquery_text(words)
-    sql = _statement(scope, limit)
-    # PostgreSQL's statement names the query before the scope, SQLite's after the join too:
-    # either way the match's parameter comes first.
+    sql = recall_statement(scope, limit)
     documents = RecallDocument.objects.raw(sql, [match, *params])
     return [
         RecallHit(
