@@ -29,7 +29,7 @@ ROLE_SUMMARY = "summary"
 
 # Messages whose text is indexed elsewhere or is the engine's own: a compaction's summary message
 # (the archive's summary is its document), a message carried verbatim into the next epoch (its
-# original is indexed), the pre-compaction warning (the engine's seed text, in every session).
+# original's document moves to it), the pre-compaction warning (the engine's seed text).
 NOT_INDEXED_MESSAGE_TYPES = frozenset({"compact", "turn_summary", "carried", "compaction_warning"})
 
 

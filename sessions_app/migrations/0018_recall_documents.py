@@ -73,6 +73,16 @@ def documents_build(apps, schema_editor):
         last = batch[-1].pk
         documents = []
         for m in batch:
+            metadata = m.metadata if isinstance(m.metadata, dict) else {}
+            if metadata.get("type") == "carried":
+                # Carried verbatim into a later epoch: its original's document moves to it (as
+                # `recall_documents_carry` does); the original, written earlier, is indexed.
+                document_model.objects.bulk_create(documents)
+                documents = []
+                document_model.objects.filter(
+                    session_id=m.session_id, message__position=metadata.get("from_position")
+                ).update(message_id=m.pk, epoch=m.epoch)
+                continue
             text = message_search_text(m.content)
             if message_indexed(m.metadata) and text.strip():
                 documents.append(

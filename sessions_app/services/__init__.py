@@ -49,6 +49,7 @@ from sessions_app.services.archives import (
 from sessions_app.services.events import event_emit, events_emit
 from sessions_app.services.messages import messages_content_keep, messages_copy
 from sessions_app.services.recall import (
+    recall_documents_carry,
     recall_message_index,
     recall_messages_reindex,
     recall_observation_index,
@@ -171,6 +172,7 @@ __all__ = [
     "lease_takeover_at",
     "messages_content_keep",
     "messages_copy",
+    "recall_documents_carry",
     "recall_message_index",
     "recall_messages_reindex",
     "recall_observation_index",

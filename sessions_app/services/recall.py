@@ -129,6 +129,16 @@ def recall_observations_forget(*, observation_ids: Sequence[str]) -> int:
     return deleted
 
 
+def recall_documents_carry(*, carried: Sequence[tuple[int, int]], epoch: int) -> int:
+    """Move the documents of messages carried verbatim into the next epoch (`carried`: each
+    original's id and its copy's) to their copies, in `epoch`: the text stays indexed once, and
+    is left out of the session's own searches while it is in view again. Returns how many."""
+    moved = 0
+    for original, copy in carried:
+        moved += RecallDocument.objects.filter(message_id=original).update(message_id=copy, epoch=epoch)
+    return moved
+
+
 def recall_messages_reindex(*, message_ids: Sequence[int]) -> int:
     """Index again messages whose own content was just written in place: a fork's copy handed
     the content it shared before its holder is deleted (`messages_content_keep`; until then the

@@ -88,7 +88,7 @@ def test_the_results_a_repaired_turn_writes_are_indexed():
     assert kinds[3] == ("message", "user", "two")
 
 
-def test_a_compaction_indexes_its_summary_once_and_not_its_summary_message_nor_carried_copies():
+def test_a_compaction_indexes_its_summary_once_and_moves_a_carried_messages_document_to_its_copy():
     session = session_make()
     exchange(session, "alpha", "beta")
     turn = services.turn_begin(session_id=session.pk, content="gamma")
@@ -118,6 +118,9 @@ def test_a_compaction_indexes_its_summary_once_and_not_its_summary_message_nor_c
         ("summary", "summary", "They spoke of alpha and beta."),
     ]
     assert RecallDocument.objects.get(kind="summary").epoch == 0
+    # "gamma", in view again in the new epoch, is indexed there, as its copy.
+    gamma = RecallDocument.objects.get(text="gamma")
+    assert (gamma.epoch, gamma.message) == (1, Message.objects.get(session=session, epoch=1, position=5))
 
 
 def test_a_turns_own_compaction_indexes_its_summary():
