@@ -151,7 +151,7 @@ def recall_search(
     return [
         RecallHit(
             session_id=d.session_id,
-            session_title=d.session_title or "",
+            session_title=getattr(d, "session_title", None) or "",  # the statement's own column
             at=d.at,
             role=d.role,
             text=passage(d.text, words),

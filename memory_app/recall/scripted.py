@@ -13,12 +13,12 @@ from sessions_app.engine.contract import ScriptedInput, ScriptedReply, scripted_
 _RECALL_RE = re.compile(r"^recall:\s*(.+)$", re.DOTALL | re.IGNORECASE)
 
 NOTHING_FOUND = "I found nothing about that in my earlier sessions."
-NOT_OFFERED_REPLY = (
-    "I cannot search here: recall needs an agent, or, in a session without one, an archive."
+NOT_OFFERED_REPLY = "I cannot search here: recall needs an agent, or, in a session without one, an archive."
+
+
+@scripted_rule(
+    help_line="recall: QUERY: I search my earlier sessions and archives and say the best passage (recall)"
 )
-
-
-@scripted_rule(help_line="recall: QUERY: I search my earlier sessions and archives and say the best passage (recall)")
 def rule_recall(inp: ScriptedInput) -> ScriptedReply | None:
     results = inp.tool_results or []
     if len(results) == 1 and results[0].get("name") == prompts.TOOL_NAME:

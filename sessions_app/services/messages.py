@@ -17,7 +17,7 @@ from sessions_app.fastpath.counters import session_counter_add
 from sessions_app.fastpath.rows import values_insert
 from sessions_app.message_content import messages_with_content, resolved
 from sessions_app.models import AgentSession, Message, MessageRole
-from sessions_app.services.recall import recall_messages_reindex, recall_message_index
+from sessions_app.services.recall import recall_message_index, recall_messages_reindex
 
 
 def message_write(

@@ -1,8 +1,9 @@
 """The long-term search index's documents (`RecallDocument`), written in the caller's
 transaction by every service that stores what they index: a message (`message_write`,
 `message_insert`), an archive's summary (compaction), an offloaded observation's content (the
-observations feature), a content written in place (`recall_messages_reindex`). The database keeps its full-text index of them itself (the
-migration's triggers on SQLite, an expression index on PostgreSQL)."""
+observations feature), a content written in place (`recall_messages_reindex`), a message
+carried into the next epoch (`recall_documents_carry`). The database keeps its full-text index
+of them itself (the migration's triggers on SQLite, an expression index on PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -72,7 +73,9 @@ def recall_message_index(
     role = message_search_role(str(role), content)
     at = at or timezone.now()
     if message_id is not None:
-        values_insert(RecallDocument, _FIELDS, [(session_id, epoch, message_id, KIND_MESSAGE, role, "", at, text)])
+        values_insert(
+            RecallDocument, _FIELDS, [(session_id, epoch, message_id, KIND_MESSAGE, role, "", at, text)]
+        )
         return True
     assert position is not None, "a message is named by its id or its position"
     connection = db_connection()

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # About 900 tokens a message: a few turns cross a 3,000-token threshold (as test_compaction's).
 FILLER = "palimpsest " * 300
-SMALL = {"context_window": 10_000, "compact_threshold": 0.3, "settings": NO_MEMORY}
+SMALL: dict[str, Any] = {"context_window": 10_000, "compact_threshold": 0.3, "settings": NO_MEMORY}
 FACT = "The spare key is under the blue flowerpot by the shed."
 
 
@@ -103,7 +103,13 @@ async def test_a_query_without_words_is_a_tool_error_the_model_reads(connect):
 
 def _hits(count: int, size: int) -> list[dict]:
     return [
-        {"session_id": "s", "session_title": "", "at": "2026-01-01T00:00:00", "role": "user", "text": "w" * size}
+        {
+            "session_id": "s",
+            "session_title": "",
+            "at": "2026-01-01T00:00:00",
+            "role": "user",
+            "text": "w" * size,
+        }
         for _ in range(count)
     ]
 

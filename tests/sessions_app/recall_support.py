@@ -89,5 +89,7 @@ def documents(**filters: Any) -> list[tuple[str, str, str]]:
 def fts_rows(word: str) -> int:
     """How many rows SQLite's FTS5 table matches for `word` (the index itself, not the table)."""
     with connection.cursor() as cursor:
-        cursor.execute(f'SELECT COUNT(*) FROM "{RECALL_FTS_TABLE}" WHERE "{RECALL_FTS_TABLE}" MATCH %s', [word])
+        cursor.execute(
+            f'SELECT COUNT(*) FROM "{RECALL_FTS_TABLE}" WHERE "{RECALL_FTS_TABLE}" MATCH %s', [word]
+        )
         return int(cursor.fetchone()[0])

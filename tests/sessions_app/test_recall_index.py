@@ -190,7 +190,9 @@ def test_a_forks_copies_share_their_sources_documents_until_the_source_is_delete
     parent = session_make()
     exchange(parent, "the password is swordfish", "understood")
     fork = session_make()
-    services.messages_copy(source_session_id=parent.pk, positions=[0, 1], target_session_id=fork.pk, marker={})
+    services.messages_copy(
+        source_session_id=parent.pk, positions=[0, 1], target_session_id=fork.pk, marker={}
+    )
     assert Message.objects.filter(session=fork).count() == 2
     assert documents(session=fork) == []
     services.session_tree_delete(session_id=parent.pk)

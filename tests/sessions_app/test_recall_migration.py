@@ -77,16 +77,32 @@ def _stored_before(apps: Any) -> dict[str, Any]:
         session=fork, position=0, role="user", content=None, content_source_id=made[0].pk
     )
     archive_model.objects.create(
-        session=session, epoch=0, summary="They met the lighthouse keeper.", message_count=3,
-        tokens_before=10, tokens_after=5,
+        session=session,
+        epoch=0,
+        summary="They met the lighthouse keeper.",
+        message_count=3,
+        tokens_before=10,
+        tokens_after=5,
     )
     observation = observation_model.objects.create(
-        id="1234567890123456", session=session, turn=turn, step=1, tool_name="fs_read",
-        tool_use_id="toolu_1", kind="text", size_bytes=20, char_count=20, sha256="", chunk_size=10,
-        summary="s", expires_at=timezone.now() + timedelta(days=1),
+        id="1234567890123456",
+        session=session,
+        turn=turn,
+        step=1,
+        tool_name="fs_read",
+        tool_use_id="toolu_1",
+        kind="text",
+        size_bytes=20,
+        char_count=20,
+        sha256="",
+        chunk_size=10,
+        summary="s",
+        expires_at=timezone.now() + timedelta(days=1),
     )
     for index, piece in enumerate(["lighthouse ", "log line"]):
-        chunk_model.objects.create(observation=observation, index=index, text=piece, start_char=0, start_byte=0)
+        chunk_model.objects.create(
+            observation=observation, index=index, text=piece, start_char=0, start_byte=0
+        )
     return {"session": session.pk, "fork": fork.pk, "observation": observation.pk}
 
 
@@ -107,7 +123,11 @@ def test_the_index_is_built_for_what_is_stored_and_undone_with_the_migration(mig
     )
     caller = AgentSession.objects.get(pk=session)
     found = {hit.text for hit in recall_search(session=caller, query="lighthouse", limit=20)}
-    assert found == {"the lighthouse keeper is Morag", "They met the lighthouse keeper.", "lighthouse log line"}
+    assert found == {
+        "the lighthouse keeper is Morag",
+        "They met the lighthouse keeper.",
+        "lighthouse log line",
+    }
     _migrate(BEFORE)
     with connection.cursor() as cursor:
         tables = connection.introspection.get_table_list(cursor)

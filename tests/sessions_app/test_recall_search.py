@@ -82,7 +82,9 @@ def test_a_fork_without_an_agent_reaches_its_copied_history_once_archived():
     parent = session_make()
     exchange(parent, "the ferry leaves at nine", "ok")
     fork = session_make()
-    services.messages_copy(source_session_id=parent.pk, positions=[0, 1], target_session_id=fork.pk, marker={})
+    services.messages_copy(
+        source_session_id=parent.pk, positions=[0, 1], target_session_id=fork.pk, marker={}
+    )
     AgentSession.objects.filter(pk=fork.pk).update(next_position=2)
     assert recall_search(session=fresh(fork), query="ferry", limit=5) == []  # in view
     compact(fork, "x")
