@@ -351,6 +351,9 @@ PALIMPSEST_FEATURES = [
     # The agent's knowledge first: its tools lead as its sections (rendered by the engine) lead the
     # system prompt; offered only to a session of an agent, so other sessions' requests are unchanged.
     "memory_app.knowledge.feature.FEATURE",
+    # Then the agent's memory of its sessions: offered to a session of an agent (with the knowledge
+    # tools) and to a session without one once it has an archive (its tool list changes then anyway).
+    "memory_app.recall.feature.FEATURE",
     "memory_app.count_words.feature.FEATURE",
     "memory_app.notepad.feature.FEATURE",
     "memory_app.scratchpad.feature.FEATURE",
@@ -360,7 +363,8 @@ PALIMPSEST_FEATURES = [
     "memory_app.subsessions.feature.FEATURE",
     "memory_app.tasks.feature.FEATURE",
     # An agent's own tools: offered only to a session of an agent with the sandbox on, after every
-    # other tool (the agent's definitions come last, so a definition rewrites only the end).
+    # other tool. A definition changes the tool list, which leads the cached prefix: the next
+    # request writes the cache again once (docs/prompt-cache.md).
     "memory_app.authored_tools.feature.FEATURE",
 ]
 # Where committed events go to reach watchers (the channel layer; tests may swap it).

@@ -19,6 +19,7 @@ from django.utils.module_loading import import_string
 
 from sessions_app import (
     admin_agents,  # noqa: F401  (registers the agents' admins)
+    admin_recall,  # noqa: F401  (registers the search documents' admin)
     services,
     tokens,
 )

@@ -12,8 +12,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-# The agents' models live in their own module (this one is long enough); imported here so that
-# Django registers them with the app, and re-exported.
+# The agents' and the search index's models live in their own modules (this one is long enough);
+# imported here so that Django registers them with the app, and re-exported.
 from sessions_app.agent_models import (
     Agent,
     AgentPart,
@@ -22,6 +22,7 @@ from sessions_app.agent_models import (
     AgentTool,
     AgentVersion,
 )
+from sessions_app.recall_models import RecallDocument
 
 __all__ = [
     "Agent",
@@ -30,6 +31,7 @@ __all__ = [
     "AgentStateEntry",
     "AgentTool",
     "AgentVersion",
+    "RecallDocument",
 ]
 
 

@@ -34,6 +34,7 @@ from memory_app.observations.content import (
     text_chunks,
 )
 from memory_app.observations.models import Observation, ObservationChunk, ObservationKind
+from sessions_app import services as core_services
 from sessions_app.common.types import ToolOutcome
 from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.models import ToolCall
@@ -86,11 +87,15 @@ def observation_create(
     ttl_seconds: int,
     chunk_size: int | None = None,
     now: datetime | None = None,
+    indexed: bool = True,
 ) -> Observation:
     """Store a result's content in chunks with its summary; it expires `ttl_seconds` from now.
 
     The content is written in batches of CHUNK_WRITE_BATCH chunks and hashed as it goes, so
-    storing costs no second copy of the value.
+    storing costs no second copy of the value. With `indexed`, a text content's first
+    characters are also a search document of the session (`recall`), in the same transaction:
+    the model saw only the summary, and the content is searchable all the same. A masked
+    result is stored without (`MaskedResultStore`): its message, which keeps it, is indexed.
     """
     now = now or timezone.now()
     binary = parts.is_binary
@@ -150,18 +155,25 @@ def observation_create(
             summary_binary(size=size_bytes, sha256=observation.sha256) if binary else summary_text(parts.text)
         )
         observation.save(update_fields=["size_bytes", "sha256", "summary"])
+        if indexed and not binary:
+            core_services.recall_observation_index(
+                session_id=session_id, observation_id=observation.id, text=parts.text, at=now
+            )
     return observation
 
 
 def observations_gc(*, now: datetime | None = None) -> int:
     """Drop the content (the chunks) of every expired observation, of any session; returns of how
     many. The observation's row (id, tool, size, summary) stays as long as its session, so a
-    later read of its id is told that it expired rather than that the id is unknown."""
+    later read of its id is told that it expired rather than that the id is unknown. Their
+    search documents go with the content."""
     expired = ObservationChunk.objects.filter(observation__expires_at__lte=now or timezone.now())
-    count = expired.values("observation_id").distinct().count()
-    if count:
-        expired.delete()
-    return count
+    ids = list(expired.values_list("observation_id", flat=True).distinct())
+    if ids:
+        with transaction.atomic():
+            expired.delete()
+            core_services.recall_observations_forget(observation_ids=ids)
+    return len(ids)
 
 
 def _step_numbers(turn_id: uuid.UUID) -> dict[str, int]:
@@ -260,6 +272,7 @@ class MaskedResultStore:
                 parts=result_parts(content),
                 ttl_seconds=int(MASKED_LIFETIME.total_seconds()),
                 now=now,
+                indexed=False,
             )
             Observation.objects.filter(pk=observation.pk).update(session_scope=True)
         return observation.id

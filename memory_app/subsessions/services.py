@@ -412,9 +412,9 @@ def _history_copy(*, parent: AgentSession, child: AgentSession, plan: ForkPlan) 
         content = original.values_list(RESOLVED, flat=True).get()
         kept = [block for index, block in enumerate(content) if index not in left]
         # A copy that differs from its source holds its own content.
-        Message.objects.filter(session_id=child.pk, position=positions[source]).update(
-            content=kept, content_source=None, token_estimate=estimate_json_tokens(kept)
-        )
+        copy = Message.objects.filter(session_id=child.pk, position=positions[source])
+        copy.update(content=kept, content_source=None, token_estimate=estimate_json_tokens(kept))
+        services.recall_messages_reindex(message_ids=list(copy.values_list("pk", flat=True)))
     AgentSession.objects.filter(pk=child.pk).update(next_position=copied)
     services.masked_results_copy(
         source_session_id=parent.pk,

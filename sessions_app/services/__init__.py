@@ -52,6 +52,14 @@ from sessions_app.services.archives import (
 )
 from sessions_app.services.events import event_emit, events_emit
 from sessions_app.services.messages import messages_content_keep, messages_copy
+from sessions_app.services.recall import (
+    recall_documents_carry,
+    recall_message_index,
+    recall_messages_reindex,
+    recall_observation_index,
+    recall_observations_forget,
+    recall_summary_index,
+)
 from sessions_app.services.sessions import (
     SESSION_UPDATABLE_FIELDS,
     SESSIONS_QUOTA_PERIOD_SECONDS,
@@ -172,6 +180,12 @@ __all__ = [
     "lease_takeover_at",
     "messages_content_keep",
     "messages_copy",
+    "recall_documents_carry",
+    "recall_message_index",
+    "recall_messages_reindex",
+    "recall_observation_index",
+    "recall_observations_forget",
+    "recall_summary_index",
     "model_call_record",
     "SESSION_UPDATABLE_FIELDS",
     "SESSIONS_QUOTA_PERIOD_SECONDS",

@@ -24,6 +24,7 @@ from sessions_app.models import (
 )
 from sessions_app.services.events import event_emit
 from sessions_app.services.messages import message_write
+from sessions_app.services.recall import recall_documents_carry, recall_summary_index
 from sessions_app.services.turns import (
     LEASE_RELEASED,
     TurnLeaseLost,
@@ -201,8 +202,8 @@ def _epoch_close(
     masked: Sequence[dict],
     kind: str,
 ) -> Archive:
-    """The archive of `epoch`, and the session moved to the next epoch (inside the caller's
-    transaction)."""
+    """The archive of `epoch` (its summary indexed for `recall`), and the session moved to the
+    next epoch (inside the caller's transaction)."""
     session = AgentSession.objects.select_for_update().get(pk=session_id)
     if turn_id is not None and not lease_held(session, turn_id):
         raise TurnLeaseLost
@@ -223,6 +224,7 @@ def _epoch_close(
         masked=list(masked),
         kind=kind,
     )
+    recall_summary_index(archive=archive)
     AgentSession.objects.filter(pk=session_id).update(
         epoch=epoch + 1,
         last_prompt_tokens=None,
@@ -235,12 +237,13 @@ def _epoch_close(
 
 def _messages_carry(*, session_id: uuid.UUID, epoch: int, positions: Sequence[int]) -> list[Message]:
     """Copies of `epoch`'s messages at `positions` into the next epoch, in order, with the masks
-    of their tool results (inside the caller's transaction)."""
+    of their tool results and their search documents (inside the caller's transaction)."""
     carried = messages_with_content(
         Message.objects.filter(session_id=session_id, epoch=epoch, position__in=list(positions))
     )
     messages: list[Message] = []
     result_ids: list[str] = []
+    moves: list[tuple[int, int]] = []
     for original in carried.order_by("position"):
         metadata: dict = {"type": "carried", "from_position": original.position}
         if (original.metadata or {}).get("type") == "compact":
@@ -257,7 +260,9 @@ def _messages_carry(*, session_id: uuid.UUID, epoch: int, positions: Sequence[in
                 token_estimate=original.token_estimate,
             )
         )
+        moves.append((original.pk, messages[-1].pk))
         result_ids += [b.get("tool_use_id", "") for b in resolved(original) if b.get("type") == "tool_result"]
+    recall_documents_carry(carried=moves, epoch=epoch + 1)
     MaskedResult.objects.bulk_create(
         MaskedResult(
             session_id=session_id,

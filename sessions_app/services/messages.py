@@ -17,6 +17,7 @@ from sessions_app.fastpath.counters import session_counter_add
 from sessions_app.fastpath.rows import values_insert
 from sessions_app.message_content import messages_with_content, resolved
 from sessions_app.models import AgentSession, Message, MessageRole
+from sessions_app.services.recall import recall_message_index, recall_messages_reindex
 
 
 def message_write(
@@ -29,10 +30,20 @@ def message_write(
     metadata: dict | None = None,
     token_estimate: int | None = None,
 ) -> Message:
-    """Append a message to the session's history (inside the caller's transaction)."""
+    """Append a message to the session's history, and its search document (`services.recall`),
+    inside the caller's transaction."""
     position = session_counter_add(session_id, "next_position", 1, last_activity_at=timezone.now()) - 1
     message = _message(session_id, position, epoch, role, content, turn_id, token_estimate, metadata)
     message.save(force_insert=True)
+    recall_message_index(
+        session_id=session_id,
+        epoch=epoch,
+        role=role,
+        content=content,
+        metadata=metadata,
+        at=message.created_at,
+        message_id=message.pk,
+    )
     return message
 
 
@@ -88,14 +99,18 @@ def message_insert(
     row (`counters.session_update`, adding 1 to `next_position`, and setting `last_activity_at`),
     without building a `Message` (the step path writes two a turn, and a model's constructor walks
     all its fields). Returns it as the engine's history holds it: the step path refers to
-    messages by position."""
+    messages by position. Its search document is written too (`services.recall`)."""
     if token_estimate is None:
         token_estimate = estimate_json_tokens(content)
     role = str(role)
+    now = timezone.now()
     values_insert(
         Message,
         _INSERTED,
-        [(session_id, position, epoch, role, content, None, token_estimate, turn_id, {}, timezone.now())],
+        [(session_id, position, epoch, role, content, None, token_estimate, turn_id, {}, now)],
+    )
+    recall_message_index(
+        session_id=session_id, epoch=epoch, role=role, content=content, at=now, position=position
     )
     return StoredMessage(position, role, content, token_estimate)
 
@@ -146,7 +161,8 @@ def messages_copy(
     turn, and the metadata `marker` plus `"from_position"` (its source position). Inside the
     caller's transaction; the target's `next_position` is the caller's to set. The copies share
     their sources' contents (the row holding each, never a copy of it): one statement, and no
-    content is written again nor read into Python. Returns how many."""
+    content is written again nor read into Python. Nor is it indexed again: the search finds
+    the copies' text through their holders' documents. Returns how many."""
     if not positions:
         return 0
     vendor = _COPY_VENDOR_SQL[connection.vendor]
@@ -174,7 +190,9 @@ def messages_content_keep(*, messages: QuerySet[Message]) -> int:
     """Before `messages` are deleted (inside the caller's transaction): each content one of them
     holds that other messages share (a fork's copies) goes to one of those (the first written),
     and its other sharers name that one instead. No content passes through Python: the database
-    copies each from row to row. Returns how many contents were handed over.
+    copies each from row to row. Each heir is then indexed (`recall_messages_reindex`): the holder's
+    document, which stood for it, goes with the holder. Returns how many contents were handed
+    over.
 
     Deleting a message that others share without this first is refused by the database
     (`content_source`'s foreign key, checked at commit: an `IntegrityError`), so a message never
@@ -206,4 +224,5 @@ def messages_content_keep(*, messages: QuerySet[Message]) -> int:
         ).update(
             content_source_id=Case(*(When(content_source_id=h, then=Value(p)) for h, p in batch.items()))
         )
+        recall_messages_reindex(message_ids=list(batch.values()))
     return len(items)

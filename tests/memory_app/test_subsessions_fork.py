@@ -228,8 +228,13 @@ async def test_a_fork_over_its_threshold_compacts_its_own_history(connect, stric
     )
     strict_anthropic.default_reply = router
     client = await connect()
+    # The parent stays under the threshold when it forks (with `recall`, offered once it has an
+    # archive), its fork, which adds the task, goes over it.
     session = await client.create(
-        model=MODEL, context_window=10_000, compact_threshold=0.3, settings={"scratchpad": {"enabled": False}}
+        model=MODEL,
+        context_window=10_000,
+        compact_threshold=0.32,
+        settings={"scratchpad": {"enabled": False}},
     )
     for index in range(2):
         await turn_of(client, session, f"message {index}: {filler}")

@@ -96,7 +96,7 @@ async def test_warning_reaches_the_model_then_an_independent_summary_then_the_ne
     assert after["messages"][0]["content"][1]["text"] == running
     assert after["messages"][-1]["content"][-1]["text"] == "what next?"
     assert len(after["messages"]) == 3  # summary and the kept turn, its answer, the new question
-    assert {t["name"] for t in after["tools"]} == {"client_lookup", "session_archive_read"}
+    assert {t["name"] for t in after["tools"]} == {"client_lookup", "session_archive_read", "recall"}
     await client.close()
 
 

@@ -82,7 +82,8 @@ async def test_a_one_step_turn_opens_no_savepoint_and_reads_no_counter_back(sett
     store) without a savepoint each, and every seq or position comes back from its increment
     (`UPDATE ... RETURNING`). Two transactions: the turn's start, then its one step stored with
     the turn's end, each with one update of the session row, which is not read (17 statements
-    where there were 62, then 45, then 30, then 23, then 21)."""
+    where there were 62, then 45, then 30, then 23, then 21), plus one insert of each message's
+    search document (`services.recall`, in the message's transaction)."""
     settings.DEBUG = True
     settings.PALIMPSEST_TURN_LEASE_SECONDS = 600
     settings.PALIMPSEST_POLL_SECONDS = 600  # no poll of the waiting turns during it
@@ -103,7 +104,8 @@ async def test_a_one_step_turn_opens_no_savepoint_and_reads_no_counter_back(sett
     assert read_back == []
     assert len([q for q in sql if q.startswith("BEGIN")]) == 2
     assert [q for q in sql if '"sessions_app_requestpart"' in q] == []  # stored by the first turn
-    assert len(sql) <= 17, len(sql)
+    assert len(sql) <= 17 + 2, len(sql)
+    assert len([q for q in sql if '"sessions_app_recalldocument"' in q]) == 2
     assert not [q for q in sql if q.startswith("SELECT") and '"sessions_app_agentsession"' in q], sql
 
 

@@ -1,0 +1,163 @@
+"""`recall`'s search (DESIGN.md "Agents"): the long-term index's documents matching a plain
+query, ranked by the database (SQLite FTS5's bm25, PostgreSQL's ts_rank_cd), best first, ties
+newest first, each with a passage around its first match.
+
+Whose documents are searched:
+- a session of an agent: every session of that agent (the agent is its owner's: another
+  client's agent of the same name is another agent), their live histories, archived epochs,
+  summaries and observations, except the calling session's current epoch (already in view);
+- a session without an agent: its own documents of the epochs before its current one (every
+  archive, not only the latest) and its summaries, and those of the messages its archived
+  epochs share with the session it was forked from (a fork's copies have no documents of
+  their own);
+- an agent without a calling session (the dashboard): all of the agent's.
+The statement names the full-text index's expression, so the database answers from its index and
+returns at most `limit` rows (LIMIT in SQL).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from django.db import connection
+
+from sessions_app.common.recall_text import fts5_query, passage, query_words, tsquery_text
+from sessions_app.models import Agent, AgentSession, Message, RecallDocument
+from sessions_app.recall_models import RECALL_FTS_TABLE, RECALL_TS_CONFIG
+
+# DESIGN.md: `limit` defaults to 5, at most 20.
+RECALL_DEFAULT_LIMIT = 5
+RECALL_MAX_LIMIT = 20
+
+
+class RecallQueryEmpty(ValueError):
+    """The query has no word to search for (letters or digits)."""
+
+
+class RecallScope(Protocol):
+    """What the search needs of the calling session (a row, or the engine's snapshot)."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def agent_id(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    session_id: uuid.UUID
+    session_title: str
+    at: datetime
+    role: str
+    text: str  # the passage, at most PASSAGE_MAX_CHARS
+    # Where it is, for the dashboard's links (not shown to the model).
+    message_id: int | None
+    epoch: int
+    kind: str
+
+    def as_result(self) -> dict[str, Any]:
+        """The hit as the `recall` tool gives it (DESIGN.md)."""
+        return {
+            "session_id": str(self.session_id),
+            "session_title": self.session_title,
+            "at": self.at.isoformat(),
+            "role": self.role,
+            "text": self.text,
+        }
+
+
+def _q(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+def _scope_sql(session: RecallScope | None, agent: Agent | None) -> tuple[str, list[Any]]:
+    """The condition on the document `d` that keeps it in scope, and its parameters."""
+    sessions = _q(AgentSession._meta.db_table)
+    messages = _q(Message._meta.db_table)
+    session_field = AgentSession._meta.pk
+    assert session_field is not None
+
+    def sid(value: uuid.UUID) -> Any:
+        return session_field.get_db_prep_value(value, connection)
+
+    agent_id = agent.pk if agent is not None else (session.agent_id if session is not None else None)
+    if agent_id is not None:
+        sql = f"d.session_id IN (SELECT {_q('id')} FROM {sessions} WHERE agent_id = %s)"
+        params: list[Any] = [agent_id]
+        if session is not None:
+            sql += " AND NOT (d.session_id = %s AND d.epoch >= %s)"
+            params += [sid(session.id), session.epoch]
+        return sql, params
+    if session is None:
+        raise ValueError("recall_search needs a session or an agent")
+    sql = (
+        "((d.session_id = %s AND d.epoch < %s) OR d.message_id IN ("
+        f"SELECT content_source_id FROM {messages} WHERE session_id = %s AND epoch < %s "
+        "AND content_source_id IS NOT NULL))"
+    )
+    return sql, [sid(session.id), session.epoch, sid(session.id), session.epoch]
+
+
+def recall_statement(scope: str, limit: int) -> str:
+    """The search's SQL: the documents matching the query (its one parameter, first) that meet
+    `scope` (an SQL condition on the document `d`), ranked, at most `limit`."""
+    documents = _q(RecallDocument._meta.db_table)
+    sessions = _q(AgentSession._meta.db_table)
+    columns = (
+        f"d.{_q('id')}, d.session_id, d.epoch, d.message_id, d.kind, d.role, d.ref, d.{_q('at')}, "
+        f"d.{_q('text')}, s.title AS session_title"
+    )
+    if connection.vendor == "sqlite":
+        fts = _q(RECALL_FTS_TABLE)
+        return (
+            f"SELECT {columns} FROM {fts} JOIN {documents} AS d ON d.{_q('id')} = {fts}.rowid "
+            f"JOIN {sessions} AS s ON s.{_q('id')} = d.session_id "
+            f"WHERE {fts} MATCH %s AND {scope} ORDER BY bm25({fts}), d.{_q('at')} DESC LIMIT {int(limit)}"
+        )
+    # The same expression as the migration's GIN index, so that the index answers the match.
+    vector = f"to_tsvector('{RECALL_TS_CONFIG}', d.{_q('text')})"
+    return (
+        f"SELECT {columns} FROM {documents} AS d JOIN {sessions} AS s ON s.{_q('id')} = d.session_id "
+        f"CROSS JOIN to_tsquery('{RECALL_TS_CONFIG}', %s) AS query "
+        f"WHERE {vector} @@ query AND {scope} "
+        f"ORDER BY ts_rank_cd({vector}, query) DESC, d.{_q('at')} DESC LIMIT {int(limit)}"
+    )
+
+
+def recall_search(
+    *,
+    query: str,
+    limit: int = RECALL_DEFAULT_LIMIT,
+    session: RecallScope | None = None,
+    agent: Agent | None = None,
+) -> list[RecallHit]:
+    """The documents in scope (the module's docstring) that match any word of `query`, best
+    first, at most `limit` (1 to RECALL_MAX_LIMIT). `query` is plain words: anything but letters
+    and digits only separates them, so no query is the database's syntax and none raises.
+    `RecallQueryEmpty` when it has no word."""
+    words = query_words(query)
+    if not words:
+        raise RecallQueryEmpty("The query has no words to search for: give one or more plain words.")
+    limit = max(1, min(int(limit), RECALL_MAX_LIMIT))
+    scope, params = _scope_sql(session, agent)
+    match = fts5_query(words) if connection.vendor == "sqlite" else tsquery_text(words)
+    sql = recall_statement(scope, limit)
+    documents = RecallDocument.objects.raw(sql, [match, *params])
+    return [
+        RecallHit(
+            session_id=d.session_id,
+            session_title=getattr(d, "session_title", None) or "",  # the statement's own column
+            at=d.at,
+            role=d.role,
+            text=passage(d.text, words),
+            message_id=d.message_id,
+            epoch=d.epoch,
+            kind=d.kind,
+        )
+        for d in documents
+    ]
