@@ -12,6 +12,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
+from django.db import connection
 
 from sessions_app import services
 from sessions_app.engine import repair, runner
@@ -196,3 +197,11 @@ def connect(make_token: Any) -> Any:
         return client
 
     return open_client
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
+def vendor(request: Any) -> str:
+    """Each test on SQLite (the default run) and on PostgreSQL (the `services` run)."""
+    if connection.vendor != request.param:
+        pytest.skip(f"runs on {request.param}; this run's database is {connection.vendor}")
+    return request.param

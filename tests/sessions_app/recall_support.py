@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from django.db import connection
 from django.utils import timezone
 
@@ -13,14 +12,6 @@ from sessions_app import services
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.models import Agent, AgentSession, RecallDocument
 from sessions_app.recall_models import RECALL_FTS_TABLE
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
-def vendor(request: Any) -> str:
-    """Each test on SQLite (the default run) and on PostgreSQL (the `services` run)."""
-    if connection.vendor != request.param:
-        pytest.skip(f"runs on {request.param}; this run's database is {connection.vendor}")
-    return request.param
 
 
 def agent_make(name: str = "helper", owner: str = "client") -> Agent:

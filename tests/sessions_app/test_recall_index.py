@@ -27,7 +27,6 @@ from tests.sessions_app.recall_support import (
     exchange,
     fts_rows,
     session_make,
-    vendor,  # noqa: F401  (a fixture)
 )
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("vendor")]

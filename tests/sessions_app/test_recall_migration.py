@@ -16,7 +16,6 @@ from django.utils import timezone
 
 from sessions_app.models import AgentSession, RecallDocument
 from sessions_app.recall_selectors import recall_search
-from tests.sessions_app.recall_support import vendor  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("vendor")]
 

@@ -17,7 +17,6 @@ from tests.sessions_app.recall_support import (
     compact,
     exchange,
     session_make,
-    vendor,  # noqa: F401  (a fixture)
 )
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("vendor")]
