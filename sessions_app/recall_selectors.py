@@ -31,6 +31,8 @@ from sessions_app.recall_models import RECALL_FTS_TABLE, RECALL_TS_CONFIG
 # DESIGN.md: `limit` defaults to 5, at most 20.
 RECALL_DEFAULT_LIMIT = 5
 RECALL_MAX_LIMIT = 20
+# The longest query: a search is a handful of words, never a document.
+RECALL_QUERY_MAX_CHARS = 2_000
 
 
 class RecallQueryEmpty(ValueError):

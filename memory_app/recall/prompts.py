@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from sessions_app.recall_selectors import RECALL_QUERY_MAX_CHARS
+
 TOOL_NAME = "recall"
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 20
 # The longest query the tool takes (plain words; the first ones are searched).
-QUERY_MAX_CHARS = 2_000
+QUERY_MAX_CHARS = RECALL_QUERY_MAX_CHARS
 
 RECALL_DESCRIPTION = (
     "Search everything your earlier sessions said and were told: their conversations, their "

@@ -10,6 +10,7 @@ from django import forms
 
 from sessions_app.agent_models import AGENT_NAME_MAX_CHARS
 from sessions_app.dashboard.forms import newlines_lf, settings_json
+from sessions_app.recall_selectors import RECALL_QUERY_MAX_CHARS
 from sessions_app.validation import MAX_MODEL_CHARS, MAX_SYSTEM_PROMPT_CHARS, SpecError
 
 STATE_PREFIX_MAX_CHARS = 200  # DESIGN.md: a state key is at most 200 characters
@@ -91,3 +92,9 @@ class StateQueryForm(forms.Form):
 
     key_prefix = forms.CharField(required=False, max_length=STATE_PREFIX_MAX_CHARS, strip=False)
     after = forms.CharField(required=False, max_length=STATE_PREFIX_MAX_CHARS, strip=False)
+
+
+class RecallSearchForm(forms.Form):
+    """A search of what sessions said: plain words (never the database's query syntax)."""
+
+    q = forms.CharField(max_length=RECALL_QUERY_MAX_CHARS, strip=True)

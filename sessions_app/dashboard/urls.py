@@ -10,6 +10,7 @@ from sessions_app.dashboard.views import (
     agent_skills,
     agent_tools,
     agents,
+    recall,
     records,
     session,
     sessions,
@@ -94,6 +95,13 @@ urlpatterns = [
         "agents/<int:agent_id>/tools/<str:name>/<int:version>/restore/",
         agent_tools.agent_tool_restore,
         name="agent_tool_restore",
+    ),
+    path("agents/<int:agent_id>/search/", recall.agent_search, name="agent_search"),
+    path("sessions/<uuid:session_id>/search/", recall.session_search, name="session_search"),
+    path(
+        "sessions/<uuid:session_id>/messages/<int:position>/",
+        recall.message_in_place,
+        name="message_in_place",
     ),
     # Each feature's views (`FeatureDashboard.urls`), their names in this namespace.
     *(path("", include(module)) for module in features().dashboard_urls),

@@ -75,6 +75,13 @@ from sessions_app.dashboard.selectors.memory_history import (
     memory_history_make,
 )
 from sessions_app.dashboard.selectors.prefix_break import PrefixBreak, prefix_break
+from sessions_app.dashboard.selectors.recall import (
+    DashboardHit,
+    MessageInPlace,
+    RecallQueryEmpty,
+    message_in_place,
+    search_hits,
+)
 from sessions_app.dashboard.selectors.sessions import (
     SESSION_LIST_PAGE_SIZE,
     session_list,
@@ -98,6 +105,11 @@ from sessions_app.dashboard.selectors.turn_usage import (
 )
 
 __all__ = [
+    "DashboardHit",
+    "MessageInPlace",
+    "RecallQueryEmpty",
+    "message_in_place",
+    "search_hits",
     "AGENT_LIST_PAGE_SIZE",
     "AGENT_SESSIONS_SHOWN",
     "AGENT_STATE_PAGE_SIZE",
