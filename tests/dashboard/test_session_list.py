@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from sessions_app import services
 from sessions_app.engine.features import features
+from sessions_app.engine.providers import default_model
 from sessions_app.models import AgentSession, Archive, SessionStatus
 from tests.dashboard.conftest import message_store, session_new
 
@@ -102,7 +102,7 @@ def test_creating_a_session_from_the_browser_opens_its_page(operator_client):
         5000,
         0.5,
     )
-    assert session.model == services.default_model()
+    assert session.model == default_model()
 
 
 def test_a_session_created_without_a_threshold_gets_the_servers_default(operator_client, settings):
