@@ -141,7 +141,7 @@ PROVIDER_MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1"}
 
 def model_server_start(settings: Any, provider: str, **options: Any) -> ModelServer:
     """A started fake of `provider`'s API (`options` as the fakes take them: strict, window, ...)
-    with the service's settings pointed at it."""
+    with the service's settings pointed at it (its model the default model too)."""
     if provider == "openai":
         fake: FakeAnthropicServer = FakeOpenAIServer(**options).start()
         settings.OPENAI_API_KEY, settings.OPENAI_BASE_URL = "test-key", fake.url
@@ -149,22 +149,31 @@ def model_server_start(settings: Any, provider: str, **options: Any) -> ModelSer
         fake = FakeAnthropicServer(**options).start()
         settings.ANTHROPIC_API_KEY, settings.ANTHROPIC_BASE_URL = "test-key", fake.url
     settings.PALIMPSEST_PROVIDER = provider
+    settings.PALIMPSEST_DEFAULT_MODEL = PROVIDER_MODELS[provider]
     return ModelServer(provider, fake, PROVIDER_MODELS[provider])
 
 
-@pytest.fixture(params=sorted(PROVIDER_MODELS))
-def model_servers(request: Any, settings: Any) -> Iterator[Callable[..., ModelServer]]:
-    """`model_servers(strict=True, window=...)` → a started fake of each provider in turn (the
-    test runs once per provider), the service pointed at it: the engine's scenarios on both."""
-    started: list[ModelServer] = []
+class ModelServers:
+    """`model_servers(strict=True, window=...)` → a started `ModelServer` of the provider this
+    run of the test is for; `provider` and `model` say which before one is started."""
 
-    def start(**options: Any) -> ModelServer:
-        server = model_server_start(settings, request.param, **options)
-        started.append(server)
+    def __init__(self, settings: Any, provider: str) -> None:
+        self.settings, self.provider, self.model = settings, provider, PROVIDER_MODELS[provider]
+        self.started: list[ModelServer] = []
+
+    def __call__(self, **options: Any) -> ModelServer:
+        server = model_server_start(self.settings, self.provider, **options)
+        self.started.append(server)
         return server
 
-    yield start
-    for server in started:
+
+@pytest.fixture(params=sorted(PROVIDER_MODELS))
+def model_servers(request: Any, settings: Any) -> Iterator[ModelServers]:
+    """The engine's scenarios on every provider: the test runs once per provider, and starts
+    that provider's fake API (with the service pointed at it) by calling this."""
+    servers = ModelServers(settings, request.param)
+    yield servers
+    for server in servers.started:
         server.fake.stop()
 
 
