@@ -17,6 +17,7 @@ from sessions_app.engine.providers import (
     provider_name_for_model,
 )
 from sessions_app.engine.providers.choice import providers_configured
+from sessions_app.engine.providers.openai import OpenAIProvider
 from sessions_app.models import AgentSession
 from sessions_app.usage import model_price
 from tests.conftest import chat
@@ -112,6 +113,7 @@ def test_a_model_of_an_unconfigured_provider_is_unserved_with_a_message_that_say
 def test_the_providers_are_the_sdk_ones_with_their_settings(both_configured):
     both_configured.OPENAI_BASE_URL = "http://127.0.0.1:9/v1"
     openai_provider = provider_for_model("gpt-4o")
+    assert isinstance(openai_provider, OpenAIProvider)
     assert (openai_provider.name, openai_provider.api_key, openai_provider.base_url) == (
         "openai",
         "o-key",
