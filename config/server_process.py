@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import gc
 
-from django.conf import settings
+from sessions_app.engine.providers.choice import providers_configured
 
 # (generation 0, 1, 2): collections of the young generation after this many allocations net of
 # frees (CPython's default is 700); the older generations as by default.
@@ -28,12 +28,15 @@ GC_THRESHOLDS = (7000, 10, 10)
 
 
 def server_process_ready() -> None:
-    """Import the model provider the process will use, then freeze what is loaded and set the
+    """Import the model providers the process will use, then freeze what is loaded and set the
     collector's thresholds (`GC_THRESHOLDS`). Called once by `config.asgi`."""
-    if settings.PALIMPSEST_PROVIDER == "anthropic":
-        # The SDK is imported at the first model call otherwise: inside the first turn, and
-        # after the freeze.
+    configured = providers_configured()
+    # A provider's SDK is imported at its first model call otherwise: inside the first turn, and
+    # after the freeze.
+    if "anthropic" in configured:
         import sessions_app.engine.providers.anthropic  # noqa: F401
+    if "openai" in configured:
+        import sessions_app.engine.providers.openai  # noqa: F401
 
     gc.collect()
     gc.freeze()

@@ -225,12 +225,20 @@ LOGGING = {
 # ---------------------------------------------------------------------------
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "") or None
+# OpenAI's Chat Completions, or any compatible server (vLLM, Ollama, llama.cpp's) at the base URL.
+OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
+OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "") or None
+# The provider of a model that neither names one (`openai/...`) nor is in the built-in table.
+# A provider is configured by its key or base URL, or by being named here; with none configured
+# the scripted model answers every session (engine/providers/choice.py).
 PALIMPSEST_PROVIDER = os.environ.get("PALIMPSEST_PROVIDER", "") or (
-    "anthropic" if ANTHROPIC_API_KEY else "scripted"
+    "anthropic" if ANTHROPIC_API_KEY else "openai" if OPENAI_API_KEY or OPENAI_BASE_URL else "scripted"
 )
-if PALIMPSEST_PROVIDER not in {"anthropic", "scripted"}:
-    raise ImproperlyConfigured("PALIMPSEST_PROVIDER must be 'anthropic' or 'scripted'.")
-PALIMPSEST_DEFAULT_MODEL = os.environ.get("PALIMPSEST_DEFAULT_MODEL", "claude-sonnet-4-6")
+if PALIMPSEST_PROVIDER not in {"anthropic", "openai", "scripted"}:
+    raise ImproperlyConfigured("PALIMPSEST_PROVIDER must be 'anthropic', 'openai' or 'scripted'.")
+PALIMPSEST_DEFAULT_MODEL = os.environ.get("PALIMPSEST_DEFAULT_MODEL", "") or (
+    "gpt-4.1" if PALIMPSEST_PROVIDER == "openai" else "claude-sonnet-4-6"
+)
 # Output budget of one model call.
 PALIMPSEST_MAX_OUTPUT_TOKENS = env_int("PALIMPSEST_MAX_OUTPUT_TOKENS", 8192)
 # Largest client frame accepted (16 MiB); daphne's own limit is raised above it (README, PROTOCOL.md).
@@ -296,6 +304,13 @@ _SONNET = {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3}
 _HAIKU_4_5 = {"input": 1.0, "output": 5.0, "cache_write": 1.25, "cache_read": 0.1}
 _HAIKU_3_5 = {"input": 0.8, "output": 4.0, "cache_write": 1.0, "cache_read": 0.08}
 _HAIKU_3 = {"input": 0.25, "output": 1.25, "cache_write": 0.3, "cache_read": 0.03}
+# OpenAI's models of seed 002's table, at OpenAI's standard-tier list prices (input, cached input,
+# output). OpenAI caches prefixes by itself and charges nothing to write them: its calls report
+# no cache writes, and cache_write is the input price only to fill the entry.
+_GPT_4O = {"input": 2.5, "output": 10.0, "cache_write": 2.5, "cache_read": 1.25}
+_GPT_4O_MINI = {"input": 0.15, "output": 0.6, "cache_write": 0.15, "cache_read": 0.075}
+_GPT_4_1 = {"input": 2.0, "output": 8.0, "cache_write": 2.0, "cache_read": 0.5}
+_GPT_4_1_MINI = {"input": 0.4, "output": 1.6, "cache_write": 0.4, "cache_read": 0.1}
 PALIMPSEST_MODEL_PRICES: dict[str, dict[str, float]] = {
     "claude-opus-4-20250514": _OPUS_4,
     "claude-opus-4-1": _OPUS_4,
@@ -312,6 +327,10 @@ PALIMPSEST_MODEL_PRICES: dict[str, dict[str, float]] = {
     "claude-haiku-4-5-20251001": _HAIKU_4_5,
     "claude-3-5-haiku-20241022": _HAIKU_3_5,
     "claude-3-haiku-20240307": _HAIKU_3,
+    "gpt-4o": _GPT_4O,
+    "gpt-4o-mini": _GPT_4O_MINI,
+    "gpt-4.1": _GPT_4_1,
+    "gpt-4.1-mini": _GPT_4_1_MINI,
 }
 _PRICE_KINDS = ("input", "output", "cache_write", "cache_read")
 

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db.models import Case, F, FloatField, Value, When
 from django.db.models.expressions import Combinable
 
+from sessions_app.common.model_names import model_name_split
 from sessions_app.models import AgentSession
 
 TOKENS_PER_PRICE_UNIT = 1_000_000
@@ -31,8 +32,10 @@ class ModelPrice:
 
 
 def model_price(model: str) -> ModelPrice | None:
-    """The price of `model` from the setting, or None when it has none."""
-    entry = settings.PALIMPSEST_MODEL_PRICES.get(model)
+    """The price of `model` from the setting (under its own id, else under the name its provider
+    prefix names: `openai/gpt-4.1` costs what `gpt-4.1` does), or None when it has none."""
+    prices = settings.PALIMPSEST_MODEL_PRICES
+    entry = prices.get(model) or prices.get(model_name_split(model)[1])
     if entry is None:
         return None
     return ModelPrice(

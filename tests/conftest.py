@@ -1,10 +1,11 @@
-"""Shared fixtures: agent tokens, websocket clients, the fake Messages API server."""
+"""Shared fixtures: agent tokens, websocket clients, the fake model APIs (Messages, Chat Completions)."""
 
 from __future__ import annotations
 
 import itertools
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from django.db import connection
 from sessions_app import services
 from sessions_app.engine import repair, runner
 from tests.fake_anthropic import FakeAnthropicServer
+from tests.fake_openai import FakeOpenAIServer
 
 (Path(__file__).resolve().parent.parent / ".local").mkdir(exist_ok=True)
 
@@ -113,6 +115,67 @@ def strict_fake(settings: Any) -> Iterator[Callable[..., FakeAnthropicServer]]:
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def fake_openai(settings: Any) -> Iterator[FakeOpenAIServer]:
+    """The fake Chat Completions API, with the service pointed at it through the real SDK."""
+    with FakeOpenAIServer() as server:
+        settings.PALIMPSEST_PROVIDER = "openai"
+        settings.OPENAI_API_KEY = "test-key"
+        settings.OPENAI_BASE_URL = server.url
+        yield server
+
+
+@dataclass
+class ModelServer:
+    """A provider's fake API, started, with the service pointed at it: `model` is a model that
+    provider answers (its name in the built-in table)."""
+
+    provider: str
+    fake: FakeAnthropicServer  # or its Chat Completions sibling, FakeOpenAIServer
+    model: str
+
+
+PROVIDER_MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1"}
+
+
+def model_server_start(settings: Any, provider: str, **options: Any) -> ModelServer:
+    """A started fake of `provider`'s API (`options` as the fakes take them: strict, window, ...)
+    with the service's settings pointed at it (its model the default model too)."""
+    if provider == "openai":
+        fake: FakeAnthropicServer = FakeOpenAIServer(**options).start()
+        settings.OPENAI_API_KEY, settings.OPENAI_BASE_URL = "test-key", fake.url
+    else:
+        fake = FakeAnthropicServer(**options).start()
+        settings.ANTHROPIC_API_KEY, settings.ANTHROPIC_BASE_URL = "test-key", fake.url
+    settings.PALIMPSEST_PROVIDER = provider
+    settings.PALIMPSEST_DEFAULT_MODEL = PROVIDER_MODELS[provider]
+    return ModelServer(provider, fake, PROVIDER_MODELS[provider])
+
+
+class ModelServers:
+    """`model_servers(strict=True, window=...)` → a started `ModelServer` of the provider this
+    run of the test is for; `provider` and `model` say which before one is started."""
+
+    def __init__(self, settings: Any, provider: str) -> None:
+        self.settings, self.provider, self.model = settings, provider, PROVIDER_MODELS[provider]
+        self.started: list[ModelServer] = []
+
+    def __call__(self, **options: Any) -> ModelServer:
+        server = model_server_start(self.settings, self.provider, **options)
+        self.started.append(server)
+        return server
+
+
+@pytest.fixture(params=sorted(PROVIDER_MODELS))
+def model_servers(request: Any, settings: Any) -> Iterator[ModelServers]:
+    """The engine's scenarios on every provider: the test runs once per provider, and starts
+    that provider's fake API (with the service pointed at it) by calling this."""
+    servers = ModelServers(settings, request.param)
+    yield servers
+    for server in servers.started:
+        server.fake.stop()
 
 
 async def chat(client: Any, content: str) -> list[dict]:

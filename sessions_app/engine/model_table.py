@@ -1,7 +1,7 @@
-"""Context windows of known models (seed 002's table plus current Claude models).
+"""Context windows of known models (seed 002's table plus current Claude models), and whose they are.
 
 `providers.context_window_resolve` reads it, through the aliases (then the Models API, then the
-default)."""
+default); `providers.choice` reads which provider serves a model of the table."""
 
 from __future__ import annotations
 
@@ -29,6 +29,10 @@ MODEL_CONTEXT_WINDOWS: dict[str, int] = {
     "claude-opus-4-6": 200_000,
     "scripted": 200_000,
 }
+
+# The table's models that OpenAI serves (seed 002's); Anthropic serves every `claude-` model.
+OPENAI_MODELS = frozenset({"gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini"})
+ANTHROPIC_MODEL_PREFIX = "claude-"
 
 # Other names of models of the table. Seed 002's table lists Claude 3 Haiku as
 # "claude-haiku-3-20250307", which is no model id (the Models API does not know it); its real id

@@ -20,10 +20,12 @@ from sessions_app.engine.features import features
 from sessions_app.engine.providers import (
     context_window_resolve,
     context_window_resolve_sync,
+    default_model,
+    model_unserved,
     provider_name_for_model,
 )
 from sessions_app.models import Agent, AgentSession, AgentToken
-from sessions_app.validation import session_create_clean, session_fields_clean, settings_clean
+from sessions_app.validation import SpecError, session_create_clean, session_fields_clean, settings_clean
 
 
 def session_create(
@@ -48,7 +50,10 @@ def session_create(
     A session that names no `context_window` gets its model's (`context_window_resolve`: the
     built-in table, else the Models API, else 128,000); one that names no `compact_threshold` gets
     the server's, `PALIMPSEST_COMPACT_THRESHOLD` (0.8 unless set). Async callers resolve it first with
-    `session_context_window_resolve`, so that no database thread waits on the Models API."""
+    `session_context_window_resolve`, so that no database thread waits on the Models API.
+
+    A model that no provider configured here answers (`providers.model_unserved`: its provider
+    has no key and no base URL) is an `invalid_value`, and nothing is stored."""
     feature_set = features()
     fields = session_create_clean(
         title=title,
@@ -61,7 +66,11 @@ def session_create(
         settings_schema=feature_set.settings_schema,
         reserved_tool_names=feature_set.tool_names() if reserved_tool_names is None else reserved_tool_names,
     )
-    model_name = fields.get("model") or (agent.model if agent is not None else "") or services.default_model()
+    model_name = fields.get("model") or (agent.model if agent is not None else "") or default_model()
+    problem = model_unserved(model_name)
+    if problem is not None:
+        # Not answered by another provider instead (DESIGN.md): the client picks a served model.
+        raise SpecError("invalid_value", problem)
     session_settings = fields["settings"] if agent is None else agent_session_settings(agent, settings)
     return services.session_insert(
         owner=owner,
@@ -122,7 +131,7 @@ async def session_context_window_resolve(*, model: Any, context_window: Any) -> 
     are passed on unchecked: `session_create` validates them."""
     if context_window is not None:
         return context_window
-    name = model or services.default_model()
+    name = model or default_model()
     if not isinstance(name, str):
         return None
     return await context_window_resolve(name)

@@ -90,12 +90,6 @@ def session_insert(
         )
 
 
-def default_model() -> str:
-    if django_settings.PALIMPSEST_PROVIDER == "scripted":
-        return "scripted"
-    return django_settings.PALIMPSEST_DEFAULT_MODEL
-
-
 def session_status_set(*, session_id: uuid.UUID, status: str) -> None:
     """Set the session's status and announce it (`session.status`, an addition to PROTOCOL.md:
     turn events already tell running/idle/error; this tells what no other event does, e.g.

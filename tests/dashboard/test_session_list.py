@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from sessions_app import services
 from sessions_app.engine.features import features
+from sessions_app.engine.providers import default_model
 from sessions_app.models import AgentSession, Archive, SessionStatus
 from tests.dashboard.conftest import message_store, session_new
 
@@ -102,7 +102,7 @@ def test_creating_a_session_from_the_browser_opens_its_page(operator_client):
         5000,
         0.5,
     )
-    assert session.model == services.default_model()
+    assert session.model == default_model()
 
 
 def test_a_session_created_without_a_threshold_gets_the_servers_default(operator_client, settings):
@@ -258,8 +258,8 @@ def test_a_session_no_call_has_measured_says_so_instead_of_a_dash(operator_clien
 
 
 def test_the_model_picker_offers_only_models_a_configured_provider_serves(operator_client, settings):
-    """No provider serves the table's OpenAI models yet, and without a provider key only the
-    scripted model answers: the new-session form's list of models says just that."""
+    """The new-session form's list of models holds the table's models of the configured
+    providers, and without any provider only the scripted model, which then answers them all."""
     import re
 
     def offered() -> list[str]:
@@ -274,3 +274,6 @@ def test_the_model_picker_offers_only_models_a_configured_provider_serves(operat
     models = offered()
     assert "claude-sonnet-4-6" in models and "scripted" in models
     assert not [m for m in models if m.startswith("gpt-")]
+    settings.OPENAI_API_KEY = "o-key"
+    models = offered()
+    assert "claude-sonnet-4-6" in models and "gpt-4.1" in models and models[-1] == "scripted"

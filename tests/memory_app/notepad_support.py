@@ -63,8 +63,10 @@ def system_texts(body: dict) -> list[str]:
 def notepad_last_section(body: dict) -> str:
     """The last `## Session Notepad` section the model reads, system prompt then messages, from
     its heading on: the current notepad in every position (`epoch` shows the changed one with the
-    latest message, after words that say so)."""
-    texts = [block["text"] for block in body.get("system", [])]
+    latest message, after words that say so). A system prompt given as one string (the Chat
+    Completions fake's view) is one text."""
+    system = body.get("system", [])
+    texts = [system] if isinstance(system, str) else [block["text"] for block in system]
     for message in body["messages"]:
         texts += [b["text"] for b in message["content"] if b.get("type") == "text"]
     sections = [t for t in texts if NOTEPAD_SECTION_HEAD in t]

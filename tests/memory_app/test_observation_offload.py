@@ -31,8 +31,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def test_large_text_result_reaches_the_model_as_the_seeds_synthetic_observation(
-    connect: Any, fake_anthropic: FakeAnthropicServer, settings: Any, tmp_path: Path
+    connect: Any, model_servers, settings: Any, tmp_path: Path
 ) -> None:
+    fake_anthropic = model_servers().fake
     root = use_fs_root(settings, tmp_path)
     content = big_log()
     (root / "big_log.txt").write_text(content)
@@ -59,8 +60,9 @@ async def test_large_text_result_reaches_the_model_as_the_seeds_synthetic_observ
 
 
 async def test_tool_result_event_carries_the_observation_id(
-    connect: Any, fake_anthropic: FakeAnthropicServer, settings: Any, tmp_path: Path
+    connect: Any, model_servers, settings: Any, tmp_path: Path
 ) -> None:
+    fake_anthropic = model_servers().fake
     root = use_fs_root(settings, tmp_path)
     (root / "big_log.txt").write_text(big_log())
     fake_anthropic.enqueue(tool_use("fs_read", {"path": "big_log.txt"}), text("done"))
@@ -74,8 +76,9 @@ async def test_tool_result_event_carries_the_observation_id(
 
 
 async def test_small_result_goes_to_the_model_whole(
-    connect: Any, fake_anthropic: FakeAnthropicServer, settings: Any, tmp_path: Path
+    connect: Any, model_servers, settings: Any, tmp_path: Path
 ) -> None:
+    fake_anthropic = model_servers().fake
     root = use_fs_root(settings, tmp_path)
     (root / "small.txt").write_text("hello\n")
     fake_anthropic.enqueue(tool_use("fs_read", {"path": "small.txt"}), text("done"))
@@ -163,9 +166,8 @@ async def _client_answers(
     return tool_result(fake_anthropic.requests[1].body)
 
 
-async def test_client_tool_text_result_is_offloaded(
-    connect: Any, fake_anthropic: FakeAnthropicServer
-) -> None:
+async def test_client_tool_text_result_is_offloaded(connect: Any, model_servers) -> None:
+    fake_anthropic = model_servers().fake
     content = "".join(f"line {i}\n" for i in range(2000))
     block = await _client_answers(connect, fake_anthropic, content)
     observation = json.loads(block["content"])
@@ -206,9 +208,8 @@ async def test_client_image_block_is_a_binary_observation(
     )
 
 
-async def test_large_error_result_is_offloaded_with_ok_false(
-    connect: Any, fake_anthropic: FakeAnthropicServer
-) -> None:
+async def test_large_error_result_is_offloaded_with_ok_false(connect: Any, model_servers) -> None:
+    fake_anthropic = model_servers().fake
     trace = "".join(f'  File "app.py", line {i}, in handler\n' for i in range(500))
     block = await _client_answers(connect, fake_anthropic, trace, is_error=True)
     assert block["is_error"] is True

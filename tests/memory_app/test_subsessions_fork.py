@@ -66,8 +66,9 @@ async def scratchpad_preset(session: dict, notes: str) -> None:
 
 
 async def test_forks_first_request_holds_the_parents_earlier_messages_notepad_and_scratchpad(
-    connect, strict_anthropic
+    connect, model_servers
 ):
+    strict_anthropic = model_servers(strict=True).fake
     router = (
         Router()
         .on(child_on("Check the EMEA rows."), report("rows 251-267 are duplicates"))
@@ -81,7 +82,7 @@ async def test_forks_first_request_holds_the_parents_earlier_messages_notepad_an
     )
     strict_anthropic.default_reply = router
     client = await connect()
-    session = await client.create(model=MODEL, system_prompt="You analyse spreadsheets.")
+    session = await client.create(model=model_servers.model, system_prompt="You analyse spreadsheets.")
     await notepad_preset(session, "## Findings\n- Q3 gap in EMEA\n")
     await scratchpad_preset(session, "looking at EMEA")
     await turn_of(client, session, "How many rows?")
@@ -213,7 +214,8 @@ def test_results_split_over_two_stored_user_messages_answer_one_turn():
     assert tool_pairs_complete(messages) == [c for _, c in messages]
 
 
-async def test_a_fork_over_its_threshold_compacts_its_own_history(connect, strict_anthropic):
+async def test_a_fork_over_its_threshold_compacts_its_own_history(connect, model_servers):
+    strict_anthropic = model_servers(strict=True).fake
     filler = "palimpsest " * 300  # about 900 tokens
     task = f"Check this: {filler}"
     router = (
@@ -231,7 +233,7 @@ async def test_a_fork_over_its_threshold_compacts_its_own_history(connect, stric
     # The parent stays under the threshold when it forks (with `recall`, offered once it has an
     # archive), its fork, which adds the task, goes over it.
     session = await client.create(
-        model=MODEL,
+        model=model_servers.model,
         context_window=10_000,
         compact_threshold=0.32,
         settings={"scratchpad": {"enabled": False}},

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.utils import timezone
 
 from sessions_app.engine.tool_dispatch import CANCELLED_TOOL_RESULT
@@ -17,7 +18,6 @@ from sessions_app.services import INTERRUPTED_TOOL_RESULT
 from tests.conftest import alist
 from tests.fake_anthropic import text, tool_use
 from tests.memory_app.subsessions_support import (
-    MODEL,
     SETTINGS,
     Router,
     assert_every_request_valid,
@@ -50,7 +50,8 @@ def child_asks_the_client(task: str = "Find the owner.") -> Router:
 async def start(connect, fake, router: Router, token: str | None = None) -> tuple:
     fake.default_reply = router
     client = await connect(token)
-    session = await client.create(model=MODEL, tools=[LOOKUP], settings=SETTINGS)
+    # The server's default model: the one of the provider the test runs against.
+    session = await client.create(model=settings.PALIMPSEST_DEFAULT_MODEL, tools=[LOOKUP], settings=SETTINGS)
     await client.send({"type": "user.message", "content": "Who owns it?"})
     return client, session
 
@@ -84,7 +85,8 @@ async def test_session_state_says_where_a_session_sits_in_its_tree(connect, stri
     await other.close()
 
 
-async def test_childs_client_tool_call_is_answered_on_the_parents_connection(connect, strict_anthropic):
+async def test_childs_client_tool_call_is_answered_on_the_parents_connection(connect, model_servers):
+    strict_anthropic = model_servers(strict=True).fake
     client, session = await start(connect, strict_anthropic, child_asks_the_client())
     frames, call = await child_tool_call(client, session)
     child_id = call["session_id"]
@@ -232,9 +234,10 @@ async def test_cancelling_the_parents_turn_cancels_its_children_and_their_pendin
     await client.close()
 
 
-async def test_a_crashed_tree_is_repaired_like_any_turn(connect, make_token, strict_anthropic):
+async def test_a_crashed_tree_is_repaired_like_any_turn(connect, make_token, model_servers):
     """A process that dies mid-delegation leaves the parent's spawn call and the child's client
     call unanswered; once their leases run out, each session's next turn repairs its history."""
+    strict_anthropic = model_servers(strict=True).fake
     token = await make_token()
     client, session = await start(connect, strict_anthropic, child_asks_the_client(), token)
     _, call = await child_tool_call(client, session)

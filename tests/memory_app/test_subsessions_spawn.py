@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from memory_app.notepad.prompts import NOTEPAD_EMPTY_HINT, NOTEPAD_HEADING
 from memory_app.subsessions import prompts
@@ -46,7 +47,8 @@ def result_of(body: dict) -> dict:
 async def parent_and_child(connect, strict_anthropic, router: Router, **create: object) -> tuple:
     strict_anthropic.default_reply = router
     client = await connect()
-    session = await client.create(model=MODEL, settings=SETTINGS, **create)
+    # The server's default model: the one of the provider the test runs against.
+    session = await client.create(model=settings.PALIMPSEST_DEFAULT_MODEL, settings=SETTINGS, **create)
     frames = await turn_of(client, session, "Delegate the count.")
     return client, session, frames
 
@@ -86,7 +88,8 @@ def _cached() -> dict:
     return {"cache_control": {"type": "ephemeral"}}
 
 
-async def test_parent_call_returns_the_childs_report_and_both_turns_end_normally(connect, strict_anthropic):
+async def test_parent_call_returns_the_childs_report_and_both_turns_end_normally(connect, model_servers):
+    strict_anthropic = model_servers(strict=True).fake
     router = (
         Router()
         .on(child_on("Count the rows."), tool_use("report_result", {"result": "500 rows"}, text="Counting."))
@@ -133,7 +136,8 @@ async def test_child_that_ends_without_reporting_returns_no_report_with_its_last
     await client.close()
 
 
-async def test_child_whose_model_fails_returns_failed(connect, strict_anthropic):
+async def test_child_whose_model_fails_returns_failed(connect, model_servers):
+    strict_anthropic = model_servers(strict=True).fake
     router = (
         Router()
         .on(child_on("Break."), error(400, "invalid_request_error", "no"))

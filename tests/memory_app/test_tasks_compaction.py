@@ -15,7 +15,6 @@ from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
 from sessions_app.models import Message
 from tests.fake_anthropic import Reply, text, tool_use
 from tests.memory_app.tasks_support import (
-    MODEL,
     ONLY_TASKS,
     chat,
     last_result,
@@ -69,12 +68,14 @@ def model(body: dict) -> Reply:
 
 
 async def test_a_task_open_through_compaction_stays_open_and_ends_in_the_new_epoch(
-    connect, strict_fake, echo_tool
+    connect, model_servers, echo_tool
 ):
-    fake = strict_fake(6000)
+    fake = model_servers(strict=True, window=6000).fake
     fake.default_reply = model
     client = await connect()
-    await client.create(model=MODEL, compact_threshold=0.5, context_window=6000, settings=ONLY_TASKS)
+    await client.create(
+        model=model_servers.model, compact_threshold=0.5, context_window=6000, settings=ONLY_TASKS
+    )
     no_errors(await chat(client, "begin the survey"))
     compacted = False
     for index in range(6):
@@ -111,9 +112,9 @@ async def test_a_task_open_through_compaction_stays_open_and_ends_in_the_new_epo
 
 
 async def test_a_task_begun_in_the_running_turn_is_carried_and_collapses_where_it_began(
-    connect, strict_fake, echo_tool
+    connect, model_servers, echo_tool
 ):
-    fake = strict_fake(6000)
+    fake = model_servers(strict=True, window=6000).fake
     big = "log line " * 400  # about 800 tokens
 
     def running(body: dict) -> Reply:
@@ -135,7 +136,9 @@ async def test_a_task_begun_in_the_running_turn_is_carried_and_collapses_where_i
 
     fake.default_reply = running
     client = await connect()
-    await client.create(model=MODEL, compact_threshold=0.5, context_window=6000, settings=ONLY_TASKS)
+    await client.create(
+        model=model_servers.model, compact_threshold=0.5, context_window=6000, settings=ONLY_TASKS
+    )
     for index in range(2):
         no_errors(await chat(client, f"message {index}: {FILLER}"))
     frames = await chat(client, "survey now")

@@ -59,12 +59,12 @@ def survey_model(body: dict) -> Reply:
 
 
 async def test_after_end_task_requests_hold_the_summary_and_the_users_words_not_the_inner_calls(
-    connect, strict_fake, echo_tool
+    connect, model_servers, echo_tool
 ):
-    fake = strict_fake()
+    fake = model_servers(strict=True).fake
     fake.default_reply = survey_model
     client = await connect()
-    await client.create(model=MODEL, settings=NO_SCRATCHPAD)
+    await client.create(model=model_servers.model, settings=NO_SCRATCHPAD)
     first = await chat(client, "investigate the logs")
     no_errors(first)
     # A task open at the end of a turn stays open.
@@ -93,11 +93,11 @@ async def test_after_end_task_requests_hold_the_summary_and_the_users_words_not_
     assert "SECRET" in json.dumps(stored)
 
 
-async def test_events_announce_the_task_and_what_it_collapsed(connect, strict_fake, echo_tool):
-    fake = strict_fake()
+async def test_events_announce_the_task_and_what_it_collapsed(connect, model_servers, echo_tool):
+    fake = model_servers(strict=True).fake
     fake.default_reply = survey_model
     client = await connect()
-    await client.create(model=MODEL, settings=NO_SCRATCHPAD)
+    await client.create(model=model_servers.model, settings=NO_SCRATCHPAD)
     started = next(f for f in await chat(client, "investigate the logs") if f["type"] == "task.started")
     ended = next(f for f in await chat(client, "also check the tail") if f["type"] == "task.ended")
     task = await sync_to_async(Task.objects.get)()
@@ -113,8 +113,8 @@ def tool_result_frames(frames: list[dict]) -> list[dict]:
     return [f for f in frames if f["type"] == "tool.result"]
 
 
-async def test_misuses_are_errors_the_model_reads_and_change_nothing(connect, strict_fake):
-    fake = strict_fake()
+async def test_misuses_are_errors_the_model_reads_and_change_nothing(connect, model_servers):
+    fake = model_servers(strict=True).fake
     fake.enqueue(
         tool_use("end_task", {"summary": "nothing"}),
         tool_use("begin_task", {}),
@@ -125,7 +125,7 @@ async def test_misuses_are_errors_the_model_reads_and_change_nothing(connect, st
         text("giving up"),
     )
     client = await connect()
-    await client.create(model=MODEL, settings=ONLY_TASKS)
+    await client.create(model=model_servers.model, settings=ONLY_TASKS)
     frames = await chat(client, "go")
     no_errors(frames)
     results = tool_result_frames(frames)

@@ -95,14 +95,14 @@ def assert_requests_valid_and_fit(fake: FakeAnthropicServer) -> None:
 
 
 async def test_a_root_turn_of_twenty_text_heavy_steps_completes_by_summarizing_its_own_older_steps(
-    connect, strict_fake, echo_tool
+    connect, model_servers, echo_tool
 ):
-    fake = strict_fake(WINDOW)
+    fake = model_servers(strict=True, window=WINDOW).fake
     model = TextHeavy("test_echo", {"text": "ok"})
     fake.default_reply = model
     client = await connect()
     await client.create(
-        model=MODEL,
+        model=model_servers.model,
         context_window=WINDOW,
         compact_threshold=0.6,
         settings={**NO_MEMORY, "max_steps_per_turn": 40},
@@ -162,8 +162,8 @@ async def test_the_summarized_steps_are_readable_with_session_archive_read(conne
     assert frames[-1]["stop_reason"] == "end_turn"
 
 
-async def test_a_child_doing_text_heavy_work_compacts_its_turn_and_reports(connect, strict_fake):
-    fake = strict_fake(WINDOW)
+async def test_a_child_doing_text_heavy_work_compacts_its_turn_and_reports(connect, model_servers):
+    fake = model_servers(strict=True, window=WINDOW).fake
     task = "Write up the twenty sheets."
     child = TextHeavy("read_notepad", {})
 
@@ -181,7 +181,7 @@ async def test_a_child_doing_text_heavy_work_compacts_its_turn_and_reports(conne
     fake.default_reply = route
     client = await connect()
     session = await client.create(
-        model=MODEL,
+        model=model_servers.model,
         context_window=WINDOW,
         compact_threshold=0.6,
         settings={"scratchpad": {"enabled": False}, "max_steps_per_turn": 40},

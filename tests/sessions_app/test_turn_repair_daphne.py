@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_anthropic import FakeAnthropicServer, stalled, text
+from tests.fake_openai import FakeOpenAIServer
 from tests.servers import Daphne, manage, server_env
 from tests.sessions_app.test_e2e_daphne import CLIENT_TOOL, open_ws, token_for
 
@@ -181,15 +182,26 @@ async def test_sqlite_killed_while_a_client_call_waits_the_next_process_resumes_
     assert final["content"] == [{"type": "text", "text": "client_lookup returned: at once"}]
 
 
-async def test_sqlite_killed_mid_model_call_the_turn_is_ended_with_an_error(sqlite_path, tmp_path):
-    with FakeAnthropicServer() as fake:
-        env = _sqlite_env(
-            sqlite_path,
-            PALIMPSEST_PROVIDER="anthropic",
-            ANTHROPIC_API_KEY="test-key",
-            ANTHROPIC_BASE_URL=fake.url,
-            **FAST,
-        )
+def _model_server(provider: str) -> tuple[FakeAnthropicServer, dict[str, str]]:
+    """A fake of `provider`'s API (not started) and the environment that points a server at it."""
+    fake = FakeOpenAIServer() if provider == "openai" else FakeAnthropicServer()
+    prefix = provider.upper()
+    return fake, {
+        "PALIMPSEST_PROVIDER": provider,
+        f"{prefix}_API_KEY": "test-key",
+        f"{prefix}_BASE_URL": "",  # filled in once the fake has its URL
+    }
+
+
+def _pointed(fake: FakeAnthropicServer, env: dict[str, str]) -> dict[str, str]:
+    return {k: (fake.url if k.endswith("_BASE_URL") else v) for k, v in env.items()}
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_sqlite_killed_mid_model_call_the_turn_is_ended_with_an_error(sqlite_path, tmp_path, provider):
+    fake, model_env = _model_server(provider)
+    with fake:
+        env = _sqlite_env(sqlite_path, **_pointed(fake, model_env), **FAST)
         manage("migrate", "--noinput", env=env)
         token = token_for(env)
         fake.enqueue(stalled(text("Hello there, I was about to say more."), after_events=4, seconds=60))
@@ -243,15 +255,13 @@ async def test_two_processes_one_killed_while_a_client_call_waits_the_other_fini
 
 
 @pytest.mark.services
-async def test_two_processes_one_killed_mid_model_call_the_other_ends_the_turn(postgres_redis_env, tmp_path):
-    with FakeAnthropicServer() as fake:
-        env = {
-            **postgres_redis_env,
-            **BESIDE_A_LIVE_PROCESS,
-            "PALIMPSEST_PROVIDER": "anthropic",
-            "ANTHROPIC_API_KEY": "test-key",
-            "ANTHROPIC_BASE_URL": fake.url,
-        }
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_two_processes_one_killed_mid_model_call_the_other_ends_the_turn(
+    postgres_redis_env, tmp_path, provider
+):
+    fake, model_env = _model_server(provider)
+    with fake:
+        env = {**postgres_redis_env, **BESIDE_A_LIVE_PROCESS, **_pointed(fake, model_env)}
         token = token_for(env)
         fake.enqueue(stalled(text("Hello there, I was about to say more."), after_events=4, seconds=60))
         one = Daphne(env, tmp_path / "one.log").start()

@@ -208,4 +208,5 @@ def test_a_session_the_scripted_model_answers_has_no_cost_whatever_model_it_name
     assert in_sql.cost is None
     settings.PALIMPSEST_PROVIDER = "anthropic"
     assert session_usage(session, provider=provider_name_for_model(session.model)).cost == pytest.approx(18.0)
-    assert set(models_priced()) == set(PRICES)
+    # Under their own names and named with their provider (`anthropic/claude-...`).
+    assert set(models_priced()) == set(PRICES) | {f"anthropic/{m}" for m in PRICES}

@@ -6,7 +6,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -27,7 +26,7 @@ from sessions_app.dashboard.list_filters import (
 from sessions_app.dashboard.views.common import HtmxHttpRequest
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.features import features
-from sessions_app.engine.providers import models_offered
+from sessions_app.engine.providers import default_model, models_offered
 from sessions_app.models import SessionStatus
 from sessions_app.validation import SpecError
 
@@ -82,7 +81,7 @@ def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
 def _create_context(form: SessionCreateForm) -> dict[str, Any]:
     return {
         "create_form": form,
-        "default_model": settings.PALIMPSEST_DEFAULT_MODEL,
+        "default_model": default_model(),
         "known_models": models_offered(),
     }
 

@@ -19,13 +19,15 @@ import importlib
 import json
 import ssl
 import time
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import anthropic
 
+from sessions_app.common.model_names import model_name_split
 from sessions_app.engine.providers.base import ModelResponse, ProviderError, TextCallback, Usage
+from sessions_app.engine.providers.clients import CLIENT_POOLS as CLIENT_POOLS  # the tests read it here
+from sessions_app.engine.providers.clients import pooled_client
 
 # The SDK's HTTP library (httpx, or the fork some SDK builds ship), found from the SDK's own
 # client class: its transport errors raised while a stream is read are not wrapped by the SDK,
@@ -38,70 +40,25 @@ _http: Any = importlib.import_module(
     ).partition(".")[0]
 )
 
-# A few clients per event loop (in the server: per process). A client pools connections, so
-# turns share them; an httpx pool cannot cross loops. More than one: a pool's bookkeeping walks
-# all of its requests and connections each time one starts or ends, so hundreds of calls at once
-# in one pool cost time quadratic in their number (a tenth of the CPU of 500 concurrent turns
-# with one pool, still 6% with eight).
-CLIENT_POOLS = 16
-
-
-class _Clients:
-    """One loop's clients for one (key, base URL, retries): a call takes the client with the
-    fewest calls in flight, the first on a tie. Taken in turn instead, one session's calls
-    each went to another pool, where a connection idle for the pool's keep-alive (5 s) had been
-    closed: a new TCP connection and TLS handshake for most calls of a quiet process. Now a
-    process with one call at a time keeps using one connection, and a burst still spreads
-    over every pool."""
-
-    def __init__(self, api_key: str, base_url: str | None, max_retries: int) -> None:
-        self.args = (api_key, base_url, max_retries)
-        self.clients: list[anthropic.AsyncAnthropic | None] = [None] * CLIENT_POOLS
-        self.in_flight = [0] * CLIENT_POOLS
-
-    def take(self) -> tuple[int, anthropic.AsyncAnthropic]:
-        index = self.in_flight.index(min(self.in_flight))
-        client = self.clients[index]
-        if client is None:
-            api_key, base_url, max_retries = self.args
-            # With the SDK's own HTTP client and its defaults, but one TLS context for all of
-            # them: otherwise each client loads the CA bundle again, which the first
-            # CLIENT_POOLS model calls of a process would pay.
-            http_client = anthropic.DefaultAsyncHttpxClient(verify=_tls_context())
-            client = self.clients[index] = anthropic.AsyncAnthropic(
-                api_key=api_key, base_url=base_url, max_retries=max_retries, http_client=http_client
-            )
-        self.in_flight[index] += 1
-        return index, client
-
-    def give_back(self, index: int) -> None:
-        self.in_flight[index] -= 1
-
-
-_clients: weakref.WeakKeyDictionary[Any, dict[tuple, _Clients]] = weakref.WeakKeyDictionary()
-
-
-def _clients_for(api_key: str, base_url: str | None, max_retries: int) -> _Clients:
-    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
-    key = (api_key, base_url, max_retries)
-    clients = per_loop.get(key)
-    if clients is None:
-        clients = per_loop[key] = _Clients(api_key, base_url, max_retries)
-    return clients
-
 
 @contextlib.contextmanager
 def anthropic_client(
     *, api_key: str, base_url: str | None, max_retries: int = 2
 ) -> Iterator[anthropic.AsyncAnthropic]:
     """The client for one call (`with anthropic_client(...) as client:`), counted in flight
-    until the block ends: the stream read to its end and closed."""
-    clients = _clients_for(api_key, base_url, max_retries)
-    index, client = clients.take()
-    try:
+    until the block ends: the stream read to its end and closed (`clients.pooled_client`)."""
+
+    def make() -> anthropic.AsyncAnthropic:
+        # With the SDK's own HTTP client and its defaults, but one TLS context for all of them:
+        # otherwise each client loads the CA bundle again, which the first CLIENT_POOLS model
+        # calls of a process would pay.
+        http_client = anthropic.DefaultAsyncHttpxClient(verify=_tls_context())
+        return anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, max_retries=max_retries, http_client=http_client
+        )
+
+    with pooled_client(("anthropic", api_key, base_url, max_retries), make) as client:
         yield client
-    finally:
-        clients.give_back(index)
 
 
 @functools.cache
@@ -257,6 +214,10 @@ class AnthropicProvider:
     async def complete(
         self, body: dict[str, Any], *, on_text: TextCallback | None = None, encoded: bytes | None = None
     ) -> ModelResponse:
+        named, name = model_name_split(str(body.get("model", "")))
+        if named is not None:
+            # `anthropic/claude-...`: the API is sent the model's own name (a body encoded again).
+            body, encoded = {**body, "model": name}, None
         retries_left = self.stream_retries
         pause = self.stream_retry_seconds
         while True:
