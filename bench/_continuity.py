@@ -263,6 +263,7 @@ def labelled_texts(body: dict[str, Any]) -> list[tuple[str, str]]:
                 name = names.get(block["tool_use_id"]) if index > turn.start else None
                 label = {
                     "session_archive_read": "archive",
+                    "recall": "recall",
                     "scratchpad_read": "observation",
                     "agent_state": "state",
                 }.get(name or "", "history")
@@ -297,6 +298,7 @@ def find(key: str, texts: list[tuple[str, str]]) -> tuple[str, str] | None:
         "system",
         "state",
         "archive",
+        "recall",
         "observation",
     ]
     for label, words in sorted(texts, key=lambda t: order.index(t[0])):
@@ -459,7 +461,8 @@ class Agent:
     def read(self, body: dict[str, Any], turn: Turn, number: int, key: str) -> Reply:
         """Answer from the request if it states the fact; else fetch with the session's tools,
         at most `reader_tool_calls` calls: read_notepad (if the notepad is offered but not in the
-        prompt), session_archive_read with the key as query, then scratchpad_read grep on the
+        prompt), session_archive_read with the key as query, recall with the key, then
+        scratchpad_read grep on the
         masked fs_read results whose placeholders the request shows, newest first."""
         found = find(key, labelled_texts(body))
         if found is not None:
@@ -475,6 +478,8 @@ class Agent:
             candidates.append(("read_notepad", {}))
         if "session_archive_read" in tools:
             candidates.append(("session_archive_read", {"query": key, "limit": self.archive_limit}))
+        if "recall" in tools:  # every archive (and, with an agent, its other sessions)
+            candidates.append(("recall", {"query": key}))
         if "scratchpad_read" in tools:
             for observation in reversed(masked_data(body)):
                 grep = {"scratchpad_id": observation, "mode": "grep", "pattern": re.escape(key)}

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ARMS = ("agent", "no agent")
-SOURCES = ("learned", "state", "notepad", "scratchpad", "summary", "history", "archive", "observation")
+SOURCES = ("learned", "state", "notepad", "scratchpad", "summary", "history", "archive", "recall", "observation")
 
 
 @dataclass

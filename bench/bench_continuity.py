@@ -31,7 +31,7 @@ ARMS: dict[str, dict[str, Any]] = {
     "scratchpad off": {"scratchpad": {"enabled": False}},
     "both off": {"notepad": {"enabled": False}, "scratchpad": {"enabled": False}},
 }
-SOURCES = ("notepad", "scratchpad", "summary", "history", "archive", "observation")
+SOURCES = ("notepad", "scratchpad", "summary", "history", "archive", "recall", "observation")
 
 
 @dataclass

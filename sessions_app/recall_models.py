@@ -3,8 +3,9 @@ a session said or was told, kept by the services in the transaction of the rows 
 searched with the database's own full-text search (`recall_selectors`).
 
 The text is searched through an index the database keeps: on SQLite an FTS5 external-content
-table over this one, filled by triggers; on PostgreSQL a GIN index on
-`to_tsvector(RECALL_TS_CONFIG, text)` (both created by the migration). Registered with Django by
+table over this one, filled by triggers; on PostgreSQL a stored generated column
+`RECALL_TS_VECTOR`, `to_tsvector(RECALL_TS_CONFIG, text)`, with a GIN index (both created by the
+migration; Django does not know the column, which the database fills on every write). Registered with Django by
 `models.py`.
 """
 
@@ -16,6 +17,7 @@ from django.utils import timezone
 # PostgreSQL's text search configuration: the expression index and every query name it, so that
 # the queries use the index.
 RECALL_TS_CONFIG = "english"
+RECALL_TS_VECTOR = "search_vector"
 # SQLite's FTS5 table over `RecallDocument` (external content: it stores no text of its own).
 RECALL_FTS_TABLE = "sessions_app_recalldocument_fts"
 

@@ -26,11 +26,13 @@ from django.db import connection
 
 from sessions_app.common.recall_text import fts5_query, passage, query_words, tsquery_text
 from sessions_app.models import Agent, AgentSession, Message, RecallDocument
-from sessions_app.recall_models import RECALL_FTS_TABLE, RECALL_TS_CONFIG
+from sessions_app.recall_models import RECALL_FTS_TABLE, RECALL_TS_CONFIG, RECALL_TS_VECTOR
 
 # DESIGN.md: `limit` defaults to 5, at most 20.
 RECALL_DEFAULT_LIMIT = 5
 RECALL_MAX_LIMIT = 20
+# The newest matches a search ranks (`recall_statement`).
+RECALL_RANK_CANDIDATES = 2_000
 # The longest query: a search is a handful of words, never a document.
 RECALL_QUERY_MAX_CHARS = 2_000
 
@@ -107,27 +109,40 @@ def _scope_sql(session: RecallScope | None, agent: Agent | None) -> tuple[str, l
 
 def recall_statement(scope: str, limit: int) -> str:
     """The search's SQL: the documents matching the query (its one parameter, first) that meet
-    `scope` (an SQL condition on the document `d`), ranked, at most `limit`."""
+    `scope` (an SQL condition on the document `d`), ranked, at most `limit`.
+
+    Only the newest RECALL_RANK_CANDIDATES matches in scope are ranked: a query of words that
+    most documents hold would otherwise score every one of them (hundreds of thousands in a
+    large store) for five hits; a query of rarer words has fewer matches than that, and all of
+    them are ranked."""
     documents = _q(RecallDocument._meta.db_table)
     sessions = _q(AgentSession._meta.db_table)
     columns = (
         f"d.{_q('id')}, d.session_id, d.epoch, d.message_id, d.kind, d.role, d.ref, d.{_q('at')}, "
         f"d.{_q('text')}, s.title AS session_title"
     )
+    candidates = int(RECALL_RANK_CANDIDATES)
     if connection.vendor == "sqlite":
         fts = _q(RECALL_FTS_TABLE)
         return (
-            f"SELECT {columns} FROM {fts} JOIN {documents} AS d ON d.{_q('id')} = {fts}.rowid "
+            f"SELECT {columns} FROM ("
+            f"SELECT {fts}.rowid AS rid, bm25({fts}) AS score FROM {fts} "
+            f"JOIN {documents} AS d ON d.{_q('id')} = {fts}.rowid "
+            f"WHERE {fts} MATCH %s AND {scope} ORDER BY {fts}.rowid DESC LIMIT {candidates}"
+            f") AS m JOIN {documents} AS d ON d.{_q('id')} = m.rid "
             f"JOIN {sessions} AS s ON s.{_q('id')} = d.session_id "
-            f"WHERE {fts} MATCH %s AND {scope} ORDER BY bm25({fts}), d.{_q('at')} DESC LIMIT {int(limit)}"
+            f"ORDER BY m.score, d.{_q('at')} DESC LIMIT {int(limit)}"
         )
-    # The same expression as the migration's GIN index, so that the index answers the match.
-    vector = f"to_tsvector('{RECALL_TS_CONFIG}', d.{_q('text')})"
+    # The stored vector the migration's GIN index is over: the index answers the match, and the
+    # ranking reads the vector instead of parsing each matching text again.
+    vector = f"d.{_q(RECALL_TS_VECTOR)}"
     return (
-        f"SELECT {columns} FROM {documents} AS d JOIN {sessions} AS s ON s.{_q('id')} = d.session_id "
-        f"CROSS JOIN to_tsquery('{RECALL_TS_CONFIG}', %s) AS query "
-        f"WHERE {vector} @@ query AND {scope} "
-        f"ORDER BY ts_rank_cd({vector}, query) DESC, d.{_q('at')} DESC LIMIT {int(limit)}"
+        f"WITH query AS (SELECT to_tsquery('{RECALL_TS_CONFIG}', %s) AS q), "
+        f"m AS MATERIALIZED (SELECT d.{_q('id')} AS rid FROM {documents} AS d, query "
+        f"WHERE {vector} @@ query.q AND {scope} ORDER BY d.{_q('id')} DESC LIMIT {candidates}) "
+        f"SELECT {columns} FROM m JOIN {documents} AS d ON d.{_q('id')} = m.rid "
+        f"JOIN {sessions} AS s ON s.{_q('id')} = d.session_id CROSS JOIN query "
+        f"ORDER BY ts_rank_cd({vector}, query.q) DESC, d.{_q('at')} DESC LIMIT {int(limit)}"
     )
 
 

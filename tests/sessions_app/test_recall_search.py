@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from sessions_app import services
+from sessions_app import recall_selectors, services
 from sessions_app.common.recall_text import PASSAGE_MAX_CHARS, passage
 from sessions_app.models import AgentSession, Message
 from sessions_app.recall_selectors import RECALL_MAX_LIMIT, RecallQueryEmpty, recall_search, recall_statement
@@ -154,6 +154,21 @@ def test_the_limit_is_applied_by_the_database():
         assert len(recall_search(session=caller, query="walnut", limit=500)) == RECALL_MAX_LIMIT
     (statement,) = [q["sql"] for q in captured.captured_queries]
     assert statement.rstrip().endswith(f"LIMIT {RECALL_MAX_LIMIT}")
+
+
+def test_only_the_newest_matches_in_scope_are_ranked(monkeypatch):
+    """A query most documents match ranks the newest RECALL_RANK_CANDIDATES of them (in scope:
+    another owner's newer matches take no place among them); fewer matches are all ranked."""
+    agent = agent_make()
+    exchange(session_make(agent), "quince quince quince quince, the best match, told first", "ok")
+    for index in range(3):
+        exchange(session_make(agent), f"one quince among many other words, number {index}", "ok")
+    exchange(session_make(agent_make(owner="someone else")), "quince quince quince quince", "ok")
+    caller = fresh(session_make(agent))
+    assert "the best match" in recall_search(session=caller, query="quince", limit=1)[0].text
+    monkeypatch.setattr(recall_selectors, "RECALL_RANK_CANDIDATES", 3)
+    hits = recall_search(session=caller, query="quince", limit=5)
+    assert len(hits) == 3 and not any("the best match" in h.text for h in hits)
 
 
 def test_a_hit_shows_a_passage_around_its_first_match():
