@@ -17,7 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ARMS = ("agent", "no agent")
-SOURCES = ("learned", "state", "notepad", "scratchpad", "summary", "history", "archive", "recall", "observation")
+SOURCES = (
+    "learned",
+    "state",
+    "notepad",
+    "scratchpad",
+    "summary",
+    "history",
+    "archive",
+    "recall",
+    "observation",
+)
 
 
 @dataclass
