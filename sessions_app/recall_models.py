@@ -5,8 +5,8 @@ searched with the database's own full-text search (`recall_selectors`).
 The text is searched through an index the database keeps: on SQLite an FTS5 external-content
 table over this one, filled by triggers; on PostgreSQL a stored generated column
 `RECALL_TS_VECTOR`, `to_tsvector(RECALL_TS_CONFIG, text)`, with a GIN index (both created by
-the migration; Django does not know the column, which the database fills on every write). Registered with Django by
-`models.py`.
+the migration; Django does not know the column, which the database fills on every write).
+Registered with Django by `models.py`.
 """
 
 from __future__ import annotations
