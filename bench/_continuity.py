@@ -338,6 +338,9 @@ class Agent:
     summary_chars: int = 200  # ... and this much of each
     reader_tool_calls: int = 3
     archive_limit: int = 5
+    recall_limit: int = 10
+    # Tools the reader leaves alone although offered (`--reader-recall off`: what recall adds).
+    reader_skips: frozenset[str] = frozenset()
     answers: dict[int, Answer] = field(default_factory=dict)
 
     def __call__(self, body: dict[str, Any]) -> Reply:
@@ -469,7 +472,7 @@ class Agent:
             source, value = found
             self.answers[number] = Answer(number, key, value, source, len(turn.calls))
             return text(f"The {key} is {value}.")
-        tools = offered(body)
+        tools = offered(body) - self.reader_skips
         candidates: list[tuple[str, dict[str, Any]]] = []
         texts = labelled_texts(body)
         if "agent_state" in tools:  # a session of an agent: its lasting state first
@@ -479,7 +482,7 @@ class Agent:
         if "session_archive_read" in tools:
             candidates.append(("session_archive_read", {"query": key, "limit": self.archive_limit}))
         if "recall" in tools:  # every archive (and, with an agent, its other sessions)
-            candidates.append(("recall", {"query": key}))
+            candidates.append(("recall", {"query": key, "limit": self.recall_limit}))
         if "scratchpad_read" in tools:
             for observation in reversed(masked_data(body)):
                 grep = {"scratchpad_id": observation, "mode": "grep", "pattern": re.escape(key)}

@@ -72,6 +72,15 @@ def main() -> None:
     parser.add_argument("--ratio", type=float, default=1.3, help="server tokens per cl100k token")
     parser.add_argument("--reader-calls", type=int, default=3, help="tool calls a question may use")
     parser.add_argument("--warning", choices=("save", "ignore", "both"), default="both")
+    parser.add_argument(
+        "--min-compactions", type=int, default=5, help="the work phase must compact at least this often"
+    )
+    parser.add_argument(
+        "--reader-recall",
+        choices=("on", "off", "both"),
+        default="on",
+        help="whether the reader calls recall (both: each arm twice, to show what recall adds)",
+    )
     parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated arms")
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument(
@@ -119,21 +128,25 @@ def main() -> None:
         _continuity_sessions.report(args, script, across)
         return
     results = []
+    recalls = {"on": (True,), "off": (False,), "both": (True, False)}[args.reader_recall]
     for warning in warnings:
         for arm in args.arms.split(","):
-            started = time.perf_counter()
-            result = run_arm(args, script, arm.strip(), warning)
-            result.seconds = time.perf_counter() - started
-            results.append(result)
-            print(
-                f"  {arm} / warning {warning}: {len(result.reached)}/{result.facts} facts, "
-                f"{result.compactions_total} compactions, {result.seconds:.1f} s",
-                flush=True,
-            )
+            for recall in recalls:
+                started = time.perf_counter()
+                result = run_arm(args, script, arm.strip(), warning, recall=recall)
+                result.seconds = time.perf_counter() - started
+                results.append(result)
+                print(
+                    f"  {result.arm} / warning {warning}: {len(result.reached)}/{result.facts} facts, "
+                    f"{result.compactions_total} compactions, {result.seconds:.1f} s",
+                    flush=True,
+                )
     report(args, script, results)
 
 
-def run_arm(args: argparse.Namespace, script: Any, arm: str, warning: str) -> ArmResult:
+def run_arm(
+    args: argparse.Namespace, script: Any, arm: str, warning: str, *, recall: bool = True
+) -> ArmResult:
     from _continuity import Agent, is_summary_request, running_turn
     from django.conf import settings
 
@@ -141,7 +154,8 @@ def run_arm(args: argparse.Namespace, script: Any, arm: str, warning: str) -> Ar
     from sessions_app.models import AgentSession, Archive, MaskedResult
     from tests.fake_anthropic import FakeAnthropicServer
 
-    agent = Agent(warning=warning, reader_tool_calls=args.reader_calls)
+    skips = frozenset() if recall else frozenset({"recall"})
+    agent = Agent(warning=warning, reader_tool_calls=args.reader_calls, reader_skips=skips)
     with FakeAnthropicServer(strict=True, window=args.window, token_ratio=args.ratio) as fake:
         settings.ANTHROPIC_BASE_URL = fake.url
         fake.default_reply = agent
@@ -149,7 +163,7 @@ def run_arm(args: argparse.Namespace, script: Any, arm: str, warning: str) -> Ar
 
     session = AgentSession.objects.get(pk=session_id)
     result = ArmResult(
-        arm=arm,
+        arm=arm if args.reader_recall == "on" else f"{arm}, reader {'with' if recall else 'without'} recall",
         warning=warning,
         answers=agent.answers,
         facts=len(script.facts),
@@ -192,7 +206,8 @@ def run_arm(args: argparse.Namespace, script: Any, arm: str, warning: str) -> Ar
             result.work_tokens += prompt
     over, compactions = result.over_window, result.compactions_work
     assert over == 0, f"{arm}: {over} requests over the {args.window}-token window"
-    assert compactions >= 5, f"{arm}: only {compactions} compactions in the work phase"
+    least = args.min_compactions
+    assert compactions >= least, f"{arm}: only {compactions} compactions in the work phase"
     assert len(agent.answers) == len(script.facts), f"{arm}: {len(agent.answers)} questions answered"
     for answer in result.reached:  # the reader never answers wrong: what it found is the fact
         fact = script.facts[answer.question - 1]
@@ -257,7 +272,7 @@ def report(args: argparse.Namespace, script: Any, results: list[ArmResult]) -> N
     print()
     print(
         "| arm | warning step | facts reached | found in: notepad / scratchpad / summary / history / "
-        "archive / observation | tool calls per question | prompt tokens per answered question | "
+        "archive / recall / observation | tool calls per question | prompt tokens per answered question | "
         "question-phase prompt tokens per answered question |"
     )
     print("|---|---|---:|---|---:|---:|---:|")

@@ -5,8 +5,9 @@ The offload rule (seed 004), applied by `tool_outcomes_offload` to every tool re
 or client: when `len(json.dumps(result))` exceeds the session's `offload.threshold_bytes`, the
 result is stored whole as an `Observation` and the model is given the synthetic observation
 instead. Exceptions: `scratchpad_read`'s own results (already bounded slices; offloading them
-would only make a new observation of a slice) and results without content (a tool error raised
-by a server tool, a cancelled call).
+would only make a new observation of a slice), those of any reading tool that fits its result to
+the room itself (`ToolSpec.fits_room`: `recall`), and results without content (a tool error
+raised by a server tool, a cancelled call).
 """
 
 from __future__ import annotations
@@ -195,7 +196,10 @@ def tool_outcomes_offload(
     large = [
         o
         for o in outcomes
-        if o.name not in NOT_OFFLOADED and o.raw is not None and result_json_size(o.raw) > threshold
+        if o.name not in NOT_OFFLOADED
+        and not o.fitted
+        and o.raw is not None
+        and result_json_size(o.raw) > threshold
     ]
     if not large:
         return outcomes

@@ -72,4 +72,5 @@ RECALL = ToolSpec(
     enabled=recall_offered,
     refusal=lambda session: prompts.NOT_OFFERED,
     text_limits={"query": TextLimit(chars=prompts.QUERY_MAX_CHARS, name="QUERY_MAX_CHARS")},
+    fits_room=True,  # its result is fitted to the room (`results_fit`): never offloaded
 )

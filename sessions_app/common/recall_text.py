@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from typing import Any
 
 from sessions_app.common.content import content_text
@@ -126,26 +127,50 @@ ELLIPSIS = "…"
 _STEM_MIN_CHARS = 4
 
 
-def _first_match(text: str, words: list[str]) -> tuple[int, int]:
-    """Where the first of `words` (or, failing all, of their stems) starts in `text`, and its
-    length; (0, 0) when none is found."""
+# Occurrences of each query word looked at when placing a passage (a bound on the work).
+_OCCURRENCES_MAX = 200
+
+
+def _occurrences(folded: str, word: str) -> list[int]:
+    """Where `word` starts in `folded` as a word's start (not inside another word), at most
+    `_OCCURRENCES_MAX` places."""
+    pattern = re.compile(r"(?<![^\W_])" + re.escape(word))
+    return [m.start() for _, m in zip(range(_OCCURRENCES_MAX), pattern.finditer(folded), strict=False)]
+
+
+def _best_match(text: str, words: list[str], room: int) -> tuple[int, int]:
+    """Where the passage should centre: the start and length of the first occurrence of the
+    window of `room` characters that holds the most different query words (the first such
+    window); the words' stems when none of the words is found; (0, 0) when nothing is."""
     folded = text.casefold()
-    found = [(folded.find(w), len(w)) for w in words]
-    found = [(at, size) for at, size in found if at >= 0]
+    found = [(at, index, len(w)) for index, w in enumerate(words) for at in _occurrences(folded, w)]
     if not found:
         stems = [w[: max(_STEM_MIN_CHARS, len(w) - 3)] for w in words if len(w) > _STEM_MIN_CHARS]
-        found = [(folded.find(s), len(s)) for s in stems]
-        found = [(at, size) for at, size in found if at >= 0]
-    return min(found) if found else (0, 0)
+        found = [(at, index, len(w)) for index, w in enumerate(stems) for at in _occurrences(folded, w)]
+    if not found:
+        return 0, 0
+    found.sort()
+    best, best_count, counts, low = 0, 0, Counter[int](), 0
+    for at, index, _ in found:
+        counts[index] += 1
+        while at - found[low][0] > room // 2:
+            counts[found[low][1]] -= 1
+            if not counts[found[low][1]]:
+                del counts[found[low][1]]
+            low += 1
+        if len(counts) > best_count:
+            best, best_count = low, len(counts)
+    return found[best][0], found[best][2]
 
 
 def passage(text: str, words: list[str], *, max_chars: int = PASSAGE_MAX_CHARS) -> str:
-    """At most `max_chars` characters of `text` around the first of `words` found in it
-    (case-insensitively), a cut at either end marked with "…"."""
+    """At most `max_chars` characters of `text` around where `words` are found in it
+    (case-insensitively, at a word's start; where most of them are found close together, else
+    the first), a cut at either end marked with "…"."""
     if len(text) <= max_chars:
         return text
-    at, size = _first_match(text, words)
     room = max_chars - 2 * len(ELLIPSIS)
+    at, size = _best_match(text, words, room)
     start = max(0, min(at - (room - size) // 3, len(text) - room))
     end = min(len(text), start + room)
     head = ELLIPSIS if start > 0 else ""

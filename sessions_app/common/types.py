@@ -25,6 +25,7 @@ class ToolOutcome:
     is_error: bool
     extra: dict | None = None  # additional fields of the tool.result event (e.g. observation_id)
     ends_turn: bool = False  # the tool asked to end the turn after this step (`tools.EndTurn`)
+    fitted: bool = False  # a reading tool fitted it to the room itself (`ToolSpec.fits_room`)
 
 
 @dataclass(frozen=True)

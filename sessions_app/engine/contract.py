@@ -306,6 +306,10 @@ class ToolSpec:
     # handler (`common.tool_input.tool_input_text_check`): a call over one is a tool error naming
     # the limit and its setting, and the handler does not run. Every text field has one.
     text_limits: Mapping[str, TextLimit] = field(default_factory=dict)
+    # A reading tool that fits its result to the room the next request has itself
+    # (`ToolContext.room_tokens`): its outcome is marked `fitted`, and the offload rule leaves it
+    # (offloading a bounded read would only hide it behind a placeholder to read again).
+    fits_room: bool = False
 
     @property
     def input_check_schema(self) -> dict:

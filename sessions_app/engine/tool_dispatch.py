@@ -267,7 +267,9 @@ class ToolDispatch:
                 False,
                 ends_turn=True,
             )
-        return ToolOutcome(call.tool_use_id, call.name, raw, tool_output_normalize(raw), False)
+        return ToolOutcome(
+            call.tool_use_id, call.name, raw, tool_output_normalize(raw), False, fitted=spec.fits_room
+        )
 
     async def _wait_client_results(self, calls: list[PendingCall]) -> dict[str, ToolOutcome]:
         ids = [c.tool_use_id for c in calls]

@@ -101,6 +101,20 @@ async def test_a_query_without_words_is_a_tool_error_the_model_reads(connect):
     assert reply.startswith("The search failed:") and "plain words" in reply
 
 
+async def test_a_result_over_the_offload_threshold_is_given_whole_not_offloaded(connect):
+    """A reading tool that fits its result to the room: the offload rule leaves it, so the model
+    reads the passages, not a placeholder to read again."""
+    client = await connect()
+    settings = {"offload": {"threshold_bytes": 64}}
+    await agent_session(client, settings=settings)
+    await chat(client, FACT)
+    await agent_session(client, settings=settings)
+    frames = await chat(client, "recall: spare key flowerpot")
+    (result,) = [f for f in frames if f["type"] == "tool.result" and f["name"] == "recall"]
+    assert "observation_id" not in result and FACT in json.dumps(result["content"])
+    assert FACT in answer(frames)
+
+
 def _hits(count: int, size: int) -> list[dict]:
     return [
         {

@@ -179,6 +179,18 @@ def test_a_hit_shows_a_passage_around_its_first_match():
     assert "kingfisher" in hit.text and hit.text.startswith("…") and hit.text.endswith("…")
 
 
+def test_a_passage_goes_where_most_query_words_are_together_at_words_starts():
+    text = (
+        "the engineer of the question "
+        + "x " * 700
+        + "roster note: the on-call engineer is Tomasz Lindqvist"
+        + " y" * 700
+    )
+    shown = passage(text, ["on", "call", "engineer"])
+    assert "Tomasz" in shown and len(shown) <= PASSAGE_MAX_CHARS
+    assert passage("z" * 1500 + " question " + "z" * 1500 + " on top", ["on"]).rstrip("…").endswith("on top")
+
+
 def test_a_passage_finds_a_stem_and_keeps_a_short_text_whole():
     assert passage("short", ["x"]) == "short"
     text = "a" * 2000 + " compaction " + "b" * 2000
