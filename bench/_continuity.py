@@ -338,7 +338,7 @@ class Agent:
     summary_chars: int = 200  # ... and this much of each
     reader_tool_calls: int = 3
     archive_limit: int = 5
-    recall_limit: int = 10
+    recall_limit: int = 5
     # Tools the reader leaves alone although offered (`--reader-recall off`: what recall adds).
     reader_skips: frozenset[str] = frozenset()
     answers: dict[int, Answer] = field(default_factory=dict)

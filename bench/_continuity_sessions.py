@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,22 +53,26 @@ class SessionsResult:
         return [a for a in self.answers.values() if a.value is not None]
 
 
-def run(args: argparse.Namespace, script: Any, arm: str, warning: str) -> SessionsResult:
+def run(
+    args: argparse.Namespace, script: Any, arm: str, warning: str, *, recall: bool = True
+) -> SessionsResult:
     from _continuity import Agent, is_summary_request, running_turn
     from django.conf import settings
 
     from sessions_app.models import Archive, ToolCall
     from tests.fake_anthropic import FakeAnthropicServer
 
-    agent = Agent(warning=warning, reader_tool_calls=args.reader_calls)
+    skips = frozenset() if recall else frozenset({"recall"})
+    label = arm if args.reader_recall == "on" else f"{arm}, reader {'with' if recall else 'without'} recall"
+    agent = Agent(warning=warning, reader_tool_calls=args.reader_calls, reader_skips=skips)
     with FakeAnthropicServer(
         strict=True, window=args.window, token_ratio=args.ratio, cache_rules="anthropic"
     ) as fake:
         settings.ANTHROPIC_BASE_URL = fake.url
         fake.default_reply = agent
-        first_id = asyncio.run(_sessions(args, script, arm, warning))
+        first_id = asyncio.run(_sessions(args, script, arm, warning, label))
     result = SessionsResult(
-        arm=arm, warning=warning, answers=agent.answers, facts=len(script.facts), sessions=args.sessions
+        arm=label, warning=warning, answers=agent.answers, facts=len(script.facts), sessions=args.sessions
     )
     result.compactions = Archive.objects.filter(session_id=first_id).count()
     result.edits = ToolCall.objects.filter(session_id=first_id, name="edit_system_prompt").count()
@@ -115,7 +120,7 @@ def _last_call_was_an_edit(previous: dict[str, Any], body: dict[str, Any]) -> bo
     )
 
 
-async def _sessions(args: argparse.Namespace, script: Any, arm: str, warning: str) -> Any:
+async def _sessions(args: argparse.Namespace, script: Any, arm: str, warning: str, label: str) -> Any:
     from asgiref.sync import sync_to_async
 
     from sessions_app.engine import agents as engine_agents
@@ -125,8 +130,13 @@ async def _sessions(args: argparse.Namespace, script: Any, arm: str, warning: st
 
     agent = None
     if arm == "agent":
+        # The bench writes no tools: `define_tool` and `remove_tool` are left out of the agent's
+        # sessions, whose 8,000-token window the other tools fill enough.
         agent = await sync_to_async(engine_agents.agent_create)(
-            owner_name="", name=f"bench-memory-{warning}", author="operator:bench"
+            owner_name="",
+            name=re.sub(r"[^a-z0-9]+", "-", f"bench {label} {warning}".lower()).strip("-")[:64],
+            author="operator:bench",
+            settings={"knowledge": {"tool_authoring": False}},
         )
 
     async def session_new() -> Any:

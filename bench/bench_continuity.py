@@ -116,15 +116,18 @@ def main() -> None:
         import _continuity_sessions
 
         across = []
+        recalls = {"on": (True,), "off": (False,), "both": (True, False)}[args.reader_recall]
         for warning in warnings:
             for arm in _continuity_sessions.ARMS:
-                started = time.perf_counter()
-                outcome = _continuity_sessions.run(args, script, arm, warning)
-                outcome.seconds = time.perf_counter() - started
-                across.append(outcome)
-                print(
-                    f"  {arm} / warning {warning}: {len(outcome.reached)}/{outcome.facts} facts", flush=True
-                )
+                for recall in recalls:
+                    started = time.perf_counter()
+                    outcome = _continuity_sessions.run(args, script, arm, warning, recall=recall)
+                    outcome.seconds = time.perf_counter() - started
+                    across.append(outcome)
+                    print(
+                        f"  {outcome.arm} / warning {warning}: {len(outcome.reached)}/{outcome.facts} facts",
+                        flush=True,
+                    )
         _continuity_sessions.report(args, script, across)
         return
     results = []
