@@ -68,6 +68,8 @@ TOKEN_REFUSED = (
 TOKEN_REVOKED = (
     "The server closed the connection: the token was revoked (close code 4401).\n" + NEW_TOKEN_HOWTO
 )
+# A line ending with it goes on on the next line: one message of several lines.
+CONTINUE_MARK = "\\"
 HELP = """Commands:
   /notepad        the session's notepad
   /scratchpad     its scratchpad (notes, plan, refs)
@@ -76,7 +78,8 @@ HELP = """Commands:
   /end            end the session (it takes no more messages; what it holds is kept)
   /help           this list
   /quit           leave (a running turn goes on on the server)
-Anything else is sent to the model (the scripted model answers `help` with what it understands)."""
+Anything else is sent to the model (the scripted model answers `help` with what it understands).
+End a line with \\ to go on with the message on the next line (code, a list)."""
 
 
 def _one_line(value: Any, limit: int = NOTICE_PREVIEW_CHARS) -> str:
@@ -156,7 +159,8 @@ class Chat:
             verb = "failed" if event.is_error else "→"
             self.notice(event, f"{event.name} {verb} {_one_line(event.content)}")
         elif isinstance(event, NotepadUpdated):
-            self.notice(event, f"notepad updated (version {event.version}, by {event.author})")
+            said = f": {_one_line(event.note)}" if event.note else ""
+            self.notice(event, f"notepad updated (version {event.version}, by {event.author}){said}")
         elif isinstance(event, ScratchpadUpdated):
             self.notice(event, f"scratchpad {event.space} updated (by {event.author})")
         elif isinstance(event, CompactionWarning):
@@ -216,9 +220,15 @@ class Chat:
         ended = asyncio.ensure_future(self.client.wait_ended())
         try:
             self.prompt()
+            pending: list[str] = []  # the lines of a message continued with a final backslash
             while (raw := await self._unless_ended(anext(lines, None), ended)) is not None:
-                text = raw.strip()
+                line = raw.rstrip("\r\n")
                 self._prompted = False  # the user's line ended it
+                if line.endswith(CONTINUE_MARK):
+                    pending.append(line[: -len(CONTINUE_MARK)])
+                    continue
+                text = "\n".join([*pending, line]).strip()
+                pending = []
                 if text == "/quit":
                     break
                 if text:

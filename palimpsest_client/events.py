@@ -81,6 +81,10 @@ class NotepadUpdated(Event):
     content: str = ""
     version: int = 0
     author: str = ""
+    # An edit made while an agent's authored tool ran (its progress notes): the call, and the
+    # text the edit added at the end, when it did.
+    tool_use_id: str | None = None
+    note: str | None = None
 
 
 @dataclass(frozen=True)

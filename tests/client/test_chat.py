@@ -306,3 +306,29 @@ async def test_a_chat_of_an_agent_creates_it_when_missing_and_ends_its_session(d
     assert any(line.endswith("ended: it takes no more messages.") for line in lines)
     assert any("agent helper: learned updated (version 1)" in line for line in lines)
     assert any("session_ended" in line for line in lines)
+
+
+async def test_a_line_ending_with_a_backslash_goes_on_with_the_message(daphne: Daphne, token: str):
+    """One message of several lines (code for `define tool`, a list): each continued line's
+    backslash is dropped, its indentation kept."""
+    out = io.StringIO()
+    async with connect(daphne.ws_url, token) as client:
+        chat = Chat(client, out, interactive=False, agent="helper")
+        await chat.start(None)
+        await chat.run(
+            scripted(
+                "define tool add_up: def run(args, session):\\",
+                "    total = 0\\",
+                "    for part in (1, 2, 3):\\",
+                "        total += part\\",
+                "        session.notepad.append(f'part {part} done\\n')\\",
+                "    return {'total': total}",
+                'tool add_up {}',
+            )
+        )
+    text = out.getvalue()
+    assert 'model> define_tool returned: {"ok": true, "version": 1}\nDefined.' in text
+    assert 'add_up → {"total": 6}' in text
+    assert [line for line in text.splitlines() if "notepad updated" in line] == [
+        f"  · notepad updated (version {n}, by agent): part {n} done" for n in (1, 2, 3)
+    ]

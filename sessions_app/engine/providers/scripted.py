@@ -60,7 +60,7 @@ def parse_input(body: dict[str, Any], context_openings: Sequence[str] = ()) -> S
     results = [
         {
             "name": names_by_id.get(b.get("tool_use_id", ""), "tool"),
-            "content": content_text(b.get("content")),
+            "content": content_text(b.get("content"), sep="\n"),
             "is_error": bool(b.get("is_error")),
         }
         for b in content
