@@ -1,0 +1,3 @@
+from sessions_app.engine.contract import FeatureDashboard
+
+DASHBOARD = FeatureDashboard()
