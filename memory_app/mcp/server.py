@@ -238,6 +238,11 @@ class McpServer:
             self._wake.set()
 
     def _break(self, reason: str) -> None:
+        """Take the session out of use at once (a call made meanwhile waits for the restart) and
+        wake the server's task to restart it."""
+        self._session = None
+        if self._ready is not None:
+            self._ready.clear()
         if self._wake is not None and not self._broken:
             self._broken = reason
             self._wake.set()

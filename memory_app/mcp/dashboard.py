@@ -1,3 +1,0 @@
-from sessions_app.engine.contract import FeatureDashboard
-
-DASHBOARD = FeatureDashboard()
