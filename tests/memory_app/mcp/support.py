@@ -4,10 +4,14 @@ the scripted model over the agent websocket."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,3 +80,35 @@ def text_of(frame: dict) -> str:
     if isinstance(content, str):
         return content
     return "".join(block.get("text", "") for block in content)
+
+
+@contextlib.contextmanager
+def http_server(name: str = "growing") -> Iterator[str]:
+    """`servers/<name>.py` over streamable HTTP on a free port, in a process of its own; its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, str(HERE / "servers" / f"{name}.py"), str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + TURN_GUARD_SECONDS
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            assert process.poll() is None, "the MCP HTTP server ended"
+            assert time.monotonic() < deadline, "the MCP HTTP server did not listen"
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def wait_for(predicate: Any, timeout: float = TURN_GUARD_SECONDS) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)

@@ -61,6 +61,12 @@ def getenv(name: str) -> str:
     return os.environ.get(name, "")
 
 
+@server.tool()
+def leak_in_error(name: str) -> str:
+    """Report an error that holds a variable of the server's environment."""
+    raise ToolError(f"the value is {os.environ.get(name, '')}")
+
+
 @server.tool(name="a_tool_whose_name_is_much_longer_than_anything_a_model_provider_accepts")
 def long_named() -> str:
     """A tool with a long name."""
