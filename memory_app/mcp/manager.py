@@ -57,9 +57,7 @@ class McpManager:
         stopped: list[McpServer] = []
         with self._lock:
             for key, server in list(self._servers.items()):
-                if key[0] == scope and (
-                    key[1] not in wanted or wanted[key[1]].key != server.config.key
-                ):
+                if key[0] == scope and (key[1] not in wanted or wanted[key[1]].key != server.config.key):
                     stopped.append(self._servers.pop(key))
             for name, config in wanted.items():
                 if (scope, name) not in self._servers:

@@ -6,7 +6,9 @@ from __future__ import annotations
 NO_DESCRIPTION = "The tool {tool} of the MCP server {server}."
 # Parts of a result the model is not given as they are.
 IMAGE_NOT_SHOWN = "[an image ({mime}, {size} characters of base64) the server returned, not shown]"
-BLOB_NOT_SHOWN = "[a binary resource {uri} ({mime}, {size} characters of base64) the server returned, not shown]"
+BLOB_NOT_SHOWN = (
+    "[a binary resource {uri} ({mime}, {size} characters of base64) the server returned, not shown]"
+)
 RESOURCE_LINK = "[a resource link: {uri} ({name})]"
 CONTENT_NOT_SHOWN = "[content of type {kind} the server returned, not shown]"
 EMPTY_RESULT = "(the tool returned nothing)"

@@ -58,7 +58,9 @@ def _bounded(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 room -= size
                 kept.append(block)
             else:
-                kept.append(_text_block(prompts.IMAGE_NOT_SHOWN.format(mime=block["source"]["media_type"], size=size)))
+                kept.append(
+                    _text_block(prompts.IMAGE_NOT_SHOWN.format(mime=block["source"]["media_type"], size=size))
+                )
             continue
         text = block["text"]
         if len(text) > room:

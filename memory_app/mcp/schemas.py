@@ -25,9 +25,7 @@ def checked_schema(schema: Any) -> dict[str, Any]:
     if isinstance(kind, str) and kind in TYPES:
         kept["type"] = kind
     if isinstance(schema.get("properties"), Mapping):
-        kept["properties"] = {
-            str(name): checked_schema(sub) for name, sub in schema["properties"].items()
-        }
+        kept["properties"] = {str(name): checked_schema(sub) for name, sub in schema["properties"].items()}
     required = schema.get("required")
     if isinstance(required, list) and all(isinstance(name, str) for name in required):
         kept["required"] = list(required)
@@ -37,9 +35,14 @@ def checked_schema(schema: Any) -> dict[str, Any]:
         kept["enum"] = list(schema["enum"])
     for bound in ("minimum", "maximum"):
         value = schema.get(bound)
-        if isinstance(value, _NUMBER) and not isinstance(value, bool) and kept.get("type") in (
-            "integer",
-            "number",
+        if (
+            isinstance(value, _NUMBER)
+            and not isinstance(value, bool)
+            and kept.get("type")
+            in (
+                "integer",
+                "number",
+            )
         ):
             kept[bound] = value
     return {key: value for key, value in kept.items() if key in KEYWORDS}

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import json
+import logging
 import os
 import subprocess
 import threading
@@ -169,8 +169,14 @@ class McpServer:
                 return
             error = masked(error, self._secrets)[: limits.MCP_ERROR_MAX_CHARS]
             logger.warning("MCP server %s (%s) failed: %s", self.config.name, self.scope, error)
-            delay = 0.0 if ran else min(max(delay * 2, limits.MCP_RESTART_FIRST_DELAY_SECONDS),
-                                        limits.MCP_RESTART_MAX_DELAY_SECONDS)
+            delay = (
+                0.0
+                if ran
+                else min(
+                    max(delay * 2, limits.MCP_RESTART_FIRST_DELAY_SECONDS),
+                    limits.MCP_RESTART_MAX_DELAY_SECONDS,
+                )
+            )
             restarts += 1
             self._publish(state=FAILED, error=error, restarts=restarts, retry_at=time.time() + delay)
             await asyncio.sleep(delay)
@@ -284,7 +290,6 @@ class McpServer:
 
     def secrets_masked(self, text: str) -> str:
         return masked(text, self._secrets)
-
 
 
 def _described(exc: BaseException) -> str:

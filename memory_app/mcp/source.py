@@ -8,8 +8,8 @@ time a server is needed, its start and first listing (bounded by
 `PALIMPSEST_MCP_START_TIMEOUT_SECONDS`), so that the session's first request already offers its
 tools instead of changing the tool list (and the cached prefix) one request later. A server
 that failed keeps its last listing offered (its calls are tool errors until it runs again), so
-a crash does not change the tool list; one that never started offers nothing. A change of a server's tools reaches
-the session's next model call (one rewrite of the prompt cache)."""
+a crash does not change the tool list; one that never started offers nothing. A change of a
+server's tools reaches the session's next model call (one rewrite of the prompt cache)."""
 
 from __future__ import annotations
 

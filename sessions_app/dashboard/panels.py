@@ -88,7 +88,9 @@ def head_panels(session: AgentSession, request: HttpRequest | None = None) -> li
 def agent_panels(agent: Agent, request: HttpRequest | None = None) -> list[SafeString]:
     """The features' parts of an agent's page (`PANEL_AGENT`), rendered, in feature order."""
     return [
-        SafeString(render_to_string(panel.template, {"agent": agent, **panel.context(agent)}, request=request))
+        SafeString(
+            render_to_string(panel.template, {"agent": agent, **panel.context(agent)}, request=request)
+        )
         for panel in panels_at(PANEL_AGENT)
     ]
 

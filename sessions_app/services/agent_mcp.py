@@ -42,11 +42,18 @@ def agent_mcp_server_set(
         row = AgentMcpServer.objects.select_for_update().filter(agent_id=agent_id, name=name).first()
         if row is None:
             if AgentMcpServer.objects.filter(agent_id=agent_id).count() >= MCP_SERVERS_MAX:
-                raise McpConfigError(f"An agent has at most {MCP_SERVERS_MAX} MCP servers; nothing was added.")
+                raise McpConfigError(
+                    f"An agent has at most {MCP_SERVERS_MAX} MCP servers; nothing was added."
+                )
             return AgentMcpServer.objects.create(
                 agent_id=agent_id, name=name, config=checked.as_json(), enabled=enabled, author=author
             )
-        row.config, row.enabled, row.author, row.updated_at = checked.as_json(), enabled, author, timezone.now()
+        row.config, row.enabled, row.author, row.updated_at = (
+            checked.as_json(),
+            enabled,
+            author,
+            timezone.now(),
+        )
         row.save(update_fields=["config", "enabled", "author", "updated_at"])
         return row
 

@@ -23,8 +23,13 @@ class McpServerForm(forms.Form):
     )
     enabled = forms.BooleanField(required=False, initial=True)
 
-    def __init__(self, *args: Any, stored: dict[str, Any] | None = None, taken: frozenset[str] = frozenset(),
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        stored: dict[str, Any] | None = None,
+        taken: frozenset[str] = frozenset(),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         # The configuration stored under the name (a change), whose env values a mask keeps.
         self.stored = stored or {}

@@ -13,7 +13,12 @@ from memory_app.mcp.manager import SERVICE_SCOPE, agent_scope, mcp_manager
 from memory_app.mcp.names import mcp_tool_name
 from memory_app.mcp.server import ServerStatus
 from memory_app.mcp.source import service_configs
-from sessions_app.agent_mcp_rules import McpConfigError, McpServerConfig, mcp_config_masked, mcp_server_config_clean
+from sessions_app.agent_mcp_rules import (
+    McpConfigError,
+    McpServerConfig,
+    mcp_config_masked,
+    mcp_server_config_clean,
+)
 from sessions_app.agent_mcp_selectors import agent_mcp_servers
 from sessions_app.engine.contract import PANEL_AGENT, DashboardPanel
 
@@ -85,8 +90,12 @@ def servers_context(agent: Any) -> dict[str, Any]:
             ServerRow(
                 scope="agent",
                 name=row.name,
-                transport=config_or_problem.transport if isinstance(config_or_problem, McpServerConfig) else "",
-                config=mcp_config_masked(config_or_problem) if isinstance(config_or_problem, McpServerConfig) else {},
+                transport=config_or_problem.transport
+                if isinstance(config_or_problem, McpServerConfig)
+                else "",
+                config=mcp_config_masked(config_or_problem)
+                if isinstance(config_or_problem, McpServerConfig)
+                else {},
                 enabled=row.enabled,
                 status=status,
                 tools=_tools(row.name, status),

@@ -69,7 +69,9 @@ def mcp_server_edit(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
     except McpConfigError as exc:
         form.add_error(None, str(exc))
         return render(request, editor, {"agent": agent, "form": form}, status=422)
-    return _section(request, agent, f"{form.checked.name} saved: the agent's sessions use it from their next model call.")
+    return _section(
+        request, agent, f"{form.checked.name} saved: the agent's sessions use it from their next model call."
+    )
 
 
 @require_POST

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from memory_app.mcp.manager import mcp_manager_reset
+from tests.dashboard.conftest import operator, operator_client  # noqa: F401 (the dashboard's fixtures)
 
 
 @pytest.fixture(autouse=True)

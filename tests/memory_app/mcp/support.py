@@ -32,7 +32,11 @@ def git_config(repo: Path) -> dict[str, Any]:
 
 def script_config(name: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """A server of `servers/<name>.py`, run by this interpreter."""
-    return {"command": sys.executable, "args": [str(HERE / "servers" / f"{name}.py"), *args], "env": env or {}}
+    return {
+        "command": sys.executable,
+        "args": [str(HERE / "servers" / f"{name}.py"), *args],
+        "env": env or {},
+    }
 
 
 def git_repo(root: Path) -> Path:

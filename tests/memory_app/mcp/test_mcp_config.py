@@ -71,10 +71,14 @@ def test_only_an_operator_attaches_a_server() -> None:
         with pytest.raises(McpConfigError, match="Only an operator"):
             services.agent_mcp_server_set(agent_id=agent.pk, name="t", config={"command": "x"}, author=author)
     assert not AgentMcpServer.objects.exists()
-    row = services.agent_mcp_server_set(agent_id=agent.pk, name="t", config={"command": "x"}, author="operator:a")
+    row = services.agent_mcp_server_set(
+        agent_id=agent.pk, name="t", config={"command": "x"}, author="operator:a"
+    )
     assert row.config == {"command": "x", "args": [], "env": {}}
     with pytest.raises(McpConfigError):
-        services.agent_mcp_server_set(agent_id=agent.pk, name="t", config={"url": "nope"}, author="operator:a")
+        services.agent_mcp_server_set(
+            agent_id=agent.pk, name="t", config={"url": "nope"}, author="operator:a"
+        )
     assert AgentMcpServer.objects.get().config == {"command": "x", "args": [], "env": {}}
 
 

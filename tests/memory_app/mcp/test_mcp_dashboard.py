@@ -14,7 +14,7 @@ from django.urls import reverse
 from memory_app.mcp.manager import SERVICE_SCOPE, agent_scope, mcp_manager
 from sessions_app.models import AgentMcpServer
 from tests.dashboard.agent_data import agent_new
-from tests.dashboard.conftest import PASSWORD, operator, operator_client  # noqa: F401 (fixtures)
+from tests.dashboard.conftest import PASSWORD
 from tests.memory_app.mcp.support import script_config, time_config, wait_for
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -28,14 +28,19 @@ def page(client: Any, agent: Any) -> str:
 def test_the_page_shows_each_server_with_its_status_and_tools(operator_client: Any, settings: Any) -> None:
     settings.PALIMPSEST_MCP_SERVERS = {"time": time_config(), "gone": {"command": "/nonexistent/server"}}
     agent = agent_new()
-    AgentMcpServer.objects.create(agent=agent, name="mine", config=script_config("flaky"), author="operator:op")
+    AgentMcpServer.objects.create(
+        agent=agent, name="mine", config=script_config("flaky"), author="operator:op"
+    )
     page(operator_client, agent)  # starts them
     manager = mcp_manager(create=False)
     assert manager is not None
 
     def settled() -> bool:
-        states = [manager.status(SERVICE_SCOPE, "time"), manager.status(SERVICE_SCOPE, "gone"),
-                  manager.status(agent_scope(agent.pk), "mine")]
+        states = [
+            manager.status(SERVICE_SCOPE, "time"),
+            manager.status(SERVICE_SCOPE, "gone"),
+            manager.status(agent_scope(agent.pk), "mine"),
+        ]
         return all(s is not None and s.state in ("running", "failed") for s in states)
 
     wait_for(settled)
@@ -49,25 +54,40 @@ def test_the_page_shows_each_server_with_its_status_and_tools(operator_client: A
 
 @pytest.mark.django_db
 def test_an_operator_attaches_changes_and_removes_a_server(operator: Any) -> None:
-    client = Client(enforce_csrf_checks=True)
+    client: Any = Client(enforce_csrf_checks=True)
     client.force_login(operator)
     agent = agent_new()
     url = reverse("dashboard:mcp_server_edit", args=[agent.pk])
-    data = {"name": "tools", "config": json.dumps({"command": "run-it", "env": {"KEY": "hush"}}), "enabled": "on"}
+    data = {
+        "name": "tools",
+        "config": json.dumps({"command": "run-it", "env": {"KEY": "hush"}}),
+        "enabled": "on",
+    }
     assert client.post(url, data, **HX).status_code == 403  # no CSRF token
     assert not AgentMcpServer.objects.exists()
     editor = client.get(url, **HX)
-    token = editor.cookies["csrftoken"].value if "csrftoken" in editor.cookies else client.cookies["csrftoken"].value
+    token = (
+        editor.cookies["csrftoken"].value
+        if "csrftoken" in editor.cookies
+        else client.cookies["csrftoken"].value
+    )
     saved = client.post(url, {**data, "csrfmiddlewaretoken": token}, **HX)
     assert saved.status_code == 200 and 'id="agent-mcp"' in saved.content.decode()
     row = AgentMcpServer.objects.get()
-    assert (row.name, row.config["env"], row.enabled, row.author) == ("tools", {"KEY": "hush"}, True, "operator:op")
+    assert (row.name, row.config["env"], row.enabled, row.author) == (
+        "tools",
+        {"KEY": "hush"},
+        True,
+        "operator:op",
+    )
     # A change that leaves the masked value keeps the secret; a new value replaces it.
     masked = {"command": "run-it", "args": ["-v"], "env": {"KEY": "••••••"}}
     client.post(url, {"name": "tools", "config": json.dumps(masked), "csrfmiddlewaretoken": token}, **HX)
     row.refresh_from_db()
     assert (row.config["args"], row.config["env"], row.enabled) == (["-v"], {"KEY": "hush"}, False)
-    bad = client.post(url, {"name": "tools", "config": '{"url": "ftp://x"}', "csrfmiddlewaretoken": token}, **HX)
+    bad = client.post(
+        url, {"name": "tools", "config": '{"url": "ftp://x"}', "csrfmiddlewaretoken": token}, **HX
+    )
     assert bad.status_code == 422 and "http:// or https://" in bad.content.decode()
     bad_name = client.post(url, {**data, "name": "No Caps", "csrfmiddlewaretoken": token}, **HX)
     assert bad_name.status_code == 422 and AgentMcpServer.objects.count() == 1

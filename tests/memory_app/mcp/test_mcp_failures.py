@@ -66,7 +66,9 @@ async def test_a_bad_input_is_refused_before_the_server_is_called(connect: Any, 
     assert refused["is_error"] is True and "Nothing was done" in text_of(refused)
 
 
-async def test_a_server_that_cannot_start_offers_nothing_and_fails_no_turn(connect: Any, settings: Any) -> None:
+async def test_a_server_that_cannot_start_offers_nothing_and_fails_no_turn(
+    connect: Any, settings: Any
+) -> None:
     settings.PALIMPSEST_MCP_SERVERS = {"gone": {"command": "/nonexistent/mcp-server"}}
     client = await connect()
     session = await create(client)

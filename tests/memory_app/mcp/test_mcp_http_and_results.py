@@ -12,7 +12,16 @@ from typing import Any
 import pytest
 
 from memory_app.mcp.manager import SERVICE_SCOPE, mcp_manager
-from tests.memory_app.mcp.support import call, create, http_server, result, script_config, text_of, turn, wait_for
+from tests.memory_app.mcp.support import (
+    call,
+    create,
+    http_server,
+    result,
+    script_config,
+    text_of,
+    turn,
+    wait_for,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -62,7 +71,9 @@ async def test_a_large_result_is_offloaded_like_any_other(connect: Any, settings
     assert found["observation_id"] == synthetic["scratchpad_id"]
 
 
-async def test_a_name_past_64_characters_is_shortened_stably_and_callable(connect: Any, settings: Any) -> None:
+async def test_a_name_past_64_characters_is_shortened_stably_and_callable(
+    connect: Any, settings: Any
+) -> None:
     settings.PALIMPSEST_MCP_SERVERS = {"flaky": script_config("flaky")}
     client = await connect()
     session = await create(client)

@@ -13,7 +13,16 @@ from asgiref.sync import sync_to_async
 
 from sessions_app import services
 from sessions_app.models import Agent
-from tests.memory_app.mcp.support import call, create, git_config, git_repo, result, text_of, time_config, turn
+from tests.memory_app.mcp.support import (
+    call,
+    create,
+    git_config,
+    git_repo,
+    result,
+    text_of,
+    time_config,
+    turn,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

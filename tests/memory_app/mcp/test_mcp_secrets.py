@@ -44,10 +44,14 @@ async def test_no_secret_reaches_the_model_an_event_or_the_dashboard(
     stored = await sync_to_async(lambda: [json.dumps(e.payload) for e in SessionEvent.objects.all()])()
     assert stored and not [p for p in stored if SECRET in p or SERVICE_CANARY in p]
     assert SECRET not in json.dumps(session)
-    operator = await sync_to_async(django_user_model.objects.create_user)("op", password=PASSWORD, is_staff=True)
+    operator = await sync_to_async(django_user_model.objects.create_user)(
+        "op", password=PASSWORD, is_staff=True
+    )
     await sync_to_async(client.force_login)(operator)
     page = await sync_to_async(client.get)(reverse("dashboard:agent", args=[agent.pk]))
     html = page.content.decode()
     assert 'id="agent-mcp"' in html and "API_TOKEN" in html and SECRET not in html
-    editor = await sync_to_async(client.get)(reverse("dashboard:mcp_server_edit", args=[agent.pk]), {"name": "flaky"})
+    editor = await sync_to_async(client.get)(
+        reverse("dashboard:mcp_server_edit", args=[agent.pk]), {"name": "flaky"}
+    )
     assert "API_TOKEN" in editor.content.decode() and SECRET not in editor.content.decode()
