@@ -10,6 +10,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from sessions_app.agent_mcp_rules import McpConfigError, mcp_servers_parse
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -385,7 +387,34 @@ PALIMPSEST_FEATURES = [
     # other tool. A definition changes the tool list, which leads the cached prefix: the next
     # request writes the cache again once (docs/prompt-cache.md).
     "memory_app.authored_tools.feature.FEATURE",
+    # MCP tool servers (docs/mcp.md): the service's (PALIMPSEST_MCP_SERVERS) and the session's
+    # agent's, offered last; none configured leaves every request as it was.
+    "memory_app.mcp.feature.FEATURE",
 ]
+
+# ---------------------------------------------------------------------------
+# MCP tool servers (docs/mcp.md): configured by operators only. PALIMPSEST_MCP_SERVERS is a JSON
+# object, server name -> {"command", "args", "env"} (stdio: a command this service runs) or
+# {"url"} (streamable HTTP); every session is offered their tools as mcp__<server>__<tool>, then
+# those of the servers an operator attaches to its agent (the dashboard's agent page). Checked
+# here: a bad value stops the start.
+# ---------------------------------------------------------------------------
+
+
+def _mcp_servers_from_env(raw: str) -> dict:
+    try:
+        servers = mcp_servers_parse(raw)
+    except McpConfigError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+    return {server.name: server.as_json() for server in servers}
+
+
+PALIMPSEST_MCP_SERVERS = _mcp_servers_from_env(os.environ.get("PALIMPSEST_MCP_SERVERS") or "{}")
+# A call of an MCP tool that takes longer is a tool error (the server is restarted).
+PALIMPSEST_MCP_CALL_TIMEOUT_SECONDS = env_float("PALIMPSEST_MCP_CALL_TIMEOUT_SECONDS", 60.0)
+# Starting a server and listing its tools; a server not up by then is failed (and retried later).
+PALIMPSEST_MCP_START_TIMEOUT_SECONDS = env_float("PALIMPSEST_MCP_START_TIMEOUT_SECONDS", 30.0)
+
 # Where committed events go to reach watchers (the channel layer; tests may swap it).
 PALIMPSEST_ANNOUNCER = "sessions_app.fastpath.channel_announcer.announce_via_channel_layer"
 

@@ -1,7 +1,9 @@
 """The admin of agents (DESIGN.md, "Agents"): read through the same selectors, changed through the
 same services as the protocol and the dashboard. An agent is created here by name, with its
 instructions, model and settings checked as `agent.create` checks them; its instructions are
-changed as a new version; everything else (versions, skills, state) is read-only here.
+changed as a new version; everything else (versions, skills, state) is read-only here. An
+agent's MCP servers are written here and on the dashboard only (operators' data: a stdio server is
+a command the service runs), their env values masked.
 Registered from `sessions_app.admin`."""
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from django.http import HttpRequest
 
 from sessions_app import services
 from sessions_app.admin_base import ReadOnlyAdmin
+from sessions_app.agent_mcp_rules import MASKED, McpConfigError, mcp_config_masked, mcp_server_config_clean
 from sessions_app.authors import operator_author
 from sessions_app.engine import agents as engine_agents
-from sessions_app.models import Agent, AgentSkill, AgentStateEntry, AgentVersion
+from sessions_app.models import Agent, AgentMcpServer, AgentSkill, AgentStateEntry, AgentVersion
 from sessions_app.validation import SpecError
 
 
@@ -102,3 +105,65 @@ class AgentStateEntryAdmin(ReadOnlyAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class AgentMcpServerForm(forms.ModelForm):
+    """An agent's MCP server, its configuration shown with env values masked; a masked value
+    left as it is keeps the stored one. Checked by the rules every place shares."""
+
+    class Meta:
+        model = AgentMcpServer
+        fields = ["agent", "name", "config", "enabled"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            try:
+                shown = mcp_config_masked(mcp_server_config_clean(self.instance.name, self.instance.config))
+            except McpConfigError:
+                shown = {}
+            self.initial["config"] = shown
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        raw = cleaned.get("config")
+        if isinstance(raw, dict) and isinstance(raw.get("env"), dict) and self.instance.pk is not None:
+            kept = (self.instance.config or {}).get("env") or {}
+            raw["env"] = {k: (kept.get(k, "") if v == MASKED else v) for k, v in raw["env"].items()}
+        try:
+            name = cleaned.get("name") or self.instance.name
+            cleaned["config"] = mcp_server_config_clean(name, raw).as_json()
+        except McpConfigError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return cleaned
+
+
+@admin.register(AgentMcpServer)
+class AgentMcpServerAdmin(admin.ModelAdmin):
+    """Written through the services as the operator (`agent_mcp_server_set` / `_remove`)."""
+
+    form = AgentMcpServerForm
+    list_display = ["agent", "name", "enabled", "author", "updated_at"]
+    search_fields = ["name"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: AgentMcpServer | None = None) -> Any:
+        return ["agent", "name"] if obj is not None else []
+
+    def save_model(self, request: HttpRequest, obj: AgentMcpServer, form: Any, change: bool) -> None:
+        saved = services.agent_mcp_server_set(
+            agent_id=obj.agent_id,
+            name=obj.name,
+            config=form.cleaned_data["config"],
+            enabled=obj.enabled,
+            author=operator_author(request.user.get_username()),
+        )
+        obj.pk = saved.pk
+
+    def delete_model(self, request: HttpRequest, obj: AgentMcpServer) -> None:
+        services.agent_mcp_server_remove(
+            agent_id=obj.agent_id, name=obj.name, author=operator_author(request.user.get_username())
+        )
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for obj in queryset:
+            self.delete_model(request, obj)

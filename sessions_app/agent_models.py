@@ -145,3 +145,27 @@ class AgentTool(models.Model):
 
     def __str__(self) -> str:
         return f"tool {self.name} v{self.version}"
+
+
+class AgentMcpServer(models.Model):
+    """An MCP server an operator attached to an agent (DESIGN.md, MCP): its tools are offered to
+    every session of the agent, after the service's servers. `config` is the checked
+    configuration (`agent_mcp_rules`: `{"command", "args", "env"}` or `{"url"}`); its env values
+    are secrets, never shown. Written only by operators (the dashboard, the admin), through
+    `services.agent_mcp_server_set` / `agent_mcp_server_remove`."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="mcp_servers")
+    name = models.CharField(max_length=32)
+    config = models.JSONField(default=dict)
+    enabled = models.BooleanField(default=True)
+    # The operator who last changed it: `operator:<username>`.
+    author = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["agent_id", "name"]
+        constraints = [models.UniqueConstraint(fields=["agent", "name"], name="agent_mcp_server_unique_name")]
+
+    def __str__(self) -> str:
+        return f"MCP server {self.name} of {self.agent_id}"

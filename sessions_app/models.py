@@ -16,6 +16,7 @@ from django.utils import timezone
 # imported here so that Django registers them with the app, and re-exported.
 from sessions_app.agent_models import (
     Agent,
+    AgentMcpServer,
     AgentPart,
     AgentSkill,
     AgentStateEntry,
@@ -26,6 +27,7 @@ from sessions_app.recall_models import RecallDocument
 
 __all__ = [
     "Agent",
+    "AgentMcpServer",
     "AgentPart",
     "AgentSkill",
     "AgentStateEntry",

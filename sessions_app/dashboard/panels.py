@@ -15,9 +15,9 @@ from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
-from sessions_app.engine.contract import PANEL_HEAD, PANEL_TAB, DashboardPanel
+from sessions_app.engine.contract import PANEL_AGENT, PANEL_HEAD, PANEL_TAB, DashboardPanel
 from sessions_app.engine.features import features
-from sessions_app.models import AgentSession, Archive
+from sessions_app.models import Agent, AgentSession, Archive
 
 TRANSCRIPT_TAB = "transcript"
 DEFAULT_TAB = "context"
@@ -85,12 +85,22 @@ def head_panels(session: AgentSession, request: HttpRequest | None = None) -> li
     return [panel_render(panel, session, request) for panel in panels_at(PANEL_HEAD)]
 
 
+def agent_panels(agent: Agent, request: HttpRequest | None = None) -> list[SafeString]:
+    """The features' parts of an agent's page (`PANEL_AGENT`), rendered, in feature order."""
+    return [
+        SafeString(
+            render_to_string(panel.template, {"agent": agent, **panel.context(agent)}, request=request)
+        )
+        for panel in panels_at(PANEL_AGENT)
+    ]
+
+
 def panels_live(session: AgentSession, events: Sequence[Mapping[str, Any]], operator: str) -> list[str]:
     """Every panel's fragments for a batch of the session's events, in feature order."""
     return [
         fragment
         for panel in features().panels
-        if panel.live is not None
+        if panel.live is not None and panel.place != PANEL_AGENT
         for fragment in panel.live(session, events, operator)
     ]
 

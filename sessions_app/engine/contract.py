@@ -38,6 +38,7 @@ from sessions_app.common.estimate import json_text
 from sessions_app.common.types import ModelCallData, PlannedToolCall, ToolOutcome
 
 __all__ = [
+    "PANEL_AGENT",
     "PANEL_HEAD",
     "PANEL_TAB",
     "ArchiveSection",
@@ -522,6 +523,9 @@ class FeatureLifecycle:
 # Where a panel sits on the session page (`DashboardPanel.place`).
 PANEL_TAB = "tab"  # a tab of its own among the side panels, between Context and Archives
 PANEL_HEAD = "head"  # under the session's title, above the transcript, whatever the tab
+# On an agent's page (not the session page): `context` gets the agent's row (`Agent`), and the
+# template is rendered with it as `agent`; `live` is not called.
+PANEL_AGENT = "agent"
 
 
 @dataclass(frozen=True)
@@ -537,7 +541,8 @@ class DashboardPanel:
       up to date after a batch of the session's events (none where no event concerns it), as the
       operator `operator` sees it (a notice of someone else's change). The dashboard's websocket
       calls it in a DB thread, for every batch but one of streamed text alone;
-    - `place`: `PANEL_TAB` or `PANEL_HEAD`.
+    - `place`: `PANEL_TAB` or `PANEL_HEAD`, or `PANEL_AGENT` for a part of an agent's page
+      (rendered with the agent's row as `agent` and what `context(agent)` reads).
 
     `session` is the session's row (`AgentSession`: the contract names no model).
     """

@@ -29,6 +29,7 @@ from sessions_app.services.agent_knowledge import (
     agent_tool_remove,
     agent_tool_restore,
 )
+from sessions_app.services.agent_mcp import agent_mcp_server_remove, agent_mcp_server_set
 from sessions_app.services.agents import (
     AgentExists,
     AgentTextConflict,
@@ -118,6 +119,8 @@ from sessions_app.services.turns import (
 )
 
 __all__ = [
+    "agent_mcp_server_remove",
+    "agent_mcp_server_set",
     "AgentExists",
     "AgentTextConflict",
     "AgentVersionNotFound",

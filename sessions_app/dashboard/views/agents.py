@@ -32,6 +32,7 @@ from sessions_app.dashboard.agent_forms import (
 )
 from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.history_forms import HistoryQueryForm, RestoreForm
+from sessions_app.dashboard.panels import agent_panels
 from sessions_app.dashboard.views.common import HtmxHttpRequest, operator_name
 from sessions_app.engine import agents as engine_agents
 from sessions_app.models import Agent, AgentPart, AgentSkill, AgentTool
@@ -129,6 +130,7 @@ def agent_detail(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
         "tools": agent_tools_list(agent_id=agent.pk),
         "sessions": sessions,
         "session_total": session_total,
+        "feature_panels": agent_panels(agent, request),
         **state,
     }
     return render(request, "dashboard/agent.html", context, status=status)

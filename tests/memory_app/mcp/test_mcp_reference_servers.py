@@ -1,0 +1,60 @@
+"""The reference MCP servers from PyPI, started by the service over stdio and used by a session
+through the engine with the scripted model: `mcp-server-time` (the service's) and
+`mcp-server-git` on a repository the test makes (an agent's)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from sessions_app import services
+from sessions_app.models import Agent
+from tests.memory_app.mcp.support import (
+    call,
+    create,
+    git_config,
+    git_repo,
+    result,
+    text_of,
+    time_config,
+    turn,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_the_service_time_server_is_offered_and_answers(connect: Any, settings: Any) -> None:
+    settings.PALIMPSEST_MCP_SERVERS = {"time": time_config()}
+    client = await connect()
+    session = await create(client)
+    assert "mcp__time__get_current_time" in session["server_tools"]
+    assert session["server_tools"][-2:] == ["mcp__time__convert_time", "mcp__time__get_current_time"] or (
+        "mcp__time__convert_time" in session["server_tools"]
+    )
+    frames = await turn(client, call("mcp__time__get_current_time", {"timezone": "Europe/Paris"}))
+    found = result(frames)
+    assert found["is_error"] is False
+    assert json.loads(text_of(found))["timezone"] == "Europe/Paris"
+
+
+async def test_an_agents_git_server_reads_the_repository(connect: Any, tmp_path: Path) -> None:
+    repo = git_repo(tmp_path)
+    client = await connect()
+    await client.send({"type": "agent.create", "name": "coder"})
+    assert (await client.recv())["type"] == "agent.created"
+    agent = await sync_to_async(Agent.objects.get)(name="coder")
+    await sync_to_async(services.agent_mcp_server_set)(
+        agent_id=agent.pk, name="git", config=git_config(repo), author="operator:test"
+    )
+    session = await create(client, agent="coder")
+    assert "mcp__git__git_status" in session["server_tools"]
+    status = result(await turn(client, call("mcp__git__git_status", {"repo_path": str(repo)})))
+    assert status["is_error"] is False and "untracked.txt" in text_of(status)
+    log = result(await turn(client, call("mcp__git__git_log", {"repo_path": str(repo), "max_count": 5})))
+    assert "second commit" in text_of(log) and "first commit" in text_of(log)
+    other = await create(await connect())
+    assert not [name for name in other["server_tools"] if name.startswith("mcp__")]
