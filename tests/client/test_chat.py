@@ -323,7 +323,7 @@ async def test_a_line_ending_with_a_backslash_goes_on_with_the_message(daphne: D
                 "        total += part\\",
                 "        session.notepad.append(f'part {part} done\\n')\\",
                 "    return {'total': total}",
-                'tool add_up {}',
+                "tool add_up {}",
             )
         )
     text = out.getvalue()
