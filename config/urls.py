@@ -5,11 +5,15 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from sessions_app.api.app import api
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     # Browsers ask for /favicon.ico where a page names no icon (a JSON response, say).
     path("favicon.ico", RedirectView.as_view(url=static("dashboard/favicon.svg"))),
     path("accounts/", include("django.contrib.auth.urls")),
+    # The HTTP API (PROTOCOL.md, "HTTP API v1"): JSON, bearer tokens, OpenAPI at api/v1/openapi.json.
+    path("api/v1/", api.urls),
     path("", include("sessions_app.urls")),
     # The operator dashboard: `/` lists the sessions, `/sessions/<uuid>/` shows one.
     path("", include("sessions_app.dashboard.urls")),
