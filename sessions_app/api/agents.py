@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.db.models import ProtectedError
 from django.http import HttpRequest, HttpResponse
-from ninja import Query, Router
+from ninja import Query, Router, Status
 
 from sessions_app import agent_selectors, listing_selectors, services
 from sessions_app.api.auth import request_token
@@ -43,7 +43,7 @@ async def agents_list(request: HttpRequest, limit: int = LIMIT, cursor: str | No
 
 
 @router.post("/agents", response={201: AgentOut, **ERRORS, 409: Error}, summary="Create an agent")
-async def agent_create(request: HttpRequest, body: AgentCreate) -> tuple[int, dict]:
+async def agent_create(request: HttpRequest, body: AgentCreate) -> Status:
     owner = request_token(request).name
     try:
         agent = await db(engine_agents.agent_create)(
@@ -58,7 +58,7 @@ async def agent_create(request: HttpRequest, body: AgentCreate) -> tuple[int, di
         raise spec_error(exc) from None
     except services.AgentExists as exc:
         raise conflict("agent_exists", str(exc)) from None
-    return 201, await db(agent_selectors.agent_public_state)(agent=agent)
+    return Status(201, await db(agent_selectors.agent_public_state)(agent=agent))
 
 
 @router.get("/agents/{name}", response={200: AgentOut, **ERRORS}, summary="One agent's state")
