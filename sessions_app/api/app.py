@@ -8,6 +8,7 @@ through the engine's database threads (`common.db.db`), so a request never holds
 
 from __future__ import annotations
 
+from django.http import HttpRequest, JsonResponse
 from ninja import NinjaAPI
 from ninja.openapi.docs import Swagger
 
@@ -43,3 +44,14 @@ def api_build() -> NinjaAPI:
 
 
 api = api_build()
+
+
+def api_not_found(request: HttpRequest) -> JsonResponse:
+    """A path under the API that names no operation (`config/urls.py`, after the API's own)."""
+    return JsonResponse(
+        {
+            "code": "not_found",
+            "message": "no such path in the HTTP API (GET /api/v1/openapi.json lists them)",
+        },
+        status=404,
+    )

@@ -7,6 +7,7 @@ the model's tools and the dashboard."""
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
+from django.urls import register_converter
 from ninja import File, Query, Router
 from ninja.files import UploadedFile
 
@@ -41,6 +42,23 @@ from sessions_app.authors import client_author
 from sessions_app.common.db import db
 from sessions_app.engine.agent_limits import max_skills
 from sessions_app.services import SkillFields
+
+
+class StateKeyConverter:
+    """A state key in a path, URL-decoded: any characters ("/" and line breaks too; a key is 1-200
+    characters of anything). Django's own `path` converter stops at a line break."""
+
+    regex = r"[\s\S]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+# Django's converters are named in one registry, which routes read when they are built.
+register_converter(StateKeyConverter, "statekey")
 
 router = Router(tags=["skills and state"])
 ERRORS: dict[int, type] = {400: Error, 401: Error, 404: Error}
@@ -195,7 +213,9 @@ async def state_list(
     return {"items": items, "next": cursor_encode(items[-1]["key"]) if page.more and items else None}
 
 
-@router.get("/agents/{name}/state/{path:key}", response={200: StateOut, **ERRORS}, summary="One state entry")
+@router.get(
+    "/agents/{name}/state/{statekey:key}", response={200: StateOut, **ERRORS}, summary="One state entry"
+)
 async def state_get(request: HttpRequest, name: str, key: str) -> dict:
     agent = await client_agent(request, name)
     _checked(state_key_check, key)
@@ -207,7 +227,7 @@ async def state_get(request: HttpRequest, name: str, key: str) -> dict:
 
 
 @router.put(
-    "/agents/{name}/state/{path:key}",
+    "/agents/{name}/state/{statekey:key}",
     response={200: StateOut, **ERRORS, 409: Error},
     summary="Set a state entry (409 when expected_version is not its version)",
 )
@@ -229,7 +249,7 @@ async def state_put(request: HttpRequest, name: str, key: str, body: StatePut) -
 
 
 @router.delete(
-    "/agents/{name}/state/{path:key}", response={204: None, **ERRORS}, summary="Delete a state entry"
+    "/agents/{name}/state/{statekey:key}", response={204: None, **ERRORS}, summary="Delete a state entry"
 )
 async def state_delete(request: HttpRequest, name: str, key: str) -> HttpResponse:
     agent = await client_agent(request, name)

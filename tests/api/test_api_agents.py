@@ -33,7 +33,10 @@ async def test_create_refuses_a_taken_name_a_bad_name_and_bad_settings(api_clien
     await client.post("/agents", {"name": "writer"})
     assert error(await client.post("/agents", {"name": "writer"})) == (409, "agent_exists")
     assert error(await client.post("/agents", {"name": "Bad Name"})) == (400, "invalid_value")
-    assert error(await client.post("/agents", {"name": "a", "settings": {"nope": 1}})) == (400, "invalid_settings")
+    assert error(await client.post("/agents", {"name": "a", "settings": {"nope": 1}})) == (
+        400,
+        "invalid_settings",
+    )
     assert error(await client.post("/agents", {"name": "a", "owner": "x"})) == (400, "invalid_value")
     assert error(await client.post("/agents", {})) == (400, "invalid_value")
     assert await sync_to_async(Agent.objects.count)() == 1
@@ -73,12 +76,20 @@ async def test_patch_instructions_makes_a_new_version_listed_newest_first(api_cl
 async def test_patch_model_and_settings_merge_into_the_agents_own(api_client: Any) -> None:
     client = await api_client()
     await client.agent("writer", settings={"max_steps_per_turn": 5})
-    agent = body(await client.patch("/agents/writer", {"model": "claude-haiku-4-5", "settings": {"notepad": {"enabled": False}}}))
+    agent = body(
+        await client.patch(
+            "/agents/writer", {"model": "claude-haiku-4-5", "settings": {"notepad": {"enabled": False}}}
+        )
+    )
     assert agent["model"] == "claude-haiku-4-5"
     assert agent["settings"] == {"max_steps_per_turn": 5, "notepad": {"enabled": False}}
     # New sessions of it start from them.
     session = await client.session(agent="writer")
-    assert (session.model, session.settings["notepad"]["enabled"], session.settings["max_steps_per_turn"]) == (
+    assert (
+        session.model,
+        session.settings["notepad"]["enabled"],
+        session.settings["max_steps_per_turn"],
+    ) == (
         "claude-haiku-4-5",
         False,
         5,
@@ -88,7 +99,9 @@ async def test_patch_model_and_settings_merge_into_the_agents_own(api_client: An
 async def test_patch_is_all_or_nothing(api_client: Any) -> None:
     client = await api_client()
     await client.agent("writer", system_prompt="kept")
-    response = await client.patch("/agents/writer", {"system_prompt": "new", "settings": {"max_steps_per_turn": 0}})
+    response = await client.patch(
+        "/agents/writer", {"system_prompt": "new", "settings": {"max_steps_per_turn": 0}}
+    )
     assert error(response) == (400, "invalid_settings")
     response = await client.patch("/agents/writer", {"system_prompt": "new", "model": "m" * 101})
     assert error(response) == (400, "invalid_value")

@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from sessions_app.agent_skill_files import SKILL_ZIP_MAX_BYTES
 from sessions_app.models import AgentSkill, AgentStateEntry
 from tests.api.conftest import body, error
 
@@ -20,12 +21,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 async def test_skill_put_get_list_delete(api_client: Any) -> None:
     client = await api_client()
     await client.agent("writer")
-    put = await client.put("/agents/writer/skills/weekly-report", {"description": "How.", "content": "# Steps"})
+    put = await client.put(
+        "/agents/writer/skills/weekly-report", {"description": "How.", "content": "# Steps"}
+    )
     assert (put.status_code, body(put)) == (
         200,
         {"name": "weekly-report", "description": "How.", "content": "# Steps", "version": 1},
     )
-    again = body(await client.put("/agents/writer/skills/weekly-report", {"description": "How.", "content": "# Two"}))
+    again = body(
+        await client.put("/agents/writer/skills/weekly-report", {"description": "How.", "content": "# Two"})
+    )
     assert again["version"] == 2
     assert body(await client.get("/agents/writer/skills/weekly-report"))["content"] == "# Two"
     listed = body(await client.get("/agents/writer/skills"))
@@ -38,7 +43,9 @@ async def test_skill_put_get_list_delete(api_client: Any) -> None:
 async def test_a_bad_skill_is_400_and_nothing_is_written(api_client: Any) -> None:
     client = await api_client()
     await client.agent("writer")
-    assert error(await client.put("/agents/writer/skills/Bad--name", {"description": "d", "content": "c"})) == (
+    assert error(
+        await client.put("/agents/writer/skills/Bad--name", {"description": "d", "content": "c"})
+    ) == (
         400,
         "invalid_value",
     )
@@ -54,7 +61,9 @@ async def test_a_bad_skill_is_400_and_nothing_is_written(api_client: Any) -> Non
 async def test_the_skills_limit_is_the_agents_own(api_client: Any) -> None:
     client = await api_client()
     await client.agent("writer", settings={"knowledge": {"max_skills": 1}})
-    assert (await client.put("/agents/writer/skills/one", {"description": "d", "content": "c"})).status_code == 200
+    assert (
+        await client.put("/agents/writer/skills/one", {"description": "d", "content": "c"})
+    ).status_code == 200
     assert error(await client.put("/agents/writer/skills/two", {"description": "d", "content": "c"})) == (
         400,
         "invalid_value",
@@ -92,7 +101,10 @@ async def test_state_put_get_list_delete(api_client: Any) -> None:
     client = await api_client()
     await client.agent("writer")
     put = await client.put("/agents/writer/state/project/status", {"value": {"done": 3}})
-    assert (put.status_code, body(put)) == (200, {"key": "project/status", "value": {"done": 3}, "version": 1})
+    assert (put.status_code, body(put)) == (
+        200,
+        {"key": "project/status", "value": {"done": 3}, "version": 1},
+    )
     # A key is URL-encoded in the path, "/" included.
     assert body(await client.get("/agents/writer/state/project%2Fstatus"))["value"] == {"done": 3}
     await client.put("/agents/writer/state/other", {"value": None})
@@ -128,8 +140,43 @@ async def test_state_put_with_another_expected_version_is_409_and_changes_nothin
 async def test_a_bad_state_write_is_400(api_client: Any) -> None:
     client = await api_client()
     await client.agent("writer")
-    assert error(await client.put("/agents/writer/state/" + "k" * 201, {"value": 1})) == (400, "invalid_value")
-    assert error(await client.put("/agents/writer/state/k", {"value": "x" * 70_000})) == (400, "invalid_value")
-    assert error(await client.put("/agents/writer/state/k", {"expected_version": 0})) == (400, "invalid_value")
-    assert error(await client.put("/agents/writer/state/k", {"value": 1, "extra": 2})) == (400, "invalid_value")
+    assert error(await client.put("/agents/writer/state/" + "k" * 201, {"value": 1})) == (
+        400,
+        "invalid_value",
+    )
+    assert error(await client.put("/agents/writer/state/k", {"value": "x" * 70_000})) == (
+        400,
+        "invalid_value",
+    )
+    assert error(await client.put("/agents/writer/state/k", {"expected_version": 0})) == (
+        400,
+        "invalid_value",
+    )
+    assert error(await client.put("/agents/writer/state/k", {"value": 1, "extra": 2})) == (
+        400,
+        "invalid_value",
+    )
     assert await sync_to_async(AgentStateEntry.objects.count)() == 0
+
+
+async def test_any_key_is_reachable_url_encoded_line_breaks_included(api_client: Any) -> None:
+    client = await api_client()
+    await client.agent("writer")
+    await client.put("/agents/writer/state/a%0Ab%20c%3F", {"value": 1})
+    assert body(await client.get("/agents/writer/state"))["items"][0]["key"] == "a\nb c?"
+    assert body(await client.get("/agents/writer/state/a%0Ab%20c%3F"))["value"] == 1
+
+
+async def test_a_zip_over_its_limit_is_413_json_before_it_is_read(api_client: Any) -> None:
+    client = await api_client()
+    await client.agent("writer")
+    upload = SimpleUploadedFile(
+        "skills.zip", b"x" * (SKILL_ZIP_MAX_BYTES + 100_000), content_type="application/zip"
+    )
+    response = await client.call("post", "/agents/writer/skills.zip", None, data={"file": upload})
+    assert error(response) == (413, "too_large")
+
+
+async def test_an_unknown_api_path_is_a_json_404(api_client: Any) -> None:
+    client = await api_client()
+    assert error(await client.get("/nothing/here")) == (404, "not_found")

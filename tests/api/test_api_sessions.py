@@ -83,7 +83,10 @@ async def test_get_returns_the_public_state(api_client: Any) -> None:
 async def test_a_malformed_or_unknown_id_is_404(api_client: Any) -> None:
     client = await api_client()
     assert error(await client.get("/sessions/nope")) == (404, "session_not_found")
-    assert error(await client.get("/sessions/00000000-0000-0000-0000-000000000000")) == (404, "session_not_found")
+    assert error(await client.get("/sessions/00000000-0000-0000-0000-000000000000")) == (
+        404,
+        "session_not_found",
+    )
 
 
 async def test_patch_updates_as_session_update(api_client: Any) -> None:
