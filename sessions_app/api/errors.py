@@ -68,29 +68,30 @@ def validation_message(errors: list[dict[str, Any]]) -> str:
 
 
 def error_handlers_install(api: NinjaAPI) -> None:
-    """Every error the API answers, as `{"code", "message"}`."""
+    """Every error the API answers, as `{"code", "message"}`. (Each handler gets the exception
+    of its class; ninja's annotation of a handler's argument is looser, hence `Any`.)"""
 
     def reply(request: HttpRequest, status: int, code: str, message: str) -> HttpResponse:
         return api.create_response(request, {"code": code, "message": message}, status=status)
 
-    def on_api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
+    def on_api_error(request: HttpRequest, exc: Any) -> HttpResponse:
         return reply(request, exc.status, exc.code, exc.message)
 
-    def on_validation(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    def on_validation(request: HttpRequest, exc: Any) -> HttpResponse:
         # ninja's 422: a field missing, of the wrong type, or not taken by the path.
         return reply(request, 400, INVALID_VALUE, validation_message(list(exc.errors)))
 
-    def on_auth(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    def on_auth(request: HttpRequest, exc: Any) -> HttpResponse:
         return reply(request, 401, "unauthorized", UNAUTHORIZED_MESSAGE)
 
-    def on_http(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    def on_http(request: HttpRequest, exc: Any) -> HttpResponse:
         code = INVALID_VALUE if exc.status_code == 400 else "http_error"
         return reply(request, exc.status_code, code, str(exc))
 
-    def on_404(request: HttpRequest, exc: Http404) -> HttpResponse:
+    def on_404(request: HttpRequest, exc: Any) -> HttpResponse:
         return reply(request, 404, "not_found", "no such resource")
 
-    def on_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    def on_too_big(request: HttpRequest, exc: Any) -> HttpResponse:
         return reply(request, 413, "too_large", "the request body is too large; nothing was stored")
 
     api.add_exception_handler(ApiError, on_api_error)

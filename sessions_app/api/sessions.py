@@ -66,11 +66,10 @@ async def sessions_list(
         title_contains=q,
     )
     items = [await db(engine_sessions.session_state)(session) for session in page.items]
-    last = page.items[-1] if page.items else None
-    more = page.more and last is not None
+    last = page.items[-1] if page.more else None
     return {
         "items": items,
-        "next": cursor_encode([last.created_at.isoformat(), str(last.pk)]) if more else None,
+        "next": cursor_encode([last.created_at.isoformat(), str(last.pk)]) if last else None,
     }
 
 
