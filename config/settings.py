@@ -92,6 +92,8 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "template_partials",
+    # django-ninja (the HTTP API): listed so that its docs page uses its own static files, no CDN.
+    "ninja",
     "sessions_app",
     "memory_app",
 ]
@@ -100,7 +102,9 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    # Before the CSRF check, the first to read a form's body: answers a body too large to read.
+    # Before the CSRF check, the first to read a body: answer a body too large to read (the
+    # API's as JSON, then the rest).
+    "sessions_app.api.middleware.ApiBodyLimitMiddleware",
     "sessions_app.dashboard.middleware.RequestTooLargeMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",

@@ -90,6 +90,19 @@ def settings_clean(given: Any, *, schema: SettingsSchema, base: dict | None = No
     return _merge("", dict(schema.rules), dict(defaults), {} if given is None else given)
 
 
+def settings_overlay(base: Any, given: Any) -> Any:
+    """`given` (a partial settings object) laid over `base` as given, not filled with defaults:
+    a nested object's keys change those of the same object in `base`, any other value replaces
+    what `base` holds. What an agent stores for its sessions (their own day's defaults go under
+    it); `settings_clean` then checks the result."""
+    if not isinstance(base, dict) or not isinstance(given, dict):
+        return copy.deepcopy(given)
+    merged = copy.deepcopy(base)
+    for key, value in given.items():
+        merged[key] = settings_overlay(merged.get(key), value) if isinstance(value, dict) else value
+    return merged
+
+
 def client_tools_clean(tools: Any, *, reserved_names: Iterable[str]) -> list[dict]:
     """Validate client tool definitions: [{name, description, input_schema}]."""
     if not isinstance(tools, list):

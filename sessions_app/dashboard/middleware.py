@@ -27,6 +27,8 @@ MEGABYTE = 1024 * 1024
 # the file's size itself.
 UPLOAD_FORM_OVERHEAD_BYTES = 64 * 1024
 UPLOAD_LIMITS = {"dashboard:agent_skills_import": SKILL_ZIP_MAX_BYTES + UPLOAD_FORM_OVERHEAD_BYTES}
+# The HTTP API answers its own bodies' sizes, as JSON (`sessions_app/api/middleware.py`, before this).
+API_PREFIX = "/api/"
 
 
 def too_large_message(size: int, limit: int) -> str:
@@ -52,7 +54,7 @@ class RequestTooLargeMiddleware:
         size = _body_size(request)
         # Outside the skills' import nothing here uploads files: a body over the limit is form
         # fields, which Django refuses whether urlencoded or multipart (only files are streamed).
-        if limit is None or size <= limit:
+        if limit is None or size <= limit or request.path_info.startswith(API_PREFIX):
             return self.get_response(request)
         upload_limit = _upload_limit(request)
         if upload_limit is not None:

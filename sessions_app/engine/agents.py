@@ -1,6 +1,6 @@
-"""Agents as the engine sees them (DESIGN.md, "Agents"): creating one (its name, model and
-settings checked as a session's are) and ending a session. What a session of an agent is shown
-is `agent_context`'s."""
+"""Agents as the engine sees them (DESIGN.md, "Agents"): creating, changing and deleting one
+(its name, model and settings checked as a session's are) and ending a session. What a session
+of an agent is shown is `agent_context`'s."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ import re
 import uuid
 from typing import Any
 
+from django.db import transaction
+
 from sessions_app import services
 from sessions_app.common.db import db
 from sessions_app.engine.features import features
 from sessions_app.engine.runner import turn_notify, turn_repair_if_dead
+from sessions_app.engine.sessions import session_delete
 from sessions_app.models import Agent, AgentSession
-from sessions_app.validation import SpecError, session_create_clean
+from sessions_app.validation import SpecError, session_create_clean, session_fields_clean
 
 # DESIGN.md: 1-64 characters, lowercase letters, digits, `-` and `_`.
 AGENT_NAME_RE = re.compile(r"[a-z0-9_-]{1,64}")
@@ -62,6 +65,51 @@ def agent_create(
         settings=dict(settings) if isinstance(settings, dict) else {},
         author=author,
     )
+
+
+def agent_update(
+    *, agent_id: int, system_prompt: Any = None, model: Any = None, settings: Any = None, author: str
+) -> Agent:
+    """Change the agent's instructions (a new version by `author`; the same text makes none), the
+    model or the settings its sessions start from (given keys laid over its own; in place, as
+    `services.agent_defaults_set` says); None leaves a part as it is. Runs in a DB thread. All or
+    nothing: `SpecError` for a bad value (checked as at create) and nothing changed. A running
+    session of the agent sees new instructions as `knowledge.refresh` says.
+    `Agent.DoesNotExist` when there is no such agent."""
+    fields = session_fields_clean(model=model, system_prompt=system_prompt)
+    if settings is not None and not isinstance(settings, dict):
+        raise SpecError("invalid_settings", "settings must be an object")
+    with transaction.atomic():
+        if model is not None or settings is not None:
+            services.agent_defaults_set(
+                agent_id=agent_id,
+                model=fields.get("model"),
+                settings=settings,
+                schema=features().settings_schema,
+            )
+        if system_prompt is not None:
+            services.agent_instructions_set(
+                agent_id=agent_id, instructions=fields["system_prompt"], author=author
+            )
+        return Agent.objects.get(pk=agent_id)
+
+
+def agent_delete(*, agent_id: int) -> list[uuid.UUID]:
+    """Delete the agent with every session of it, ended or not (each with its sub-sessions, as
+    `engine.sessions.session_delete` deletes one), then the agent with its versions, skills,
+    state and tools, in one transaction (runs in a DB thread). Returns the deleted sessions'
+    ids. Refused with `services.TurnInProgress` while a turn runs in any of those sessions:
+    nothing is deleted then. `Agent.DoesNotExist` when there is no such agent."""
+    deleted: list[uuid.UUID] = []
+    with transaction.atomic():
+        Agent.objects.select_for_update().get(pk=agent_id)
+        # Shallowest first: a root's deletion takes its sub-sessions, which are not deleted twice.
+        sessions = AgentSession.objects.filter(agent_id=agent_id).order_by("depth", "created_at")
+        for session_id in list(sessions.values_list("pk", flat=True)):
+            if session_id not in deleted:
+                deleted += session_delete(session_id=session_id)
+        services.agent_delete(agent_id=agent_id)
+    return deleted
 
 
 # ---------------------------------------------------------------------------

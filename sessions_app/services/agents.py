@@ -8,6 +8,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from sessions_app.models import Agent, AgentPart, AgentVersion
+from sessions_app.validation import SettingsSchema, settings_clean, settings_overlay
 
 # Versions an operator can restore here; a skill's restore belongs with the skills.
 RESTORABLE_PARTS = (AgentPart.INSTRUCTIONS, AgentPart.LEARNED)
@@ -56,6 +57,38 @@ def agent_insert(
             raise AgentExists(f"an agent named {name!r} exists already") from None
         raise
     return agent
+
+
+def agent_defaults_set(
+    *, agent_id: int, model: str | None, settings: dict | None, schema: SettingsSchema
+) -> Agent:
+    """The model and settings the agent's sessions start from (None: unchanged). `settings` are
+    laid over the agent's own as given (`settings_overlay`: its sessions still get the defaults
+    of their own day under them) and the result is checked against `schema` (the features'
+    rules) under the agent's row lock: `validation.SpecError` for a bad one, nothing changed.
+    Neither is a versioned part: the change is in place, as an operator's edit of them is."""
+    with transaction.atomic():
+        agent = Agent.objects.select_for_update().get(pk=agent_id)
+        fields = ["updated_at"]
+        if settings is not None:
+            merged = settings_overlay(agent.settings or {}, settings)
+            settings_clean(merged, schema=schema)
+            agent.settings = merged
+            fields.append("settings")
+        if model is not None:
+            agent.model = model
+            fields.append("model")
+        agent.updated_at = timezone.now()
+        agent.save(update_fields=fields)
+    return agent
+
+
+def agent_delete(*, agent_id: int) -> None:
+    """Delete the agent with its versions, skills, state and authored tools (their rows
+    cascade). Its sessions are kept by a `PROTECT` key, so the caller deletes them first in the
+    same transaction (`engine.agents.agent_delete`); `ProtectedError` while any is left.
+    `Agent.DoesNotExist` when there is no such agent."""
+    Agent.objects.get(pk=agent_id).delete()
 
 
 def _expect(agent: Agent, part: str, expected_version: int | None) -> None:

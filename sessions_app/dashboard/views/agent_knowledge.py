@@ -23,10 +23,10 @@ from sessions_app.agent_knowledge_rules import AgentKnowledgeError, AgentStateCo
 from sessions_app.authors import operator_author
 from sessions_app.dashboard import selectors
 from sessions_app.dashboard.agent_knowledge_forms import LearnedForm, StateDeleteForm, StateForm, StateKeyForm
-from sessions_app.dashboard.agent_limits import learned_max_chars
 from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.views.agents import VERSIONS_SHOWN, agent_or_404, state_context
 from sessions_app.dashboard.views.common import HtmxHttpRequest, operator_name
+from sessions_app.engine.agent_limits import learned_max_chars
 from sessions_app.models import Agent, AgentPart, AgentStateEntry
 
 EDIT_TEMPLATE = "dashboard/agent_edit.html"

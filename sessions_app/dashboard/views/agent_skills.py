@@ -26,10 +26,10 @@ from sessions_app.agent_skill_files import SkillFileError, skill_zip_read, skill
 from sessions_app.authors import operator_author
 from sessions_app.dashboard import selectors
 from sessions_app.dashboard.agent_knowledge_forms import BaseVersionForm, SkillForm, SkillImportForm
-from sessions_app.dashboard.agent_limits import max_skills
 from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.views.agents import agent_or_404
 from sessions_app.dashboard.views.common import HtmxHttpRequest, operator_name
+from sessions_app.engine.agent_limits import max_skills
 from sessions_app.models import Agent, AgentPart, AgentSkill, AgentVersion
 
 EDITOR = "dashboard/agent_edit.html#skill-editor"

@@ -1,6 +1,7 @@
 """An agent's knowledge limits as its sessions have them: the `knowledge` settings' defaults
 (the features' own, read from the ordered list, never by name) under the agent's settings. An
-operator's edit keeps the limits the agent's sessions keep."""
+operator's edit (the dashboard) and a client's (the HTTP API) keep the limits the agent's
+sessions keep."""
 
 from __future__ import annotations
 
