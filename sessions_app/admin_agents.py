@@ -19,7 +19,14 @@ from sessions_app.admin_base import ReadOnlyAdmin
 from sessions_app.agent_mcp_rules import MASKED, McpConfigError, mcp_config_masked, mcp_server_config_clean
 from sessions_app.authors import operator_author
 from sessions_app.engine import agents as engine_agents
-from sessions_app.models import Agent, AgentMcpServer, AgentSkill, AgentStateEntry, AgentVersion
+from sessions_app.models import (
+    Agent,
+    AgentMcpServer,
+    AgentSkill,
+    AgentStateEntry,
+    AgentTool,
+    AgentVersion,
+)
 from sessions_app.validation import SpecError
 
 
@@ -96,6 +103,16 @@ class AgentSkillAdmin(ReadOnlyAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # deleting a skill writes a version (the knowledge services)
+
+
+@admin.register(AgentTool)
+class AgentToolAdmin(ReadOnlyAdmin):
+    """An agent's authored tools as they are (their versions are the agent's versions); the
+    dashboard's agent page diffs, restores and switches them."""
+
+    list_display = ("agent", "name", "version", "enabled", "updated_at")
+    list_filter = ("enabled",)
+    search_fields = ("name", "description", "agent__name")
 
 
 @admin.register(AgentStateEntry)

@@ -108,8 +108,9 @@ def _scope_sql(session: RecallScope | None, agent: Agent | None) -> tuple[str, l
 
 
 def recall_statement(scope: str, limit: int) -> str:
-    """The search's SQL: the documents matching the query (its one parameter, first) that meet
-    `scope` (an SQL condition on the document `d`), ranked, at most `limit`.
+    """The search's SQL: the documents matching the query (its parameter, first; on PostgreSQL
+    again after `scope`'s) that meet `scope` (an SQL condition on the document `d`), ranked, at
+    most `limit`.
 
     Only the newest RECALL_RANK_CANDIDATES matches in scope are ranked: a query of words that
     most documents hold would otherwise score every one of them (hundreds of thousands in a
@@ -134,15 +135,18 @@ def recall_statement(scope: str, limit: int) -> str:
             f"ORDER BY m.score, d.{_q('at')} DESC LIMIT {int(limit)}"
         )
     # The stored vector the migration's GIN index is over: the index answers the match, and the
-    # ranking reads the vector instead of parsing each matching text again.
+    # ranking reads the vector instead of parsing each matching text again. The query is written
+    # out where it is used (its text a parameter each time, not a CTE's column), so the planner
+    # sees it and estimates its matches: a rare word is found through the index, a word most
+    # documents hold by walking the newest documents until the candidates are found.
     vector = f"d.{_q(RECALL_TS_VECTOR)}"
+    query = f"to_tsquery('{RECALL_TS_CONFIG}', %s)"
     return (
-        f"WITH query AS (SELECT to_tsquery('{RECALL_TS_CONFIG}', %s) AS q), "
-        f"m AS MATERIALIZED (SELECT d.{_q('id')} AS rid FROM {documents} AS d, query "
-        f"WHERE {vector} @@ query.q AND {scope} ORDER BY d.{_q('id')} DESC LIMIT {candidates}) "
+        f"WITH m AS MATERIALIZED (SELECT d.{_q('id')} AS rid FROM {documents} AS d "
+        f"WHERE {vector} @@ {query} AND {scope} ORDER BY d.{_q('id')} DESC LIMIT {candidates}) "
         f"SELECT {columns} FROM m JOIN {documents} AS d ON d.{_q('id')} = m.rid "
-        f"JOIN {sessions} AS s ON s.{_q('id')} = d.session_id CROSS JOIN query "
-        f"ORDER BY ts_rank_cd({vector}, query.q) DESC, d.{_q('at')} DESC LIMIT {int(limit)}"
+        f"JOIN {sessions} AS s ON s.{_q('id')} = d.session_id "
+        f"ORDER BY ts_rank_cd({vector}, {query}) DESC, d.{_q('at')} DESC LIMIT {int(limit)}"
     )
 
 
@@ -164,7 +168,9 @@ def recall_search(
     scope, params = _scope_sql(session, agent)
     match = fts5_query(words) if connection.vendor == "sqlite" else tsquery_text(words)
     sql = recall_statement(scope, limit)
-    documents = RecallDocument.objects.raw(sql, [match, *params])
+    # PostgreSQL's statement names the query twice: to match, then to rank.
+    ranked_again = [match] if connection.vendor == "postgresql" else []
+    documents = RecallDocument.objects.raw(sql, [match, *params, *ranked_again])
     return [
         RecallHit(
             session_id=d.session_id,

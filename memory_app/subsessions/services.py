@@ -414,7 +414,17 @@ def _history_copy(*, parent: AgentSession, child: AgentSession, plan: ForkPlan) 
         # A copy that differs from its source holds its own content.
         copy = Message.objects.filter(session_id=child.pk, position=positions[source])
         copy.update(content=kept, content_source=None, token_estimate=estimate_json_tokens(kept))
-        services.recall_messages_reindex(message_ids=list(copy.values_list("pk", flat=True)))
+        # Its own content now: searched as its own (the content in hand, not read again).
+        row = copy.values("pk", "epoch", "role", "metadata", "created_at").get()
+        services.recall_message_index(
+            session_id=child.pk,
+            epoch=row["epoch"],
+            role=row["role"],
+            content=kept,
+            metadata=row["metadata"],
+            at=row["created_at"],
+            message_id=row["pk"],
+        )
     AgentSession.objects.filter(pk=child.pk).update(next_position=copied)
     services.masked_results_copy(
         source_session_id=parent.pk,

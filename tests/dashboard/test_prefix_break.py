@@ -170,10 +170,10 @@ def test_a_compaction_between_two_calls_is_named(operator_client):
     chat(session.pk, "first")
     compact(session)
     chat(session.pk, "second")
-    # The first compaction adds session_archive_read: the tools change first.
+    # The first compaction adds session_archive_read and recall: the tools change first.
     found = break_of(calls_of(session)[-1])
     assert found is not None and (found.reason, found.where, found.index) == ("tools", "tools", 0)
-    assert found.detail == "added session_archive_read; after a compaction"
+    assert found.detail == "added session_archive_read, recall; after a compaction"
     compact(session)
     chat(session.pk, "third")
     found = break_of(calls_of(session)[-1])

@@ -241,3 +241,9 @@ def test_an_unknown_tab_opens_the_default_and_says_so(operator_client):
     html = operator_client.get(f"/sessions/{session.pk}/?tab=nonsense<b>").content.decode()
     assert 'data-tab="context"' in html
     assert "There is no tab “nonsense&lt;b&gt;”: showing Context." in html
+
+
+def test_the_head_names_the_provider_and_says_when_the_scripted_model_answers(operator_client):
+    session = session_new()
+    html = page_of(operator_client, session)
+    assert 'data-provider="scripted"' in html and "scripted model, offline" in html

@@ -47,3 +47,13 @@ def test_it_says_which_folder_the_file_tools_read(monkeypatch, tmp_path, setting
     assert "File tools read" not in welcome(monkeypatch, tmp_path)
     settings.PALIMPSEST_FS_ROOT = str(tmp_path / "files")
     assert f"File tools read {tmp_path / 'files'} (with the scripted model" in welcome(monkeypatch, tmp_path)
+
+
+def test_it_says_which_providers_answer(monkeypatch, tmp_path, settings):
+    settings.ANTHROPIC_API_KEY = ""
+    settings.OPENAI_API_KEY = ""
+    settings.OPENAI_BASE_URL = ""
+    settings.PALIMPSEST_PROVIDER = "scripted"
+    assert "none configured, so the scripted model answers every session" in welcome(monkeypatch, tmp_path)
+    settings.OPENAI_BASE_URL = "http://127.0.0.1:9/v1"
+    assert "Model providers: openai (sessions default to " in welcome(monkeypatch, tmp_path)

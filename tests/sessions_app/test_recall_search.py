@@ -205,6 +205,6 @@ def test_on_postgresql_the_match_is_the_full_text_indexs_expression():
     exchange(session_make(agent_make()), "walnut", "ok")
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN " + recall_statement("TRUE", 5), ["'walnut'"])
+        cursor.execute("EXPLAIN " + recall_statement("TRUE", 5), ["'walnut'", "'walnut'"])
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "recall_text_fts_idx" in plan

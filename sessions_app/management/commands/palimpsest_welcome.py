@@ -8,6 +8,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
+from sessions_app.engine.providers.choice import default_model, providers_configured
+
 PASSWORD_FILE = Path(settings.BASE_DIR) / ".local" / "operator-password"
 OPERATOR = "admin"
 
@@ -34,7 +36,13 @@ class Command(BaseCommand):
             self.stdout.write(f"Log in as {OPERATOR!r} with password {password!r} (kept in {PASSWORD_FILE}).")
         else:
             self.stdout.write("Log in with your superuser (or: python manage.py createsuperuser).")
-        self.stdout.write(f"Model provider: {settings.PALIMPSEST_PROVIDER}.")
+        configured = sorted(providers_configured())
+        self.stdout.write(
+            f"Model providers: {', '.join(configured)} (sessions default to {default_model()})."
+            if configured
+            else "Model provider: none configured, so the scripted model answers every session "
+            "(set ANTHROPIC_API_KEY, or OPENAI_API_KEY / OPENAI_BASE_URL, for a real model)."
+        )
         dev = "PALIMPSEST_DEV=1 " if settings.PALIMPSEST_DEV else ""
         port_arg = "" if str(options["port"]) == "8000" else f" PORT={options['port']}"
         self.stdout.write(
