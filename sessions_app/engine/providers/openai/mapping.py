@@ -9,7 +9,8 @@ keeping what the model sees where it sees it today:
 - a user message's `tool_result` blocks become `role: tool` messages right after the assistant
   message that asked (the API requires each call answered before anything else), and its other
   blocks (the user's text, the scratchpad and the other per-call blocks the engine puts into the
-  latest user message) a user message after them, in their order;
+  latest user message) a user message after them, in their order: one string when they are all
+  text (joined by a blank line), a list of parts only when one is an image;
 - the tools become `function` tools, in their order.
 Anthropic's `cache_control` marks are dropped: OpenAI caches a request's longest previously seen
 prefix by itself, which the engine's stable order (tools, system, history) keeps long.
@@ -24,6 +25,7 @@ from urllib.parse import urlsplit
 from sessions_app.common.model_names import model_name_split
 
 SYSTEM_SEPARATOR = "\n\n"
+USER_TEXT_SEPARATOR = "\n\n"
 # A failed tool's result carries Anthropic's `is_error`; Chat Completions has no such flag, so
 # the model reads it in the text.
 TOOL_ERROR_PREFIX = "Error: "
@@ -81,9 +83,16 @@ def _user_messages(content: Any) -> list[dict[str, Any]]:
         else:
             others.append(_user_part(block))
     if others:
-        # One text block (the usual user message) as a plain string, the most widely accepted.
-        only_text = len(others) == 1 and others[0]["type"] == "text"
-        messages.append({"role": "user", "content": others[0]["text"] if only_text else others})
+        # Text alone (the usual user message, or several blocks: the engine's per-call blocks, a
+        # summary and the turn it carries) as one plain string, the most widely accepted: a chat
+        # template that adds the content to a string (SmolLM2's, under llama-cpp-python's
+        # server) fails on a list of parts, and that server then ends its stream with no answer.
+        # Only an image needs the list.
+        if all(part["type"] == "text" for part in others):
+            text = USER_TEXT_SEPARATOR.join(part["text"] for part in others)
+            messages.append({"role": "user", "content": text})
+        else:
+            messages.append({"role": "user", "content": others})
     return messages
 
 
