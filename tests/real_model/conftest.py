@@ -30,4 +30,7 @@ def llama(llama_server: LlamaServer, settings: Any) -> LlamaServer:
     settings.OPENAI_BASE_URL = llama_server.url
     # A model on two CPU cores: a long prompt is read for many seconds before its first token.
     settings.PALIMPSEST_MODEL_IDLE_SECONDS = 600
+    # Short answers (the window's arithmetic may lower it further): a 135M model may ramble on
+    # for thousands of tokens, minutes each on a busy CPU.
+    settings.PALIMPSEST_MAX_OUTPUT_TOKENS = 256
     return llama_server

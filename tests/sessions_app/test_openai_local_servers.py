@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from asgiref.sync import sync_to_async
 
@@ -60,10 +62,10 @@ async def test_a_server_that_never_sends_usage_falls_back_to_the_estimate_after_
         assert [bool(r.chat.get("stream")) for r in fake.requests] == [True, False]
 
 
-async def test_a_user_message_of_several_text_blocks_is_sent_as_one_string():
+async def test_a_server_whose_template_takes_only_strings_gets_text_blocks_joined_from_then_on():
     # SmolLM2's chat template adds each content to a string: a list of parts fails it, and
-    # llama-cpp-python's server then ends the stream with no answer at all.
-    two_blocks = {
+    # llama-cpp-python's server then ends the stream at once with no chunk.
+    two_blocks: dict[str, Any] = {
         "model": MODEL,
         "max_tokens": 10,
         "messages": [
@@ -77,16 +79,26 @@ async def test_a_user_message_of_several_text_blocks_is_sent_as_one_string():
         ],
     }
     with FakeOpenAIServer(string_contents=True) as fake:
-        fake.enqueue(text("hello"))
-        response = await OpenAIProvider(api_key="", base_url=fake.url).complete(two_blocks)
+        fake.enqueue(text("hello"), text("again"))
+        provider = OpenAIProvider(api_key="", base_url=fake.url, stream_retry_seconds=0.01)
+        response = await provider.complete(two_blocks)
         assert response.content == [{"type": "text", "text": "hello"}]
-        assert fake.requests[0].chat["messages"] == [
-            {"role": "user", "content": "[scratchpad] nothing yet\n\nhi"}
-        ]
+        sent = [r.chat["messages"][0]["content"] for r in fake.requests if r.chat.get("stream")]
+        assert sent == [two_blocks["messages"][0]["content"], "[scratchpad] nothing yet\n\nhi"]
+        fake.requests.clear()
+        response = await provider.complete(two_blocks)
+        assert response.content == [{"type": "text", "text": "again"}]
+        assert fake.requests[0].chat["messages"][0]["content"] == "[scratchpad] nothing yet\n\nhi"
 
 
-async def test_a_template_that_fails_on_a_list_of_parts_ends_the_stream_with_no_answer():
-    # What the fake reproduces (an image still needs the list): the stream holds no chunk.
+async def test_a_server_that_takes_lists_keeps_getting_the_blocks_apart(fake_openai):
+    two = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    body = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": two}]}
+    await OpenAIProvider(api_key="", base_url=fake_openai.url).complete(body)
+    assert fake_openai.requests[0].chat["messages"][0]["content"] == two
+
+
+async def test_an_image_that_a_strings_only_template_refuses_is_a_stream_error_not_a_loop():
     image = {"type": "image", "source": {"type": "url", "url": "http://127.0.0.1:9/x.png"}}
     body = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": [image]}]}
     with FakeOpenAIServer(string_contents=True) as fake:
@@ -94,4 +106,4 @@ async def test_a_template_that_fails_on_a_list_of_parts_ends_the_stream_with_no_
         with pytest.raises(ProviderError) as caught:
             await provider.complete(body)
         assert caught.value.kind == "stream"
-        assert isinstance(fake.requests[0].chat["messages"][0]["content"], list)
+        assert all(isinstance(r.chat["messages"][0]["content"], list) for r in fake.requests)

@@ -17,6 +17,11 @@ answer that is not streamed carries usage, so the window's calibration gets the 
 of the prompt (its tokenizer, its chat template) instead of our estimate. A server that caches the
 prompt's prefix (llama.cpp does) answers it from that cache. Should that request fail, the
 prompt's local estimate stands in.
+
+A stream that ends at once with no chunk, for a request holding a list of content parts, is the
+mark of a chat template that takes only strings (SmolLM2's under llama-cpp-python's server): the
+request is sent again at once with its text blocks joined into strings, and so is every later
+request to that server (`STRING_CONTENT_SERVERS`, per process).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import openai
 from sessions_app.engine.providers.base import ModelResponse, ProviderError, TextCallback
 from sessions_app.engine.providers.clients import pooled_client
 from sessions_app.engine.providers.openai.answer import ChatAnswer
-from sessions_app.engine.providers.openai.mapping import chat_request, max_tokens_field
+from sessions_app.engine.providers.openai.mapping import chat_request, has_parts_list, max_tokens_field
 
 __all__ = ["OpenAIProvider", "openai_client"]
 
@@ -46,6 +51,8 @@ DEFAULT_IDLE_SECONDS = 120.0
 CONNECT_TIMEOUT_SECONDS = 10.0
 # A server reached by its base URL alone (a local one) may want no key; the SDK wants one to send.
 KEYLESS_API_KEY = "unused"
+# The base URLs of the servers found to take only string contents (see the module's docstring).
+STRING_CONTENT_SERVERS: set[str | None] = set()
 # The output budget of the request that only counts a prompt (the stream sent no usage).
 COUNT_MAX_TOKENS = 1
 # How servers say a request is longer than the model's window: OpenAI's error code, llama.cpp's
@@ -130,7 +137,8 @@ class OpenAIProvider:
     ) -> ModelResponse:
         """`body` mapped to Chat Completions (`encoded`, the engine's bytes of the Anthropic form,
         is of no use here) and streamed; see the module's docstring for the retries."""
-        params = chat_request(body, base_url=self.base_url)
+        join_text = self.base_url in STRING_CONTENT_SERVERS
+        params = chat_request(body, base_url=self.base_url, join_text=join_text)
         retries_left = self.stream_retries
         pause = self.stream_retry_seconds
         while True:
@@ -138,6 +146,12 @@ class OpenAIProvider:
             try:
                 return await self._attempt(params, on_text, answer)
             except ProviderError as exc:
+                empty = exc.kind == "stream" and answer.started and not answer.chunks
+                if empty and not join_text and has_parts_list(params):
+                    STRING_CONTENT_SERVERS.add(self.base_url)
+                    join_text = True
+                    params = chat_request(body, base_url=self.base_url, join_text=True)
+                    continue
                 ours = answer.started and exc.kind in ("stream", "idle")
                 if not ours or answer.streamed_text or retries_left <= 0:
                     raise

@@ -33,9 +33,11 @@ class ChatAnswer:
         self.usage: Any = None
         self.id: str | None = None
         self.model: str | None = None
+        self.chunks = 0
 
     def follow(self, chunk: Any) -> str:
         """Take one chunk in (the SDK's `ChatCompletionChunk`); the text it streams ("" if none)."""
+        self.chunks += 1
         self.id = self.id or getattr(chunk, "id", None)
         self.model = self.model or getattr(chunk, "model", None)
         if getattr(chunk, "usage", None) is not None:
