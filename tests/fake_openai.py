@@ -18,9 +18,15 @@ Usage follows OpenAI's: ``prompt_tokens``, ``completion_tokens`` and
 tools and messages a previous request began with, from ``cache_min_tokens`` on, in steps of
 ``CACHE_STEP_TOKENS``), sent in a last chunk only when the request asks
 (``stream_options.include_usage``) and the fake is not ``send_usage=False`` (servers that never
-send usage). ``strict`` refuses, with OpenAI's 400 error shape, what the real API refuses: an
-assistant's ``tool_calls`` not answered by ``role: tool`` messages right after it, a ``tool``
-message that answers no preceding call, bad tool names, malformed messages.
+send usage) nor ``stream_usage=False`` (llama-cpp-python's server: usage in every answer that is not
+streamed, never in a stream; in that mode an unstreamed request, a client's count of a prompt,
+is answered with ``default_reply`` and leaves the queue to the streamed answers).
+``string_contents=True`` is a server whose chat template takes only string contents (SmolLM2's
+under llama-cpp-python's server): a message whose content is a list of parts fails the template,
+and the stream ends at once with no chunk, as that server's does. ``strict`` refuses, with
+OpenAI's 400 error shape, what the real API refuses: an assistant's ``tool_calls`` not answered
+by ``role: tool`` messages right after it, a ``tool`` message that answers no preceding call, bad
+tool names, malformed messages.
 """
 
 from __future__ import annotations
@@ -267,6 +273,8 @@ class FakeOpenAIServer(FakeAnthropicServer):
         strict: bool = False,
         window: int | None = None,
         send_usage: bool = True,
+        stream_usage: bool = True,
+        string_contents: bool = False,
         cache_min_tokens: int = CACHE_MIN_TOKENS,
     ) -> None:
         super().__init__(
@@ -277,6 +285,8 @@ class FakeOpenAIServer(FakeAnthropicServer):
             window=window,
         )
         self.send_usage = send_usage
+        self.stream_usage = stream_usage
+        self.string_contents = string_contents
         self.cache_min_tokens = cache_min_tokens
         self.requests: list[ChatRecordedRequest] = []  # type: ignore[assignment]
         self._prefixes: set[str] = set()
@@ -349,14 +359,17 @@ class FakeOpenAIServer(FakeAnthropicServer):
         if self.strict and (problems := strict_problems(chat)):
             return _send_error(handler, ErrorReply(400, "invalid_request_error", " ".join(problems)))
         record.body = messages_view(chat)
+        if self.string_contents and chat.get("stream") and _list_contents(chat):
+            return _send_sse(handler, [], 0.0, None, self._stopping)
         prompt = self.count_prompt_tokens(chat)
         record.prompt_tokens = prompt
         budget = int(chat.get("max_completion_tokens") or chat.get("max_tokens") or 0)
         if self.window is not None and prompt + budget > self.window:
             return _send_error(handler, context_length_error(self.window, prompt + budget))
 
+        counting = not self.stream_usage and not chat.get("stream")
         with self._lock:
-            spec: ReplySpec = self._queue.popleft() if self._queue else self.default_reply
+            spec: ReplySpec = self._queue.popleft() if self._queue and not counting else self.default_reply
         try:
             reply = spec(record.body) if callable(spec) else spec
         except Exception as exc:  # the test's bug, as an API error rather than a hung request
@@ -381,14 +394,20 @@ class FakeOpenAIServer(FakeAnthropicServer):
             "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
             "completion_tokens_details": {"reasoning_tokens": 0},
         }
-        include_usage = self.send_usage and bool((chat.get("stream_options") or {}).get("include_usage"))
-        record.usage = usage if include_usage else None
-        chunks = _chunks(chat["model"], answer, usage if include_usage else None)
         if chat.get("stream"):
+            asked = bool((chat.get("stream_options") or {}).get("include_usage"))
+            include_usage = self.send_usage and self.stream_usage and asked
+            record.usage = usage if include_usage else None
+            chunks = _chunks(chat["model"], answer, usage if include_usage else None)
             _send_sse(handler, chunks, self.chunk_delay_seconds, broken, self._stopping)
         else:
-            handler.send_json(200, _whole(chat["model"], answer, usage))
+            record.usage = usage if self.send_usage else None
+            handler.send_json(200, _whole(chat["model"], answer, record.usage))
         record.ended = time.monotonic()
+
+
+def _list_contents(chat: dict[str, Any]) -> bool:
+    return any(isinstance(m.get("content"), list) for m in chat.get("messages") or [])
 
 
 def _send_error(handler: _Handler, reply: ErrorReply) -> None:
@@ -444,7 +463,7 @@ def _chunks(model: str, answer: Reply, usage: dict[str, Any] | None) -> list[dic
     return chunks
 
 
-def _whole(model: str, answer: Reply, usage: dict[str, Any]) -> dict[str, Any]:
+def _whole(model: str, answer: Reply, usage: dict[str, Any] | None) -> dict[str, Any]:
     texts = "".join(b["text"] for b in answer.content if b.get("type") == "text")
     calls = [
         {

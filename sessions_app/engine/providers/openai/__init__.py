@@ -10,6 +10,18 @@ STREAM_RETRIES times with a doubling pause, while none of its text reached `on_t
 already streamed cannot be taken back, so after that a broken stream is a `ProviderError`. A
 request longer than the model's window is kind `prompt_too_long`, which the engine answers with
 its reactive compaction.
+
+A stream that ends without usage (llama-cpp-python's server ignores `stream_options`) is followed
+by the same request unstreamed with an output budget of one token: every Chat Completions
+answer that is not streamed carries usage, so the window's calibration gets the server's own count
+of the prompt (its tokenizer, its chat template) instead of our estimate. A server that caches the
+prompt's prefix (llama.cpp does) answers it from that cache. Should that request fail, the
+prompt's local estimate stands in.
+
+A stream that ends at once with no chunk, for a request holding a list of content parts, is the
+mark of a chat template that takes only strings (SmolLM2's under llama-cpp-python's server): the
+request is sent again at once with its text blocks joined into strings, and so is every later
+request to that server (`STRING_CONTENT_SERVERS`, per process).
 """
 
 from __future__ import annotations
@@ -28,7 +40,7 @@ import openai
 from sessions_app.engine.providers.base import ModelResponse, ProviderError, TextCallback
 from sessions_app.engine.providers.clients import pooled_client
 from sessions_app.engine.providers.openai.answer import ChatAnswer
-from sessions_app.engine.providers.openai.mapping import chat_request
+from sessions_app.engine.providers.openai.mapping import chat_request, has_parts_list, max_tokens_field
 
 __all__ = ["OpenAIProvider", "openai_client"]
 
@@ -39,6 +51,10 @@ DEFAULT_IDLE_SECONDS = 120.0
 CONNECT_TIMEOUT_SECONDS = 10.0
 # A server reached by its base URL alone (a local one) may want no key; the SDK wants one to send.
 KEYLESS_API_KEY = "unused"
+# The base URLs of the servers found to take only string contents (see the module's docstring).
+STRING_CONTENT_SERVERS: set[str | None] = set()
+# The output budget of the request that only counts a prompt (the stream sent no usage).
+COUNT_MAX_TOKENS = 1
 # How servers say a request is longer than the model's window: OpenAI's error code, llama.cpp's
 # error type, and the words of OpenAI's, vLLM's and others' messages.
 CONTEXT_LENGTH_CODES = frozenset({"context_length_exceeded"})
@@ -121,7 +137,8 @@ class OpenAIProvider:
     ) -> ModelResponse:
         """`body` mapped to Chat Completions (`encoded`, the engine's bytes of the Anthropic form,
         is of no use here) and streamed; see the module's docstring for the retries."""
-        params = chat_request(body, base_url=self.base_url)
+        join_text = self.base_url in STRING_CONTENT_SERVERS
+        params = chat_request(body, base_url=self.base_url, join_text=join_text)
         retries_left = self.stream_retries
         pause = self.stream_retry_seconds
         while True:
@@ -129,6 +146,12 @@ class OpenAIProvider:
             try:
                 return await self._attempt(params, on_text, answer)
             except ProviderError as exc:
+                empty = exc.kind == "stream" and answer.started and not answer.chunks
+                if empty and not join_text and has_parts_list(params):
+                    STRING_CONTENT_SERVERS.add(self.base_url)
+                    join_text = True
+                    params = chat_request(body, base_url=self.base_url, join_text=True)
+                    continue
                 ours = answer.started and exc.kind in ("stream", "idle")
                 if not ours or answer.streamed_text or retries_left <= 0:
                     raise
@@ -190,10 +213,13 @@ class OpenAIProvider:
             # A chunk that is not JSON: a broken stream.
             raise ProviderError(f"the model's stream was malformed: {exc}", kind="stream") from exc
         content = answer.content()
-        usage, estimated = answer.usage_or_estimate(params, content)
+        counted = None if answer.has_usage() else await self._prompt_count(client, params, timeout)
+        usage, source = answer.usage_or_estimate(params, content, counted_prompt=counted)
         raw: dict[str, Any] = {"id": answer.id, "model": answer.model, "finish_reason": answer.finish_reason}
-        if estimated:
+        if source == "estimated":
             raw["usage_estimated"] = True
+        elif source == "counted":
+            raw["prompt_tokens_counted"] = True
         return ModelResponse(
             content=content,
             stop_reason=answer.stop_reason(),
@@ -201,3 +227,18 @@ class OpenAIProvider:
             raw=raw,
             first_token_ms=first_token_ms,
         )
+
+    async def _prompt_count(
+        self, client: openai.AsyncOpenAI, params: dict[str, Any], timeout: openai.Timeout
+    ) -> int | None:
+        """The server's count of the prompt of `params`, from the same request unstreamed with a
+        one-token budget (see the module's docstring); None when it fails or counts nothing."""
+        count = {k: v for k, v in params.items() if k not in ("max_tokens", "max_completion_tokens")}
+        count[max_tokens_field(self.base_url)] = COUNT_MAX_TOKENS
+        try:
+            completion = await client.chat.completions.create(**count, timeout=timeout)
+        except (openai.APIError, ValueError):
+            return None
+        usage = getattr(completion, "usage", None)
+        prompt = getattr(usage, "prompt_tokens", None) if usage is not None else None
+        return prompt if isinstance(prompt, int) and prompt > 0 else None

@@ -33,9 +33,11 @@ class ChatAnswer:
         self.usage: Any = None
         self.id: str | None = None
         self.model: str | None = None
+        self.chunks = 0
 
     def follow(self, chunk: Any) -> str:
         """Take one chunk in (the SDK's `ChatCompletionChunk`); the text it streams ("" if none)."""
+        self.chunks += 1
         self.id = self.id or getattr(chunk, "id", None)
         self.model = self.model or getattr(chunk, "model", None)
         if getattr(chunk, "usage", None) is not None:
@@ -107,13 +109,22 @@ class ChatAnswer:
             return "tool_use"  # some servers finish a tool call with `stop`
         return STOP_REASONS.get(self.finish_reason or "stop", "end_turn")
 
-    def usage_or_estimate(self, params: dict[str, Any], content: list[dict[str, Any]]) -> tuple[Usage, bool]:
-        """The answer's usage as the engine counts it (cached prompt tokens are cache reads; OpenAI
-        writes its cache for free), and whether it is the local estimate: a server that sends no
-        usage (no `stream_options.include_usage` support) gets the request's and the answer's
-        token estimates instead, so that the window's calibration still has a count."""
+    def has_usage(self) -> bool:
         usage = self.usage
-        if usage is not None and (usage.prompt_tokens or usage.completion_tokens):
+        return usage is not None and bool(usage.prompt_tokens or usage.completion_tokens)
+
+    def usage_or_estimate(
+        self, params: dict[str, Any], content: list[dict[str, Any]], *, counted_prompt: int | None = None
+    ) -> tuple[Usage, str]:
+        """The answer's usage as the engine counts it (cached prompt tokens are cache reads; OpenAI
+        writes its cache for free), and where it came from: `served` (the stream's usage),
+        `counted` (the stream sent none, and `counted_prompt` is the server's count of the same
+        prompt, from a non-streamed request: the answer's tokens are then the local estimate), or
+        `estimated` (neither: the request's and the answer's local estimates, so that the
+        window's calibration still has a count)."""
+        output = estimate_json_tokens(content) if content else 0
+        if self.has_usage():
+            usage = self.usage
             details = getattr(usage, "prompt_tokens_details", None)
             cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
             prompt = usage.prompt_tokens or 0
@@ -123,7 +134,9 @@ class ChatAnswer:
                     output_tokens=usage.completion_tokens or 0,
                     cache_read_input_tokens=min(cached, prompt),
                 ),
-                False,
+                "served",
             )
+        if counted_prompt:
+            return Usage(input_tokens=counted_prompt, output_tokens=output), "counted"
         prompt = estimate_json_tokens([params.get("tools") or [], params["messages"]])
-        return Usage(input_tokens=prompt, output_tokens=estimate_json_tokens(content) if content else 0), True
+        return Usage(input_tokens=prompt, output_tokens=output), "estimated"

@@ -9,7 +9,8 @@ keeping what the model sees where it sees it today:
 - a user message's `tool_result` blocks become `role: tool` messages right after the assistant
   message that asked (the API requires each call answered before anything else), and its other
   blocks (the user's text, the scratchpad and the other per-call blocks the engine puts into the
-  latest user message) a user message after them, in their order;
+  latest user message) a user message after them, in their order (one text block as a string;
+  with `join_text`, any text blocks as one string, joined by a blank line);
 - the tools become `function` tools, in their order.
 Anthropic's `cache_control` marks are dropped: OpenAI caches a request's longest previously seen
 prefix by itself, which the engine's stable order (tools, system, history) keeps long.
@@ -24,6 +25,7 @@ from urllib.parse import urlsplit
 from sessions_app.common.model_names import model_name_split
 
 SYSTEM_SEPARATOR = "\n\n"
+USER_TEXT_SEPARATOR = "\n\n"
 # A failed tool's result carries Anthropic's `is_error`; Chat Completions has no such flag, so
 # the model reads it in the text.
 TOOL_ERROR_PREFIX = "Error: "
@@ -67,7 +69,7 @@ def _user_part(block: dict[str, Any]) -> dict[str, Any]:
     return {"type": "text", "text": _text_of([block])}
 
 
-def _user_messages(content: Any) -> list[dict[str, Any]]:
+def _user_messages(content: Any, join_text: bool) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"role": "user", "content": content}]
     messages: list[dict[str, Any]] = []
@@ -81,9 +83,16 @@ def _user_messages(content: Any) -> list[dict[str, Any]]:
         else:
             others.append(_user_part(block))
     if others:
-        # One text block (the usual user message) as a plain string, the most widely accepted.
-        only_text = len(others) == 1 and others[0]["type"] == "text"
-        messages.append({"role": "user", "content": others[0]["text"] if only_text else others})
+        # One text block (the usual user message) as a plain string, the most widely accepted;
+        # with `join_text`, several text blocks too (the engine's per-call blocks, a summary and
+        # the turn it carries): for a server whose chat template adds the content to a string
+        # (SmolLM2's under llama-cpp-python's), which fails on a list of parts. An image keeps it.
+        only_text = all(part["type"] == "text" for part in others)
+        if only_text and (join_text or len(others) == 1):
+            text = USER_TEXT_SEPARATOR.join(part["text"] for part in others)
+            messages.append({"role": "user", "content": text})
+        else:
+            messages.append({"role": "user", "content": others})
     return messages
 
 
@@ -118,7 +127,7 @@ def _system_text(system: Any) -> str:
     return SYSTEM_SEPARATOR.join(b.get("text", "") for b in system or [] if b.get("text"))
 
 
-def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+def chat_messages(body: dict[str, Any], *, join_text: bool = False) -> list[dict[str, Any]]:
     """The Chat Completions messages of an engine request: the system message, then the history."""
     messages: list[dict[str, Any]] = []
     system = _system_text(body.get("system"))
@@ -128,7 +137,7 @@ def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
         if message.get("role") == "assistant":
             messages.append(_assistant_message(message.get("content")))
         else:
-            messages.extend(_user_messages(message.get("content")))
+            messages.extend(_user_messages(message.get("content"), join_text))
     return messages
 
 
@@ -146,13 +155,18 @@ def chat_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def chat_request(body: dict[str, Any], *, base_url: str | None) -> dict[str, Any]:
+def chat_request(body: dict[str, Any], *, base_url: str | None, join_text: bool = False) -> dict[str, Any]:
     """The Chat Completions parameters for the engine's request `body` (without `stream`: the
     provider asks for the stream and its usage). The model is sent without a provider prefix."""
     params: dict[str, Any] = {"model": model_name_split(str(body["model"]))[1]}
     if body.get("tools"):
         params["tools"] = chat_tools(body["tools"])
-    params["messages"] = chat_messages(body)
+    params["messages"] = chat_messages(body, join_text=join_text)
     if body.get("max_tokens"):
         params[max_tokens_field(base_url)] = body["max_tokens"]
     return params
+
+
+def has_parts_list(params: dict[str, Any]) -> bool:
+    """Whether a request sends some message's content as a list of parts."""
+    return any(isinstance(m.get("content"), list) for m in params.get("messages") or [])
