@@ -169,7 +169,8 @@ def observations_gc(*, now: datetime | None = None) -> int:
     later read of its id is told that it expired rather than that the id is unknown. Their
     search documents go with the content."""
     expired = ObservationChunk.objects.filter(observation__expires_at__lte=now or timezone.now())
-    ids = list(expired.values_list("observation_id", flat=True).distinct())
+    # No ordering: a default ordering's columns would join the DISTINCT (a row per chunk).
+    ids = list(expired.order_by().values_list("observation_id", flat=True).distinct())
     if ids:
         with transaction.atomic():
             expired.delete()
