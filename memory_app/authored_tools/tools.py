@@ -10,12 +10,10 @@ many tools) is a `ToolError` the model can act on, and nothing is stored.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from memory_app.authored_tools import prompts
 from memory_app.authored_tools.settings import tool_authoring
 from memory_app.knowledge.settings import has_agent
+from memory_app.knowledge.tools import result_with_note
 from sessions_app import services
 from sessions_app.agent_knowledge_rules import (
     TOOL_CODE_MAX_BYTES,
@@ -39,13 +37,6 @@ def _agent_id(ctx: ToolContext) -> int:
     return ctx.session.agent_id
 
 
-def _saved(result: dict[str, Any], note: str) -> list[dict[str, str]]:
-    return [
-        {"type": "text", "text": json.dumps(result, ensure_ascii=False)},
-        {"type": "text", "text": note},
-    ]
-
-
 async def define_tool(ctx: ToolContext, tool_input: dict) -> list[dict[str, str]]:
     # Shadowing: every static tool of the process (offered here or not) and this session's client
     # tools. Another session's client tool of the same name wins there (the engine leaves it out).
@@ -63,7 +54,7 @@ async def define_tool(ctx: ToolContext, tool_input: dict) -> list[dict[str, str]
         )
     except AgentKnowledgeError as exc:
         raise ToolError(str(exc)) from exc
-    return _saved({"ok": True, "version": row.version}, prompts.DEFINED_NOTE)
+    return result_with_note({"ok": True, "version": row.version}, prompts.DEFINED_NOTE)
 
 
 async def remove_tool(ctx: ToolContext, tool_input: dict) -> list[dict[str, str]]:
@@ -76,7 +67,7 @@ async def remove_tool(ctx: ToolContext, tool_input: dict) -> list[dict[str, str]
         )
     except AgentKnowledgeError as exc:
         raise ToolError(str(exc)) from exc
-    return _saved({"ok": True}, prompts.REMOVED_NOTE)
+    return result_with_note({"ok": True}, prompts.REMOVED_NOTE)
 
 
 def _refusal(session: SessionSnapshot) -> str:

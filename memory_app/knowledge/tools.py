@@ -49,7 +49,7 @@ def _agent_id(ctx: ToolContext) -> int:
     return ctx.session.agent_id
 
 
-def _saved(result: dict[str, Any], note: str) -> list[dict[str, str]]:
+def result_with_note(result: dict[str, Any], note: str) -> list[dict[str, str]]:
     """The result's JSON, then what the model should know about when the change takes effect."""
     return [
         {"type": "text", "text": json.dumps(result, ensure_ascii=False)},
@@ -79,7 +79,7 @@ async def edit_system_prompt(ctx: ToolContext, tool_input: dict) -> list[dict[st
         )
     except AgentKnowledgeError as exc:
         raise ToolError(str(exc)) from exc
-    return _saved({"ok": True, "version": row.version}, _takes_effect(ctx.session))
+    return result_with_note({"ok": True, "version": row.version}, _takes_effect(ctx.session))
 
 
 async def read_skill(ctx: ToolContext, tool_input: dict) -> dict[str, Any]:
@@ -104,7 +104,7 @@ async def write_skill(ctx: ToolContext, tool_input: dict) -> list[dict[str, str]
     except AgentKnowledgeError as exc:
         raise ToolError(str(exc)) from exc
     note = _takes_effect(ctx.session) + prompts.SKILL_READABLE_NOW
-    return _saved({"ok": True, "version": row.version}, note)
+    return result_with_note({"ok": True, "version": row.version}, note)
 
 
 async def delete_skill(ctx: ToolContext, tool_input: dict) -> list[dict[str, str]]:
@@ -117,7 +117,7 @@ async def delete_skill(ctx: ToolContext, tool_input: dict) -> list[dict[str, str
         )
     except AgentKnowledgeError as exc:
         raise ToolError(str(exc)) from exc
-    return _saved(OK, _takes_effect(ctx.session))
+    return result_with_note(OK, _takes_effect(ctx.session))
 
 
 def _state_needs(tool_input: dict, field: str, action: str) -> Any:
