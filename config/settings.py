@@ -11,6 +11,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from sessions_app.agent_mcp_rules import McpConfigError, mcp_servers_parse
+from sessions_app.common.approvals import POLICIES, PolicyMapError, policy_map_check
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -259,6 +260,31 @@ PALIMPSEST_TURN_LEASE_SECONDS = env_int("PALIMPSEST_TURN_LEASE_SECONDS", 60)
 PALIMPSEST_TURN_SWEEP_SECONDS = env_float("PALIMPSEST_TURN_SWEEP_SECONDS", 15.0)
 # How long a turn waits for a client's tool.result before giving the model a tool error.
 PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS = env_int("PALIMPSEST_CLIENT_TOOL_TIMEOUT_SECONDS", 600)
+
+
+def _approvals_default_from_env(raw: str) -> dict[str, str]:
+    """PALIMPSEST_APPROVALS_DEFAULT (docs/operations.md, "Tool approvals"): a policy for every tool
+    (`always_ask`, `always_allow`) or a JSON object, tool name or prefix* -> policy; it comes after a
+    session's `settings.approvals` and before the features' defaults (MCP tools: `always_ask`)."""
+    raw = raw.strip()
+    if not raw:
+        return {}
+    if raw in POLICIES:
+        return {"*": raw}
+    try:
+        given = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(
+            f"PALIMPSEST_APPROVALS_DEFAULT is neither {' nor '.join(POLICIES)} nor JSON: {exc}"
+        ) from exc
+    try:
+        return {k: v for k, v in policy_map_check(given, where="PALIMPSEST_APPROVALS_DEFAULT").items() if v}
+    except PolicyMapError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+
+
+# Tool approvals: the service's default policies (see `_approvals_default_from_env`).
+PALIMPSEST_APPROVALS_DEFAULT = _approvals_default_from_env(os.environ.get("PALIMPSEST_APPROVALS_DEFAULT") or "")
 # How often waiting turns are looked up in the database for cancels written by another process
 # (one query for all of a process's turns), and a turn waiting on a client's tool for its results.
 PALIMPSEST_POLL_SECONDS = float(os.environ.get("PALIMPSEST_POLL_SECONDS", "1.0"))

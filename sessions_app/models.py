@@ -403,11 +403,30 @@ class ToolCall(models.Model):
     is_error = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
     completed_at = models.DateTimeField(null=True, blank=True)
+    # Tool approvals (`common.approvals`): a server call whose policy is `always_ask` is stored
+    # `pending` with its step and runs only once answered (`approved`; `denied`: the model reads a
+    # tool error with the reason). `approval_author`: who answered (`client:<token name>`,
+    # `operator:<username>`). Empty for a call nobody was asked about.
+    approval = models.CharField(max_length=8, blank=True, default="")
+    approval_reason = models.TextField(blank=True, default="")
+    approval_author = models.CharField(max_length=200, blank=True, default="")
+    approval_at = models.DateTimeField(null=True, blank=True)
+    # When a step that waited for approvals began running its server calls: a turn whose process
+    # died before then runs them on another process; after, they are not run twice.
+    started_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["session_id", "created_at"]
         constraints = [
             models.UniqueConstraint(fields=["session", "tool_use_id"], name="toolcall_unique_id"),
+        ]
+        indexes = [
+            # The dashboard's list of the approvals waiting across sessions.
+            models.Index(
+                fields=["created_at"],
+                name="toolcall_approval_pending",
+                condition=models.Q(approval="pending", status="pending"),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -125,6 +125,22 @@ def client_tool_call_session(*, session_id: uuid.UUID, tool_use_id: str) -> uuid
     return (waiting or list(holders))[0]
 
 
+def approval_call_session(*, session_id: uuid.UUID, tool_use_id: str) -> uuid.UUID:
+    """Which session of the tree below (and including) `session_id` holds the tool call
+    `tool_use_id` that an approval answers (a child's `tool.approval_requested` reaches its
+    ancestors' connections): the session itself if the call is its own or nobody's, else the
+    descendant whose call waits (or, none waiting, one that has it)."""
+    session = AgentSession.objects.only("id", "root_session_id").get(pk=session_id)
+    ids = [session.pk, *(s.pk for s in session_descendants(session=session))]
+    holders = dict(
+        ToolCall.objects.filter(session_id__in=ids, tool_use_id=tool_use_id).values_list("session_id", "approval")
+    )
+    if not holders or session.pk in holders:
+        return session.pk
+    waiting = [sid for sid, approval in holders.items() if approval == "pending"]
+    return (waiting or list(holders))[0]
+
+
 def session_last_seqs(*, session_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
     """The last event seq of each of `session_ids` that exists (one query)."""
     return dict(AgentSession.objects.filter(pk__in=session_ids).values_list("pk", "last_seq"))
@@ -230,6 +246,16 @@ def tool_calls_answered(*, session_id: uuid.UUID, tool_use_ids: list[str]) -> di
     """The client tool calls among `tool_use_ids` that have a result."""
     calls = ToolCall.objects.filter(session_id=session_id, tool_use_id__in=tool_use_ids, status="done")
     return {call.tool_use_id: call for call in calls}
+
+
+def tool_call_approvals(*, session_id: uuid.UUID, tool_use_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """The approval state and reason of each of the session's calls `tool_use_ids`."""
+    return {
+        tool_use_id: (approval, reason)
+        for tool_use_id, approval, reason in ToolCall.objects.filter(
+            session_id=session_id, tool_use_id__in=tool_use_ids
+        ).values_list("tool_use_id", "approval", "approval_reason")
+    }
 
 
 def request_canonical_bytes(body: dict) -> bytes:

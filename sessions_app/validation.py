@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sessions_app.common.approvals import PolicyMapError, policy_map_check
+
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 MAX_TITLE_CHARS = 200
 MAX_MODEL_CHARS = 100
@@ -76,8 +78,26 @@ def _merge(path: str, rules: dict, defaults: dict, given: Any) -> dict:
         rule = rules[key]
         if isinstance(rule, dict):
             merged[key] = _merge(sub_path, rule, defaults[key], value)
+        elif rule[0] == "policy_map":
+            merged[key] = _policy_map_merge(sub_path, defaults.get(key), value)
         else:
             merged[key] = _check_leaf(sub_path, rule, value)
+    return merged
+
+
+def _policy_map_merge(path: str, base: Any, given: Any) -> dict[str, str]:
+    """A tool approval map (`settings.approvals`: tool name or prefix* -> policy) with `given`'s
+    entries laid over `base`'s; a null entry removes the tool's entry."""
+    try:
+        entries = policy_map_check(given, where=f"settings.{path}", nulls=True)
+    except PolicyMapError as exc:
+        raise SpecError("invalid_settings", str(exc)) from None
+    merged = dict(base) if isinstance(base, dict) else {}
+    for key, policy in entries.items():
+        if policy is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = policy
     return merged
 
 

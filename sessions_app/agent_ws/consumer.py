@@ -27,6 +27,8 @@ from sessions_app.agent_ws.frames import (
     tool_result_content_check,
 )
 from sessions_app.agent_ws.intake import FrameIntake
+from sessions_app.authors import client_author
+from sessions_app.engine import approvals as engine_approvals
 from sessions_app.engine import repair, runner
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.compaction.budget import ContextWindowTooSmall
@@ -358,6 +360,37 @@ class AgentConsumer(AgentFrames, LoopDispatch, SessionEventStream, AsyncWebsocke
             )
             return
         runner.turn_notify(session_id)
+
+    async def on_tool_approve(self, frame: dict, request_id: Any) -> None:
+        await self._approval_answer(frame, request_id, approved=True)
+
+    async def on_tool_deny(self, frame: dict, request_id: Any) -> None:
+        await self._approval_answer(frame, request_id, approved=False)
+
+    async def _approval_answer(self, frame: dict, request_id: Any, *, approved: bool) -> None:
+        """PROTOCOL.md v1.2: answer a call of the attached session (or of one of its
+        sub-sessions) that waits for an approval; the turn goes on (`tool.approval_answered`)."""
+        attached = self._attached(request_id)
+        session_id = await database_sync_to_async(selectors.approval_call_session)(
+            session_id=attached, tool_use_id=frame["tool_use_id"]
+        )
+        try:
+            await engine_approvals.tool_call_answer(
+                session_id=session_id,
+                tool_use_id=frame["tool_use_id"],
+                approved=approved,
+                author=client_author(self._owner_name()),
+                reason=frame.get("reason") or "",
+                expected_sha256=frame.get("input_sha256"),
+            )
+        except services.UnknownToolUse as exc:
+            await self._send_error("unknown_tool_use_id", str(exc), request_id)
+        except services.ApprovalNotPending as exc:
+            await self._send_error("approval_not_pending", str(exc), request_id)
+        except services.ApprovalInputMismatch as exc:
+            await self._send_error("approval_input_mismatch", str(exc), request_id)
+        except services.ApprovalReasonTooLong as exc:
+            await self._send_error("invalid_frame", f"{frame['type']}: {exc}", request_id)
 
     async def on_turn_cancel(self, frame: dict, request_id: Any) -> None:
         session_id = self._attached(request_id)

@@ -44,6 +44,14 @@ FRAME_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "content": ((str, list), True),
         "is_error": ((bool,), False),
     },
+    # PROTOCOL.md v1.2: the answer to `tool.approval_requested`; `input_sha256` (docs/clients.md)
+    # binds it to the input the client saw.
+    "tool.approve": {"tool_use_id": ((str,), True), "input_sha256": ((str,), False)},
+    "tool.deny": {
+        "tool_use_id": ((str,), True),
+        "reason": ((str,), False),
+        "input_sha256": ((str,), False),
+    },
     "turn.cancel": {},
     "session.get": {},
     # PROTOCOL.md v1.2: agents (their values are checked by engine.agents) and ending a session.

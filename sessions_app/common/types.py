@@ -34,6 +34,9 @@ class PlannedToolCall:
     name: str
     input: dict
     executor: str
+    # `pending` when the call waits for an approval (`common.approvals`), else "" (or, read back
+    # for a turn's repair, its answer).
+    approval: str = ""
 
 
 @dataclass(frozen=True)

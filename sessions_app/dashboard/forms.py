@@ -72,6 +72,8 @@ def _setting_leaves(
     for key, rule in rules.items():
         if isinstance(rule, dict):
             yield from _setting_leaves(rule, defaults[key], (*path, key))
+        elif rule[0] == "policy_map":
+            continue  # a map of tool names (`approvals`): set in the JSON field
         else:
             yield (*path, key), rule, defaults[key]
 

@@ -624,8 +624,9 @@ class FeatureDashboard:
 # ---------------------------------------------------------------------------
 
 
-# A validation rule per settings leaf: ("bool",) | ("int", min, max) | ("choice", {...}); a nested
-# dict of rules for a group.
+# A validation rule per settings leaf: ("bool",) | ("int", min, max) | ("choice", {...}) |
+# ("policy_map",) (tool name or prefix* -> approval policy, merged entry by entry); a nested dict
+# of rules for a group.
 SettingsRules = Mapping[str, Any]
 
 
@@ -660,3 +661,7 @@ class Feature:
     warning_notes: Callable[[SessionSnapshot], list[str]] | None = None
     lifecycle: FeatureLifecycle = field(default_factory=FeatureLifecycle)
     dashboard: FeatureDashboard = field(default_factory=FeatureDashboard)
+    # Default approval policies of this feature's tools (`common.approvals`: tool name or prefix*
+    # -> always_allow / always_ask), after a session's `settings.approvals` and the service's
+    # PALIMPSEST_APPROVALS_DEFAULT.
+    approvals: Mapping[str, str] = field(default_factory=dict)

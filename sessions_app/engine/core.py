@@ -29,6 +29,8 @@ CORE_FEATURE = Feature(
             "summary_max_tokens": 2000,
             "turn_keep_steps": 2,
         },
+        # PROTOCOL.md v1.2: tool name (or prefix*) -> always_allow / always_ask (`common.approvals`).
+        "approvals": {},
     },
     settings_rules={
         "max_steps_per_turn": ("int", 1, MAX_STEPS_PER_TURN_LIMIT),
@@ -38,6 +40,7 @@ CORE_FEATURE = Feature(
             "summary_max_tokens": ("int", 100, 32_000),
             "turn_keep_steps": ("int", 1, 100),
         },
+        "approvals": ("policy_map",),
     },
     tools=[SESSION_ARCHIVE_READ],
     scripted_rules=[summarize, answer_the_compaction_warning],

@@ -85,6 +85,13 @@ class FeatureSet:
                 self.default_settings[key] = copy.deepcopy(value)
                 self.settings_rules[key] = feature.settings_rules[key]
         self.settings_schema = SettingsSchema(rules=self.settings_rules, defaults=self.default_settings)
+        # The features' default approval policies, one map (`common.approvals`).
+        self.approval_defaults: dict[str, str] = {}
+        for feature in self.features:
+            for key, policy in feature.approvals.items():
+                if key in self.approval_defaults:
+                    raise ValueError(f"two features set the approval default of {key!r}")
+                self.approval_defaults[key] = policy
         for spec in self.tools:
             for name, limit in spec.text_limits.items():
                 bound: Any = self.default_settings

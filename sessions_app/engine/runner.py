@@ -214,8 +214,12 @@ async def turn_repair_if_dead(*, session_id: uuid.UUID, provider: Provider | Non
                 c.name,
                 c.input,
                 c.executor,
-                # A server tool was running when the process died: it is not run twice.
-                None if c.executor == ToolExecutor.CLIENT else services.SERVER_STOPPED_TOOL_RESULT,
+                # A server tool was running when the process died: it is not run twice. A step
+                # that waited for approvals and had not begun runs here (`rerun_server`).
+                None
+                if c.executor == ToolExecutor.CLIENT or repair.rerun_server
+                else services.SERVER_STOPPED_TOOL_RESULT,
+                approval=c.approval if repair.rerun_server else "",
             )
             for c in repair.calls
         ],
@@ -575,6 +579,8 @@ class TurnRunner:
             calls = tool_calls_plan(snapshot, response.content)
             if calls:  # an answer without tool calls has no inputs for the hooks
                 calls = await db_heavy(self.tools.inputs_resolve)(snapshot, calls)
+                # Which server calls wait for an approval: stored so with the step.
+                calls = self.tools.approvals_mark(snapshot, calls)
             # An empty text block (or an empty answer) would make every later request invalid.
             content = [b for b in response.content if not (b.get("type") == "text" and not b.get("text"))]
             token_estimate = await _estimate_off_the_db_thread(content)
@@ -668,7 +674,7 @@ class TurnRunner:
             epoch=self.epoch,
             content=content,
             call=call,
-            tool_calls=[PlannedToolCall(c.tool_use_id, c.name, c.input, c.executor) for c in calls],
+            tool_calls=[PlannedToolCall(c.tool_use_id, c.name, c.input, c.executor, c.approval) for c in calls],
             token_estimate=token_estimate,
             delta_text=delta_text,
         )

@@ -18,7 +18,14 @@ from typing import Any, Protocol, TypeVar
 
 from django.conf import settings
 
-from sessions_app import selectors
+from sessions_app import selectors, services
+from sessions_app.common.approvals import (
+    ALWAYS_ASK,
+    APPROVAL_APPROVED,
+    APPROVAL_DENIED,
+    APPROVAL_PENDING,
+    policy_for,
+)
 from sessions_app.common.content import nul_free
 from sessions_app.common.db import db, db_heavy
 from sessions_app.common.estimate import estimate_json_tokens
@@ -33,6 +40,8 @@ logger = logging.getLogger("palimpsest.engine")
 
 T = TypeVar("T")
 CANCELLED_TOOL_RESULT = "Cancelled: the turn was cancelled before this tool finished."
+DENIED_TOOL_RESULT = "This call of {name} was denied: it did not run."
+DENIED_REASON = " The reason given: {reason}"
 RESULT_TOO_LARGE = (
     "The result of {name} is about {tokens} tokens, and the next request has room for about "
     "{room} tokens of it: it was not kept. Ask for less at a time (a smaller page, range or limit, "
@@ -54,6 +63,9 @@ class PendingCall:
     executor: str
     # Set by a tool hook (e.g. an unresolvable {{stepN.field}}): the call's tool_result, not run.
     error: str | None = None
+    # `pending` (or, for a turn taken over, the stored answer) when the call waits for an
+    # approval before it runs (`common.approvals`); "" when it runs at once.
+    approval: str = ""
 
 
 class TurnControl(Protocol):
@@ -158,6 +170,26 @@ class ToolDispatch:
             for c, r in zip(calls, resolved, strict=True)
         ]
 
+    def approvals_mark(self, snapshot: SessionSnapshot, calls: list[PendingCall]) -> list[PendingCall]:
+        """`calls` with the server calls whose policy is `always_ask` marked `pending`: the
+        session's `settings.approvals`, then PALIMPSEST_APPROVALS_DEFAULT, then the features'
+        defaults (MCP tools ask), else `always_allow`. A client's call (the client runs it) and a
+        call a hook refused (it does not run) ask nothing."""
+        session_policies = snapshot.setting("approvals")
+        marked = []
+        for call in calls:
+            if call.executor == ToolExecutor.SERVER and call.error is None:
+                policy = policy_for(
+                    call.name,
+                    session_policies if isinstance(session_policies, dict) else None,
+                    settings.PALIMPSEST_APPROVALS_DEFAULT,
+                    self.features.approval_defaults,
+                )
+                if policy == ALWAYS_ASK:
+                    call = dataclasses.replace(call, approval=APPROVAL_PENDING)
+            marked.append(call)
+        return marked
+
     async def run(
         self, snapshot: SessionSnapshot, calls: list[PendingCall], *, room_tokens: int | None = None
     ) -> list[ToolOutcome]:
@@ -168,6 +200,26 @@ class ToolDispatch:
         self.room_tokens = room_tokens
         outcomes: dict[str, ToolOutcome] = {}
         try:
+            # A step with calls that wait for an approval runs nothing before every one is
+            # answered; a denied call is answered with a tool error (its reason in it).
+            asked = [c for c in calls if c.approval and c.error is None and c.executor == ToolExecutor.SERVER]
+            if asked:
+                answers = await self._wait_approvals(asked)
+                calls_run = []
+                for call in calls:
+                    answer = answers.get(call.tool_use_id)
+                    if answer is not None and answer[0] == APPROVAL_DENIED:
+                        message = DENIED_TOOL_RESULT.format(name=call.name)
+                        if answer[1]:
+                            message += DENIED_REASON.format(reason=answer[1])
+                        call = dataclasses.replace(call, error=message)
+                    calls_run.append(call)
+                calls = calls_run
+                await db(services.tool_calls_started)(
+                    session_id=self.turn.session_id,
+                    turn_id=self.turn.turn_id,
+                    tool_use_ids=[c.tool_use_id for c in calls if c.executor == ToolExecutor.SERVER],
+                )
             # Server tools run one after another, in the model's order: later calls may depend on
             # what earlier ones changed (e.g. two notepad edits). Consecutive calls of concurrent
             # tools (`ToolSpec.concurrent`) run together, as one place in that order.
@@ -270,6 +322,21 @@ class ToolDispatch:
         return ToolOutcome(
             call.tool_use_id, call.name, raw, tool_output_normalize(raw), False, fitted=spec.fits_room
         )
+
+    async def _wait_approvals(self, calls: list[PendingCall]) -> dict[str, tuple[str, str]]:
+        """Each call's answer (`approved` or `denied`, the reason), once all are answered (read
+        from their rows: an answer given to any process counts). The wait holds no thread: the
+        turn's wake event (an answer or a cancel in this process) or the poll. A cancel raises
+        `TurnCancelled`."""
+        ids = [c.tool_use_id for c in calls]
+        while True:
+            answers = await db(selectors.tool_call_approvals)(session_id=self.turn.session_id, tool_use_ids=ids)
+            if all(answers.get(i, ("",))[0] in (APPROVAL_APPROVED, APPROVAL_DENIED) for i in ids):
+                return answers
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.turn.wake.wait(), settings.PALIMPSEST_POLL_SECONDS)
+            self.turn.wake.clear()
+            await self.turn.check_stop()
 
     async def _wait_client_results(self, calls: list[PendingCall]) -> dict[str, ToolOutcome]:
         ids = [c.tool_use_id for c in calls]

@@ -40,6 +40,13 @@ from sessions_app.services.agents import (
     agent_instructions_set,
     agent_version_restore,
 )
+from sessions_app.services.approvals import (
+    ApprovalInputMismatch,
+    ApprovalNotPending,
+    ApprovalReasonTooLong,
+    tool_call_approval_answer,
+    tool_calls_started,
+)
 from sessions_app.services.archives import (
     COMPACTION_BREAKER_FAILURES,
     CompactionConflict,
@@ -121,6 +128,11 @@ from sessions_app.services.turns import (
 )
 
 __all__ = [
+    "ApprovalInputMismatch",
+    "ApprovalNotPending",
+    "ApprovalReasonTooLong",
+    "tool_call_approval_answer",
+    "tool_calls_started",
     "agent_mcp_server_remove",
     "agent_mcp_server_set",
     "AgentExists",

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from sessions_app.common.approvals import APPROVAL_PENDING, input_sha256
 from sessions_app.common.caches import LRUCache
 from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.common.types import ModelCallData, PlannedToolCall, StoredMessage, ToolOutcome
@@ -291,18 +292,22 @@ def _assistant_step_write(
             },
         )
     )
-    events += [
-        (
-            "tool.call",
-            {
-                "tool_use_id": planned.tool_use_id,
-                "name": planned.name,
-                "input": planned.input,
-                "executor": planned.executor,
-            },
+    for planned in tool_calls:
+        events.append(
+            (
+                "tool.call",
+                {
+                    "tool_use_id": planned.tool_use_id,
+                    "name": planned.name,
+                    "input": planned.input,
+                    "executor": planned.executor,
+                },
+            )
         )
-        for planned in tool_calls
-    ]
+    # The calls that wait for an answer (PROTOCOL.md v1.2), after every call of the step.
+    for planned in tool_calls:
+        if planned.approval == APPROVAL_PENDING:
+            events.append(("tool.approval_requested", approval_requested_payload(planned)))
     now = timezone.now()
     # The call's usage joins the session's totals in the one update of the row.
     add = {"last_seq": len(events), **_usage_added(call)}
@@ -352,12 +357,24 @@ def _assistant_step_write(
                 name=planned.name,
                 input=planned.input,
                 executor=planned.executor,
+                approval=planned.approval,
             )
             for planned in tool_calls
         ]
     )
     events_insert(session_id=session_id, last_seq=counters["last_seq"], events=events)
     return message, stop_reason
+
+
+def approval_requested_payload(planned: PlannedToolCall) -> dict[str, Any]:
+    """The `tool.approval_requested` event of a call (PROTOCOL.md v1.2), with `input_sha256`
+    (docs/clients.md: an answer may carry it to be bound to the input it saw)."""
+    return {
+        "tool_use_id": planned.tool_use_id,
+        "name": planned.name,
+        "input": planned.input,
+        "input_sha256": input_sha256(planned.input),
+    }
 
 
 def tool_result_blocks(outcomes: list[ToolOutcome]) -> list[dict]:

@@ -269,6 +269,9 @@ class TurnRepair:
     resumed: bool
     calls: list[PlannedToolCall] = field(default_factory=list)
     steps: int = 0
+    # The step's server calls had not begun (it waited for approvals): they run on the new
+    # process, their answers read from their rows. Else they are answered as stopped.
+    rerun_server: bool = False
 
 
 def _dangling_blocks(session: AgentSession) -> list[dict]:
@@ -282,23 +285,38 @@ def _dangling_blocks(session: AgentSession) -> list[dict]:
 
 
 def _resumable_calls(session: AgentSession) -> list[PlannedToolCall]:
-    """The dead turn's last step's calls when some are a client's (each stays answerable): the
-    turn is taken over rather than ended. Empty when the turn was asked to cancel."""
+    """The dead turn's last step's calls when some are a client's (each stays answerable) or the
+    step waited for approvals and its server calls had not begun (`_approvals_unstarted`): the
+    turn is taken over rather than ended. Empty when the turn was asked to cancel. A stored call
+    keeps its stored input (what the hooks made of the model's, the one an approval binds)."""
     dead = session.current_turn_id
     if session.cancel_requested or dead is None:
         return []
     blocks = _dangling_blocks(session)
-    executors = dict(
-        ToolCall.objects.filter(
+    rows = {
+        tool_use_id: (executor, tool_input, approval, started_at)
+        for tool_use_id, executor, tool_input, approval, started_at in ToolCall.objects.filter(
             session=session, turn_id=dead, tool_use_id__in=[b["id"] for b in blocks]
-        ).values_list("tool_use_id", "executor")
-    )
-    if ToolExecutor.CLIENT not in executors.values():
+        ).values_list("tool_use_id", "executor", "input", "approval", "started_at")
+    }
+    if not any(r[0] == ToolExecutor.CLIENT for r in rows.values()) and not _approvals_unstarted(rows):
         return []
-    return [
-        PlannedToolCall(b["id"], b["name"], b.get("input") or {}, executors.get(b["id"], ToolExecutor.SERVER))
-        for b in blocks
-    ]
+    planned = []
+    for b in blocks:
+        executor, tool_input, approval, _ = rows.get(b["id"], (ToolExecutor.SERVER, None, "", None))
+        planned.append(
+            PlannedToolCall(
+                b["id"], b["name"], tool_input if tool_input is not None else (b.get("input") or {}),
+                executor, approval,
+            )
+        )
+    return planned
+
+
+def _approvals_unstarted(rows: dict[str, tuple]) -> bool:
+    """Whether a step's calls (tool_use_id -> executor, input, approval, started_at) waited for an
+    approval and none of its server calls had begun: nothing of it ran, it may run elsewhere."""
+    return any(r[2] for r in rows.values()) and all(r[3] is None for r in rows.values())
 
 
 def _interrupted_results_write(session: AgentSession, turn_id: uuid.UUID | None) -> None:
@@ -412,7 +430,10 @@ def turn_repair(
             lease_expires_at=lease_until(), **lease_taken(holder), status=SessionStatus.RUNNING
         )
         steps = ModelCall.objects.filter(turn_id=dead, purpose="turn").aggregate(n=Max("step"))["n"] or 0
-    return TurnRepair(turn_id=dead, resumed=True, calls=calls, steps=steps)
+        rerun = any(c.approval for c in calls) and not ToolCall.objects.filter(
+            session=session, turn_id=dead, tool_use_id__in=[c.tool_use_id for c in calls], started_at__isnull=False
+        ).exists()
+    return TurnRepair(turn_id=dead, resumed=True, calls=calls, steps=steps, rerun_server=rerun)
 
 
 def _owner_active_check(session: AgentSession) -> None:

@@ -1,0 +1,302 @@
+"""Tool approvals (issue 36, item 5): an `always_ask` server call waits, stored, for the owning
+client's `tool.approve` / `tool.deny` (or the API's, or an operator's); a denial is a tool error
+the model reads; the answer is bound to the call's id and input; `turn.cancel` ends the wait."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sessions_app.common.approvals import (
+    ALWAYS_ALLOW,
+    ALWAYS_ASK,
+    PolicyMapError,
+    input_sha256,
+    policy_for,
+    policy_map_check,
+)
+from sessions_app.engine import sessions as engine_sessions
+from sessions_app.models import AgentSession, SessionEvent, ToolCall
+from sessions_app.validation import SpecError
+from tests.conftest import alist
+from tests.sessions_app.conftest import CLIENT_TOOL
+
+ASK_ECHO = {"approvals": {"test_echo": "always_ask"}}
+ECHO_PING = 'tool test_echo {"text": "ping"}'
+
+
+async def _asked(client) -> dict:
+    """Send the message that makes an `always_ask` call; the `tool.approval_requested` frame."""
+    await client.send({"type": "user.message", "content": ECHO_PING})
+    frames = await client.until("tool.approval_requested")
+    asked = frames[-1]
+    assert asked["name"] == "test_echo" and asked["input"] == {"text": "ping"}
+    assert asked["input_sha256"] == input_sha256({"text": "ping"})
+    call = next(f for f in frames if f["type"] == "tool.call")
+    assert call["tool_use_id"] == asked["tool_use_id"]
+    assert not any(f["type"] == "tool.result" for f in frames)
+    return asked
+
+
+async def _row(tool_use_id: str) -> ToolCall:
+    return await ToolCall.objects.aget(tool_use_id=tool_use_id)
+
+
+# -- policies -----------------------------------------------------------------------------------
+def test_policy_resolution_order_and_patterns():
+    session = {"mcp__git__status": ALWAYS_ALLOW, "risky": ALWAYS_ASK}
+    service = {"mcp__git__*": ALWAYS_ASK, "*": ALWAYS_ALLOW}
+    features = {"mcp__*": ALWAYS_ASK}
+    assert policy_for("mcp__git__status", session, service, features) == ALWAYS_ALLOW
+    assert policy_for("mcp__git__log", session, service, features) == ALWAYS_ASK
+    assert policy_for("risky", session, service, features) == ALWAYS_ASK
+    # "*" in the service's map decides before the features' defaults.
+    assert policy_for("mcp__time__now", session, service, features) == ALWAYS_ALLOW
+    assert policy_for("mcp__time__now", session, {}, features) == ALWAYS_ASK
+    assert policy_for("notepad_write", None, {}, features) == ALWAYS_ALLOW
+    # The longest pattern of one map wins.
+    assert policy_for("mcp__git__x", {"mcp__*": ALWAYS_ALLOW, "mcp__git__*": ALWAYS_ASK}) == ALWAYS_ASK
+
+
+@pytest.mark.parametrize(
+    "value",
+    [[], {"bad name!": ALWAYS_ASK}, {"x": "sometimes"}, {"x": None}, {"a*b": ALWAYS_ASK}, {"x" * 65: ALWAYS_ASK}],
+)
+def test_policy_map_refuses_bad_entries(value):
+    with pytest.raises(PolicyMapError):
+        policy_map_check(value, where="w")
+
+
+@pytest.mark.django_db
+def test_settings_approvals_are_validated_and_merged():
+    from sessions_app.engine.features import features
+    from sessions_app.validation import settings_clean
+
+    schema = features().settings_schema
+    assert settings_clean({}, schema=schema)["approvals"] == {}
+    with pytest.raises(SpecError) as caught:
+        settings_clean({"approvals": {"x": "maybe"}}, schema=schema)
+    assert caught.value.code == "invalid_settings" and "settings.approvals.x" in caught.value.message
+    base = settings_clean({"approvals": {"a": ALWAYS_ASK, "b": ALWAYS_ASK}}, schema=schema)
+    merged = settings_clean({"approvals": {"b": None, "c": ALWAYS_ALLOW}}, schema=schema, base=base)
+    assert merged["approvals"] == {"a": ALWAYS_ASK, "c": ALWAYS_ALLOW}
+
+
+async def test_session_update_with_a_bad_policy_changes_nothing(connect, echo_tool):
+    client = await connect()
+    session = await client.create(settings=ASK_ECHO)
+    await client.send({"type": "session.update", "settings": {"approvals": {"test_echo": "never"}}})
+    reply = await client.recv()
+    assert (reply["type"], reply["code"]) == ("error", "invalid_settings")
+    stored = await AgentSession.objects.aget(pk=session["id"])
+    assert stored.settings["approvals"] == {"test_echo": ALWAYS_ASK}
+
+
+# -- the wait and the answers -----------------------------------------------------------------
+async def test_approve_runs_the_call(connect, echo_tool):
+    client = await connect()
+    await client.create(settings=ASK_ECHO)
+    asked = await _asked(client)
+    assert await client.nothing_more()  # the turn waits
+    row = await _row(asked["tool_use_id"])
+    assert (row.approval, row.status, row.started_at) == ("pending", "pending", None)
+    await client.send({"type": "tool.approve", "tool_use_id": asked["tool_use_id"]})
+    frames = await client.until("turn.completed")
+    answered = frames[0]
+    assert answered["type"] == "tool.approval_answered"
+    assert answered["approved"] is True and answered["author"].startswith("client:")
+    result = next(f for f in frames if f["type"] == "tool.result")
+    assert result["is_error"] is False and json.loads(result["content"])["echo"] == "ping"
+    assert frames[-1]["stop_reason"] == "end_turn"
+    row = await _row(asked["tool_use_id"])
+    assert (row.approval, row.status) == ("approved", "done") and row.started_at is not None
+    await client.close()
+
+
+async def test_deny_is_a_tool_error_the_model_reads(connect, echo_tool):
+    client = await connect()
+    await client.create(settings=ASK_ECHO)
+    asked = await _asked(client)
+    await client.send(
+        {"type": "tool.deny", "tool_use_id": asked["tool_use_id"], "reason": "not on a Friday"}
+    )
+    frames = await client.until("turn.completed")
+    answered = frames[0]
+    assert (answered["approved"], answered["reason"]) == (False, "not on a Friday")
+    result = next(f for f in frames if f["type"] == "tool.result")
+    assert result["is_error"] is True
+    assert "denied" in result["content"] and "not on a Friday" in result["content"]
+    final = [f for f in frames if f["type"] == "assistant.message"][-1]
+    assert "not on a Friday" in final["content"][0]["text"]  # the scripted model read the error
+    assert frames[-1]["stop_reason"] == "end_turn"
+    await client.close()
+
+
+async def test_bad_answers_are_refused_and_change_nothing(connect, echo_tool):
+    client = await connect()
+    await client.create(settings=ASK_ECHO, tools=[CLIENT_TOOL])
+    asked = await _asked(client)
+    tool_use_id = asked["tool_use_id"]
+    bad = [
+        ({"type": "tool.approve", "tool_use_id": "toolu_other"}, "unknown_tool_use_id"),
+        ({"type": "tool.approve", "tool_use_id": tool_use_id, "input_sha256": "0" * 64}, "approval_input_mismatch"),
+        ({"type": "tool.deny", "tool_use_id": tool_use_id, "reason": "x" * 2001}, "invalid_frame"),
+        ({"type": "tool.approve"}, "invalid_frame"),
+        ({"type": "tool.deny", "tool_use_id": tool_use_id, "reason": 3}, "invalid_frame"),
+    ]
+    for index, (frame, code) in enumerate(bad):
+        await client.send({**frame, "request_id": index})
+        reply = await client.recv()
+        assert (reply["type"], reply["code"], reply.get("request_id")) == ("error", code, index), frame
+    row = await _row(tool_use_id)
+    assert (row.approval, row.approval_author, row.status) == ("pending", "", "pending")
+    assert not await SessionEvent.objects.filter(type="tool.approval_answered").aexists()
+    # Another client cannot answer it: the call is not in any session of its own.
+    other = await connect()
+    await other.create()
+    await other.send({"type": "tool.approve", "tool_use_id": tool_use_id})
+    assert (await other.recv())["code"] == "unknown_tool_use_id"
+    assert (await _row(tool_use_id)).approval == "pending"
+    # The right answer, with the digest of the input it saw; a second answer is refused.
+    await client.send({"type": "tool.approve", "tool_use_id": tool_use_id, "input_sha256": asked["input_sha256"]})
+    await client.until("turn.completed")
+    await client.send({"type": "tool.deny", "tool_use_id": tool_use_id, "request_id": "late"})
+    reply = await client.recv()
+    assert (reply["code"], reply["request_id"]) == ("approval_not_pending", "late")
+    assert (await _row(tool_use_id)).approval == "approved"
+    await other.close()
+    await client.close()
+
+
+async def test_a_call_nobody_was_asked_about_cannot_be_answered(connect, echo_tool):
+    client = await connect()
+    await client.create()
+    await client.send({"type": "user.message", "content": ECHO_PING})
+    frames = await client.until("turn.completed")
+    assert not any(f["type"] == "tool.approval_requested" for f in frames)
+    call = next(f for f in frames if f["type"] == "tool.call")
+    await client.send({"type": "tool.approve", "tool_use_id": call["tool_use_id"]})
+    assert (await client.recv())["code"] == "approval_not_pending"
+    await client.close()
+
+
+async def test_cancel_while_waiting_ends_the_turn(connect, echo_tool):
+    client = await connect()
+    await client.create(settings=ASK_ECHO)
+    asked = await _asked(client)
+    await client.send({"type": "turn.cancel"})
+    frames = await client.until("turn.completed")
+    assert frames[-1]["stop_reason"] == "cancelled"
+    result = next(f for f in frames if f["type"] == "tool.result")
+    assert result["tool_use_id"] == asked["tool_use_id"] and result["is_error"] is True
+    assert "cancelled" in result["content"].lower()
+    # The call never ran and can no longer be answered.
+    row = await _row(asked["tool_use_id"])
+    assert (row.status, row.started_at) == ("done", None)
+    await client.send({"type": "tool.approve", "tool_use_id": asked["tool_use_id"]})
+    assert (await client.recv())["code"] == "approval_not_pending"
+    # The history stays valid: the next turn runs normally.
+    await client.send({"type": "user.message", "content": "after"})
+    assert (await client.until("turn.completed"))[-1]["stop_reason"] == "end_turn"
+    await client.close()
+
+
+async def test_allowed_calls_of_the_step_wait_with_the_asked_one(connect, echo_tool, fake_anthropic):
+    # Two calls in one step: the allowed one (first in the model's order) runs only once the
+    # asked one is answered; the denied one does not run.
+    from tests.fake_anthropic import Reply, text
+
+    fake_anthropic.enqueue(
+        Reply(
+            [
+                {"type": "tool_use", "id": "toolu_allowed", "name": "test_echo", "input": {"text": "one"}},
+                {"type": "tool_use", "id": "toolu_asked", "name": "count_words", "input": {"text": "a b"}},
+            ],
+            stop_reason="tool_use",
+        ),
+        text("done"),
+    )
+    client = await connect()
+    await client.create(model="claude-sonnet-4-6", settings={"approvals": {"count_words": "always_ask"}})
+    await client.send({"type": "user.message", "content": "go"})
+    frames = await client.until("tool.approval_requested")
+    assert frames[-1]["tool_use_id"] == "toolu_asked"
+    assert await client.nothing_more()  # nothing ran: the step waits as a whole
+    assert (await _row("toolu_allowed")).started_at is None
+    await client.send({"type": "tool.deny", "tool_use_id": "toolu_asked"})
+    frames = await client.until("turn.completed")
+    results = {f["tool_use_id"]: f for f in frames if f["type"] == "tool.result"}
+    assert results["toolu_allowed"]["is_error"] is False
+    assert results["toolu_asked"]["is_error"] is True
+    assert results["toolu_asked"]["content"] == "This call of count_words was denied: it did not run."
+    sent = fake_anthropic.requests[-1].body["messages"][-1]["content"]
+    assert [b["tool_use_id"] for b in sent if b.get("type") == "tool_result"] == ["toolu_allowed", "toolu_asked"]
+    await client.close()
+
+
+async def test_service_default_and_session_override(connect, echo_tool, settings):
+    settings.PALIMPSEST_APPROVALS_DEFAULT = {"test_*": ALWAYS_ASK}
+    client = await connect()
+    await client.create()
+    await _asked(client)
+    await client.send({"type": "turn.cancel"})
+    await client.until("turn.completed")
+    # The session's own setting decides first.
+    await client.send({"type": "session.update", "settings": {"approvals": {"test_echo": "always_allow"}}})
+    assert (await client.recv())["type"] == "session.state"
+    await client.send({"type": "user.message", "content": ECHO_PING})
+    frames = await client.until("turn.completed")
+    assert not any(f["type"] == "tool.approval_requested" for f in frames)
+    await client.close()
+
+
+async def test_client_tools_are_never_asked(connect, settings):
+    settings.PALIMPSEST_APPROVALS_DEFAULT = {"*": ALWAYS_ASK}
+    client = await connect()
+    await client.create(tools=[CLIENT_TOOL])
+    await client.send({"type": "user.message", "content": "tool client_lookup {}"})
+    frames = await client.until("tool.call")
+    assert frames[-1]["executor"] == "client"
+    assert await client.nothing_more()
+    row = await _row(frames[-1]["tool_use_id"])
+    assert row.approval == ""
+    await client.send({"type": "tool.result", "tool_use_id": row.tool_use_id, "content": "ok"})
+    await client.until("turn.completed")
+    await client.close()
+
+
+async def test_agent_settings_give_their_sessions_the_policy(connect, echo_tool):
+    client = await connect()
+    await client.send({"type": "agent.create", "name": "careful", "settings": ASK_ECHO})
+    assert (await client.recv())["type"] == "agent.created"
+    session = await client.create(agent="careful")
+    stored = await AgentSession.objects.aget(pk=session["id"])
+    assert stored.settings["approvals"] == {"test_echo": ALWAYS_ASK}
+    await _asked(client)
+    await client.send({"type": "turn.cancel"})
+    await client.until("turn.completed")
+    await client.close()
+
+
+async def test_the_requested_event_is_stored_for_replay(connect, echo_tool):
+    client = await connect()
+    session = await client.create(settings=ASK_ECHO)
+    asked = await _asked(client)
+    stored = await alist(
+        SessionEvent.objects.filter(session_id=session["id"], type="tool.approval_requested").values_list(
+            "payload", flat=True
+        )
+    )
+    assert stored[0]["tool_use_id"] == asked["tool_use_id"]
+    await client.send({"type": "turn.cancel"})
+    await client.until("turn.completed")
+    await client.close()
+
+
+def test_session_update_engine_rejects_bad_policy(db):
+    session = engine_sessions.session_create(owner=None)
+    with pytest.raises(SpecError):
+        engine_sessions.session_update(session_id=session.pk, settings={"approvals": {"x": 1}})
+    assert AgentSession.objects.get(pk=session.pk).settings["approvals"] == {}
+
