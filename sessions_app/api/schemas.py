@@ -52,6 +52,30 @@ class SessionOut(Out):
     depth: int
 
 
+class ApprovalIn(Body):
+    """The answer to a call that waits for an approval (as `tool.approve`)."""
+
+    input_sha256: str | None = None
+
+
+class DenialIn(ApprovalIn):
+    """As `tool.deny`: `reason` is shown to the model with the tool error."""
+
+    reason: str | None = None
+
+
+class ToolCallApprovalOut(Out):
+    """A tool call's approval once answered."""
+
+    tool_use_id: str
+    name: str
+    input: dict[str, Any]
+    input_sha256: str
+    approval: str
+    reason: str
+    author: str
+
+
 class SessionPage(Out):
     items: list[SessionOut]
     next: str | None

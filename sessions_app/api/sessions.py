@@ -13,11 +13,23 @@ from sessions_app import listing_selectors, selectors, services
 from sessions_app.api.auth import request_token
 from sessions_app.api.errors import conflict, invalid, not_found, spec_error
 from sessions_app.api.paging import CURSOR, LIMIT, POSITION_MAX, cursor_decode, cursor_encode
-from sessions_app.api.schemas import Error, EventPage, SessionOut, SessionPage, SessionPatch
+from sessions_app.api.schemas import (
+    ApprovalIn,
+    DenialIn,
+    Error,
+    EventPage,
+    SessionOut,
+    SessionPage,
+    SessionPatch,
+    ToolCallApprovalOut,
+)
+from sessions_app.authors import client_author
+from sessions_app.common.approvals import input_sha256
 from sessions_app.common.db import db
 from sessions_app.engine import agents as engine_agents
+from sessions_app.engine import approvals as engine_approvals
 from sessions_app.engine import sessions as engine_sessions
-from sessions_app.models import AgentSession, SessionStatus
+from sessions_app.models import AgentSession, SessionStatus, ToolCall
 from sessions_app.validation import SpecError
 
 router = Router(tags=["sessions"])
@@ -168,3 +180,84 @@ async def session_events(
     items = events[:limit]
     more = len(events) > limit
     return {"items": items, "next": cursor_encode(items[-1]["seq"]) if more else None}
+
+
+async def _approval_answer(
+    request: HttpRequest,
+    session_id: str,
+    tool_use_id: str,
+    *,
+    approved: bool,
+    reason: str | None,
+    expected_sha256: str | None,
+) -> dict:
+    session = await _session(request, session_id)
+    try:
+        call = await engine_approvals.tool_call_answer(
+            session_id=session.pk,
+            tool_use_id=tool_use_id,
+            approved=approved,
+            author=client_author(request_token(request).name),
+            reason=reason or "",
+            expected_sha256=expected_sha256,
+        )
+    except services.UnknownToolUse as exc:
+        raise not_found("unknown_tool_use_id", str(exc)) from None
+    except services.ApprovalNotPending as exc:
+        raise conflict("approval_not_pending", str(exc)) from None
+    except services.ApprovalInputMismatch as exc:
+        raise conflict("approval_input_mismatch", str(exc)) from None
+    except services.ApprovalReasonTooLong as exc:
+        raise invalid(str(exc)) from None
+    return _approval_out(call)
+
+
+def _approval_out(call: ToolCall) -> dict:
+    return {
+        "tool_use_id": call.tool_use_id,
+        "name": call.name,
+        "input": call.input,
+        "input_sha256": input_sha256(call.input),
+        "approval": call.approval,
+        "reason": call.approval_reason,
+        "author": call.approval_author,
+    }
+
+
+APPROVAL_ERRORS: dict[int, type] = {**ERRORS, 409: Error}
+
+
+@router.post(
+    "/sessions/{session_id}/tool_calls/{tool_use_id}/approve",
+    response={200: ToolCallApprovalOut, **APPROVAL_ERRORS},
+    summary="Approve a tool call that waits for an approval (as tool.approve): it runs",
+)
+async def tool_call_approve(
+    request: HttpRequest, session_id: str, tool_use_id: str, body: ApprovalIn | None = None
+) -> dict:
+    return await _approval_answer(
+        request,
+        session_id,
+        tool_use_id,
+        approved=True,
+        reason=None,
+        expected_sha256=body.input_sha256 if body is not None else None,
+    )
+
+
+@router.post(
+    "/sessions/{session_id}/tool_calls/{tool_use_id}/deny",
+    response={200: ToolCallApprovalOut, **APPROVAL_ERRORS},
+    summary="Deny a tool call that waits for an approval (as tool.deny): the model gets a tool error",
+)
+async def tool_call_deny(
+    request: HttpRequest, session_id: str, tool_use_id: str, body: DenialIn | None = None
+) -> dict:
+    return await _approval_answer(
+        request,
+        session_id,
+        tool_use_id,
+        approved=False,
+        reason=body.reason if body is not None else None,
+        expected_sha256=body.input_sha256 if body is not None else None,
+    )
