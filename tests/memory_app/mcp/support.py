@@ -64,8 +64,17 @@ async def create(client: Any, **fields: Any) -> dict:
 
 
 async def turn(client: Any, content: str) -> list[dict]:
+    """A turn's frames. An MCP tool's call waits for an approval by default (DESIGN.md: approvals):
+    each `tool.approval_requested` is approved here, as the owning client would."""
     await client.send({"type": "user.message", "content": content})
-    return await client.until("turn.completed", timeout=TURN_GUARD_SECONDS)
+    frames = []
+    while True:
+        frame = await client.recv(timeout=TURN_GUARD_SECONDS)
+        frames.append(frame)
+        if frame["type"] == "tool.approval_requested":
+            await client.send({"type": "tool.approve", "tool_use_id": frame["tool_use_id"]})
+        if frame["type"] == "turn.completed":
+            return frames
 
 
 def call(name: str, args: dict) -> str:

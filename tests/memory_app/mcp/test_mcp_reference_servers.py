@@ -14,6 +14,7 @@ from asgiref.sync import sync_to_async
 from sessions_app import services
 from sessions_app.models import Agent
 from tests.memory_app.mcp.support import (
+    TURN_GUARD_SECONDS,
     call,
     create,
     git_config,
@@ -39,6 +40,28 @@ async def test_the_service_time_server_is_offered_and_answers(connect: Any, sett
     found = result(frames)
     assert found["is_error"] is False
     assert json.loads(text_of(found))["timezone"] == "Europe/Paris"
+
+
+async def test_an_mcp_tool_asks_by_default_and_a_setting_allows_it(connect: Any, settings: Any) -> None:
+    settings.PALIMPSEST_MCP_SERVERS = {"time": time_config()}
+    client = await connect()
+    await create(client)
+    await client.send(
+        {"type": "user.message", "content": call("mcp__time__get_current_time", {"timezone": "UTC"})}
+    )
+    asked = (await client.until("tool.approval_requested", timeout=TURN_GUARD_SECONDS))[-1]
+    assert (asked["name"], asked["input"]) == ("mcp__time__get_current_time", {"timezone": "UTC"})
+    assert await client.nothing_more()  # the call waits: nothing ran
+    await client.send({"type": "tool.deny", "tool_use_id": asked["tool_use_id"], "reason": "not now"})
+    frames = await client.until("turn.completed", timeout=TURN_GUARD_SECONDS)
+    denied = result(frames)
+    assert denied["is_error"] is True and "not now" in text_of(denied)
+    # The session's setting (or the service's default) lets the server's tools run unasked.
+    allowed = await create(client, settings={"approvals": {"mcp__time__*": "always_allow"}})
+    assert allowed["settings"]["approvals"] == {"mcp__time__*": "always_allow"}
+    frames = await turn(client, call("mcp__time__get_current_time", {"timezone": "UTC"}))
+    assert not [f for f in frames if f["type"] == "tool.approval_requested"]
+    assert result(frames)["is_error"] is False
 
 
 async def test_an_agents_git_server_reads_the_repository(connect: Any, tmp_path: Path) -> None:
