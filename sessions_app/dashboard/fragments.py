@@ -51,6 +51,8 @@ STATUS_EVENTS = frozenset(
 ENDED_EVENT = "session.ended"
 # A stored model step ends the streamed text of that step.
 STREAM_END_EVENTS = frozenset({"assistant.message", "turn.completed", "error"})
+# The session's calls waiting for an approval may have changed (its box is rendered again).
+APPROVAL_EVENTS = frozenset({"tool.approval_requested", "tool.approval_answered", "tool.result", "turn.completed"})
 # A model call was recorded (the inspector can show it).
 MODEL_CALL_EVENTS = frozenset({"usage", "compaction.completed", "turn.completed"})
 
@@ -62,6 +64,7 @@ class _Touched:
     ended: bool = False
     inspector: bool = False
     usage: bool = False  # a model call was recorded: the session's usage totals moved
+    approvals: bool = False
     new_epoch: int | None = None
 
 
@@ -125,6 +128,7 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
         touched.ended |= kind == ENDED_EVENT
         touched.inspector |= kind in MODEL_CALL_EVENTS
         touched.usage |= kind in MODEL_CALL_EVENTS or kind == "error"
+        touched.approvals |= kind in APPROVAL_EVENTS
         if kind == "compaction.completed":
             touched.new_epoch = event.get("epoch")
     parts.append(_oob_append("#transcript-items", items))
@@ -164,6 +168,11 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
                 "dashboard/usage.html#panel",
                 {**base, "usage": session_usage(session, provider=provider_name_for_model(session.model))},
             )
+        )
+    if touched.approvals:
+        approvals = selectors.approvals_pending(session_id=session.pk)
+        parts.append(
+            render_to_string("dashboard/approvals.html#session-approvals", {**base, "approvals": approvals})
         )
     if touched.inspector:
         # A prompt inspector that follows the latest request reloads itself on this signal.

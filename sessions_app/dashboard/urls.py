@@ -7,6 +7,7 @@ from django.urls import include, path
 
 from sessions_app.dashboard.views import (
     agent_knowledge,
+    approvals,
     agent_skills,
     agent_tools,
     agents,
@@ -48,6 +49,8 @@ urlpatterns = [
         records.model_call_request_json,
         name="model_call_request",
     ),
+    path("approvals/", approvals.approvals_list, name="approvals"),
+    path("sessions/<uuid:session_id>/approvals/answer/", approvals.approval_answer, name="approval_answer"),
     path("agents/", agents.agent_list, name="agents"),
     path("agents/new/", agents.agent_create, name="agent_create"),
     path("agents/<int:agent_id>/", agents.agent_detail, name="agent"),

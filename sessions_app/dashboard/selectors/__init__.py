@@ -33,6 +33,12 @@ from sessions_app.dashboard.selectors.agents import (
     agent_state_page,
     agent_versions_latest,
 )
+from sessions_app.dashboard.selectors.approvals import (
+    APPROVALS_SHOWN,
+    PendingApproval,
+    approvals_pending,
+    approvals_pending_count,
+)
 from sessions_app.dashboard.selectors.common import NotFound, session_get_for_operator
 from sessions_app.dashboard.selectors.gauge import (
     GAUGE_LABELS,
@@ -105,6 +111,10 @@ from sessions_app.dashboard.selectors.turn_usage import (
 )
 
 __all__ = [
+    "APPROVALS_SHOWN",
+    "PendingApproval",
+    "approvals_pending",
+    "approvals_pending_count",
     "DashboardHit",
     "MessageInPlace",
     "RecallQueryEmpty",

@@ -48,6 +48,8 @@ def session_page_context(session: AgentSession) -> dict[str, Any]:
         "timeline": selectors.timeline(session_id=session.pk),
         "message_form": MessageForm(),
         "update_form": session_update_form(session),
+        # The session's calls waiting for an approval, answered here (`views.approvals`).
+        "approvals": selectors.approvals_pending(session_id=session.pk),
     }
     return context
 
