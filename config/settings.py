@@ -284,7 +284,9 @@ def _approvals_default_from_env(raw: str) -> dict[str, str]:
 
 
 # Tool approvals: the service's default policies (see `_approvals_default_from_env`).
-PALIMPSEST_APPROVALS_DEFAULT = _approvals_default_from_env(os.environ.get("PALIMPSEST_APPROVALS_DEFAULT") or "")
+PALIMPSEST_APPROVALS_DEFAULT = _approvals_default_from_env(
+    os.environ.get("PALIMPSEST_APPROVALS_DEFAULT") or ""
+)
 # How often waiting turns are looked up in the database for cancels written by another process
 # (one query for all of a process's turns), and a turn waiting on a client's tool for its results.
 PALIMPSEST_POLL_SECONDS = float(os.environ.get("PALIMPSEST_POLL_SECONDS", "1.0"))

@@ -133,7 +133,9 @@ def approval_call_session(*, session_id: uuid.UUID, tool_use_id: str) -> uuid.UU
     session = AgentSession.objects.only("id", "root_session_id").get(pk=session_id)
     ids = [session.pk, *(s.pk for s in session_descendants(session=session))]
     holders = dict(
-        ToolCall.objects.filter(session_id__in=ids, tool_use_id=tool_use_id).values_list("session_id", "approval")
+        ToolCall.objects.filter(session_id__in=ids, tool_use_id=tool_use_id).values_list(
+            "session_id", "approval"
+        )
     )
     if not holders or session.pk in holders:
         return session.pk

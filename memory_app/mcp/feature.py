@@ -11,4 +11,6 @@ from sessions_app.common.approvals import ALWAYS_ASK
 from sessions_app.engine.contract import Feature
 
 # An MCP tool's call waits for an answer unless a setting says otherwise (DESIGN.md: approvals).
-FEATURE = Feature(name="mcp", tool_source=mcp_tools, dashboard=DASHBOARD, approvals={f"{PREFIX}*": ALWAYS_ASK})
+FEATURE = Feature(
+    name="mcp", tool_source=mcp_tools, dashboard=DASHBOARD, approvals={f"{PREFIX}*": ALWAYS_ASK}
+)

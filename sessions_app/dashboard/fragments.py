@@ -52,7 +52,9 @@ ENDED_EVENT = "session.ended"
 # A stored model step ends the streamed text of that step.
 STREAM_END_EVENTS = frozenset({"assistant.message", "turn.completed", "error"})
 # The session's calls waiting for an approval may have changed (its box is rendered again).
-APPROVAL_EVENTS = frozenset({"tool.approval_requested", "tool.approval_answered", "tool.result", "turn.completed"})
+APPROVAL_EVENTS = frozenset(
+    {"tool.approval_requested", "tool.approval_answered", "tool.result", "turn.completed"}
+)
 # A model call was recorded (the inspector can show it).
 MODEL_CALL_EVENTS = frozenset({"usage", "compaction.completed", "turn.completed"})
 

@@ -7,10 +7,10 @@ from django.urls import include, path
 
 from sessions_app.dashboard.views import (
     agent_knowledge,
-    approvals,
     agent_skills,
     agent_tools,
     agents,
+    approvals,
     recall,
     records,
     session,

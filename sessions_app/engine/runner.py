@@ -674,7 +674,9 @@ class TurnRunner:
             epoch=self.epoch,
             content=content,
             call=call,
-            tool_calls=[PlannedToolCall(c.tool_use_id, c.name, c.input, c.executor, c.approval) for c in calls],
+            tool_calls=[
+                PlannedToolCall(c.tool_use_id, c.name, c.input, c.executor, c.approval) for c in calls
+            ],
             token_estimate=token_estimate,
             delta_text=delta_text,
         )

@@ -330,7 +330,9 @@ class ToolDispatch:
         `TurnCancelled`."""
         ids = [c.tool_use_id for c in calls]
         while True:
-            answers = await db(selectors.tool_call_approvals)(session_id=self.turn.session_id, tool_use_ids=ids)
+            answers = await db(selectors.tool_call_approvals)(
+                session_id=self.turn.session_id, tool_use_ids=ids
+            )
             if all(answers.get(i, ("",))[0] in (APPROVAL_APPROVED, APPROVAL_DENIED) for i in ids):
                 return answers
             with contextlib.suppress(TimeoutError):

@@ -102,6 +102,6 @@ def tool_calls_started(*, session_id: uuid.UUID, turn_id: uuid.UUID, tool_use_id
     Raises `TurnLeaseLost` (writing nothing) if the turn lost its lease."""
     with transaction.atomic():
         turn_lock(session_id, turn_id)
-        ToolCall.objects.filter(
-            session_id=session_id, turn_id=turn_id, tool_use_id__in=tool_use_ids
-        ).update(started_at=timezone.now())
+        ToolCall.objects.filter(session_id=session_id, turn_id=turn_id, tool_use_id__in=tool_use_ids).update(
+            started_at=timezone.now()
+        )

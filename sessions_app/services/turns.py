@@ -306,8 +306,11 @@ def _resumable_calls(session: AgentSession) -> list[PlannedToolCall]:
         executor, tool_input, approval, _ = rows.get(b["id"], (ToolExecutor.SERVER, None, "", None))
         planned.append(
             PlannedToolCall(
-                b["id"], b["name"], tool_input if tool_input is not None else (b.get("input") or {}),
-                executor, approval,
+                b["id"],
+                b["name"],
+                tool_input if tool_input is not None else (b.get("input") or {}),
+                executor,
+                approval,
             )
         )
     return planned
@@ -430,9 +433,15 @@ def turn_repair(
             lease_expires_at=lease_until(), **lease_taken(holder), status=SessionStatus.RUNNING
         )
         steps = ModelCall.objects.filter(turn_id=dead, purpose="turn").aggregate(n=Max("step"))["n"] or 0
-        rerun = any(c.approval for c in calls) and not ToolCall.objects.filter(
-            session=session, turn_id=dead, tool_use_id__in=[c.tool_use_id for c in calls], started_at__isnull=False
-        ).exists()
+        rerun = (
+            any(c.approval for c in calls)
+            and not ToolCall.objects.filter(
+                session=session,
+                turn_id=dead,
+                tool_use_id__in=[c.tool_use_id for c in calls],
+                started_at__isnull=False,
+            ).exists()
+        )
     return TurnRepair(turn_id=dead, resumed=True, calls=calls, steps=steps, rerun_server=rerun)
 
 

@@ -55,7 +55,9 @@ async def test_deny_with_a_reason_and_without_a_body(api_client: Any) -> None:
     client = await api_client()
     session = await client.session(settings=ASK_ECHO)
     turn_id, call = await _waiting(session.pk)
-    response = await client.post(f"/sessions/{session.pk}/tool_calls/{call.tool_use_id}/deny", {"reason": "no"})
+    response = await client.post(
+        f"/sessions/{session.pk}/tool_calls/{call.tool_use_id}/deny", {"reason": "no"}
+    )
     assert body(response)["approval"] == "denied" and body(response)["reason"] == "no"
     assert await runner.turn_wait(turn_id) == "end_turn"
     call = await ToolCall.objects.aget(pk=call.pk)
@@ -64,7 +66,9 @@ async def test_deny_with_a_reason_and_without_a_body(api_client: Any) -> None:
     turn_id, _ = await _waiting_again(session.pk)
     second = await ToolCall.objects.filter(session_id=session.pk, approval="pending").aget()
     response = await client.post(
-        f"/sessions/{session.pk}/tool_calls/{second.tool_use_id}/deny", data=b"", content_type="application/json"
+        f"/sessions/{session.pk}/tool_calls/{second.tool_use_id}/deny",
+        data=b"",
+        content_type="application/json",
     )
     assert response.status_code == 200, response.content
     assert body(response)["approval"] == "denied" and body(response)["reason"] == ""

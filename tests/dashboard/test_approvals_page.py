@@ -41,7 +41,9 @@ async def _waiting(title: str, words: str = HOSTILE) -> tuple[Any, Any, ToolCall
         settings=ASK,
         reserved_tool_names=features().tool_names(),
     )
-    turn_id = await runner.turn_start(session_id=session.pk, content=f'tool count_words {{"text": "{words}"}}')
+    turn_id = await runner.turn_start(
+        session_id=session.pk, content=f'tool count_words {{"text": "{words}"}}'
+    )
     asked = SessionEvent.objects.filter(session_id=session.pk, type="tool.approval_requested")
     while not await asked.aexists():  # the turn's steps, on this event loop
         await asyncio.sleep(0.01)
@@ -95,7 +97,9 @@ async def test_an_operator_denies_from_the_session_page(operator_async):
         _answer_url(session),
         {"tool_use_id": call.tool_use_id, "decision": "deny", "reason": "no", "where": "session"},
     )
-    assert response.status_code == 302 and response["Location"] == reverse("dashboard:session", args=[session.pk])
+    assert response.status_code == 302 and response["Location"] == reverse(
+        "dashboard:session", args=[session.pk]
+    )
     assert await runner.turn_wait(turn_id) == "end_turn"
     call = await ToolCall.objects.aget(pk=call.pk)
     assert (call.approval, call.approval_reason, call.is_error) == ("denied", "no", True)
@@ -131,7 +135,9 @@ async def test_only_operators_see_or_answer(django_user_model):
     await client.aforce_login(user)
     listed = await client.get(reverse("dashboard:approvals"))
     assert listed.status_code == 302 and call.tool_use_id not in listed.content.decode()
-    answered = await client.post(_answer_url(session), {"tool_use_id": call.tool_use_id, "decision": "approve"})
+    answered = await client.post(
+        _answer_url(session), {"tool_use_id": call.tool_use_id, "decision": "approve"}
+    )
     assert answered.status_code == 302
     assert (await ToolCall.objects.aget(pk=call.pk)).approval == "pending"
     await runner.EngineTurns().cancel(session_id=session.pk, turn_id=turn_id, wait_seconds=10)

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is
 
 WIDTHS = [800, 1440]
 PWNED = "window.pwned"
-HOSTILE = "<script>window.pwned=1</script><img src=x onerror=\"window.pwned=2\"> " + "long" * 80
+HOSTILE = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2"> ' + "long" * 80
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +47,7 @@ def ask(page: Any, words: str) -> None:
     before = page.locator("#session-approvals .approval").count()
     page.fill("#id_content", "tool count_words " + json.dumps({"text": words}))
     page.click("#message-form button:has-text('Send')")
-    page.wait_for_function(
-        f"document.querySelectorAll('#session-approvals .approval').length > {before}"
-    )
+    page.wait_for_function(f"document.querySelectorAll('#session-approvals .approval').length > {before}")
 
 
 @pytest.mark.parametrize("width", WIDTHS)

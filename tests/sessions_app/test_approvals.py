@@ -61,7 +61,14 @@ def test_policy_resolution_order_and_patterns():
 
 @pytest.mark.parametrize(
     "value",
-    [[], {"bad name!": ALWAYS_ASK}, {"x": "sometimes"}, {"x": None}, {"a*b": ALWAYS_ASK}, {"x" * 65: ALWAYS_ASK}],
+    [
+        [],
+        {"bad name!": ALWAYS_ASK},
+        {"x": "sometimes"},
+        {"x": None},
+        {"a*b": ALWAYS_ASK},
+        {"x" * 65: ALWAYS_ASK},
+    ],
 )
 def test_policy_map_refuses_bad_entries(value):
     with pytest.raises(PolicyMapError):
@@ -118,9 +125,7 @@ async def test_deny_is_a_tool_error_the_model_reads(connect, echo_tool):
     client = await connect()
     await client.create(settings=ASK_ECHO)
     asked = await _asked(client)
-    await client.send(
-        {"type": "tool.deny", "tool_use_id": asked["tool_use_id"], "reason": "not on a Friday"}
-    )
+    await client.send({"type": "tool.deny", "tool_use_id": asked["tool_use_id"], "reason": "not on a Friday"})
     frames = await client.until("turn.completed")
     answered = frames[0]
     assert (answered["approved"], answered["reason"]) == (False, "not on a Friday")
@@ -140,7 +145,10 @@ async def test_bad_answers_are_refused_and_change_nothing(connect, echo_tool):
     tool_use_id = asked["tool_use_id"]
     bad = [
         ({"type": "tool.approve", "tool_use_id": "toolu_other"}, "unknown_tool_use_id"),
-        ({"type": "tool.approve", "tool_use_id": tool_use_id, "input_sha256": "0" * 64}, "approval_input_mismatch"),
+        (
+            {"type": "tool.approve", "tool_use_id": tool_use_id, "input_sha256": "0" * 64},
+            "approval_input_mismatch",
+        ),
         ({"type": "tool.deny", "tool_use_id": tool_use_id, "reason": "x" * 2001}, "invalid_frame"),
         ({"type": "tool.approve"}, "invalid_frame"),
         ({"type": "tool.deny", "tool_use_id": tool_use_id, "reason": 3}, "invalid_frame"),
@@ -159,7 +167,9 @@ async def test_bad_answers_are_refused_and_change_nothing(connect, echo_tool):
     assert (await other.recv())["code"] == "unknown_tool_use_id"
     assert (await _row(tool_use_id)).approval == "pending"
     # The right answer, with the digest of the input it saw; a second answer is refused.
-    await client.send({"type": "tool.approve", "tool_use_id": tool_use_id, "input_sha256": asked["input_sha256"]})
+    await client.send(
+        {"type": "tool.approve", "tool_use_id": tool_use_id, "input_sha256": asked["input_sha256"]}
+    )
     await client.until("turn.completed")
     await client.send({"type": "tool.deny", "tool_use_id": tool_use_id, "request_id": "late"})
     reply = await client.recv()
@@ -231,7 +241,10 @@ async def test_allowed_calls_of_the_step_wait_with_the_asked_one(connect, echo_t
     assert results["toolu_asked"]["is_error"] is True
     assert results["toolu_asked"]["content"] == "This call of count_words was denied: it did not run."
     sent = fake_anthropic.requests[-1].body["messages"][-1]["content"]
-    assert [b["tool_use_id"] for b in sent if b.get("type") == "tool_result"] == ["toolu_allowed", "toolu_asked"]
+    assert [b["tool_use_id"] for b in sent if b.get("type") == "tool_result"] == [
+        "toolu_allowed",
+        "toolu_asked",
+    ]
     await client.close()
 
 
@@ -299,4 +312,3 @@ def test_session_update_engine_rejects_bad_policy(db):
     with pytest.raises(SpecError):
         engine_sessions.session_update(session_id=session.pk, settings={"approvals": {"x": 1}})
     assert AgentSession.objects.get(pk=session.pk).settings["approvals"] == {}
-

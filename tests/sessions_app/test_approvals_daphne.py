@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-
 import urllib.request
+
 import pytest
 
 from tests.servers import Daphne, manage
+from tests.sessions_app.test_e2e_daphne import open_ws, token_for
 from tests.sessions_app.test_turn_repair_daphne import (
     BESIDE_A_LIVE_PROCESS,
     RECV_LIMIT_SECONDS,
@@ -19,7 +20,6 @@ from tests.sessions_app.test_turn_repair_daphne import (
     _sqlite_env,
     recv_until,
 )
-from tests.sessions_app.test_e2e_daphne import open_ws, token_for
 
 ASK = {"approvals": {"count_words": "always_ask"}}
 CALL = 'tool count_words {"text": "one two three"}'

@@ -40,7 +40,9 @@ def _shown(tool_input: Any) -> tuple[str, int]:
     return text[:INPUT_SHOWN_CHARS], len(text) - INPUT_SHOWN_CHARS
 
 
-def approvals_pending(*, session_id: uuid.UUID | None = None, limit: int = APPROVALS_SHOWN) -> list[PendingApproval]:
+def approvals_pending(
+    *, session_id: uuid.UUID | None = None, limit: int = APPROVALS_SHOWN
+) -> list[PendingApproval]:
     """The calls waiting for an answer, oldest first (one query): every session's, or
     `session_id`'s."""
     calls = ToolCall.objects.filter(

@@ -31,7 +31,9 @@ class ApprovalAnswerForm(forms.Form):
     reason = forms.CharField(required=False, max_length=MAX_REASON_CHARS)
     # The digest of the input the operator saw: the answer is refused if the call's input differs.
     input_sha256 = forms.CharField(required=False, max_length=64)
-    where = forms.ChoiceField(choices=[(WHERE_LIST, WHERE_LIST), (WHERE_SESSION, WHERE_SESSION)], required=False)
+    where = forms.ChoiceField(
+        choices=[(WHERE_LIST, WHERE_LIST), (WHERE_SESSION, WHERE_SESSION)], required=False
+    )
 
 
 @require_safe
@@ -54,7 +56,9 @@ async def approval_answer(request: HtmxHttpRequest, session_id: uuid.UUID) -> Ht
     error = ""
     where = WHERE_LIST
     if not form.is_valid():
-        error = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
+        error = "; ".join(
+            f"{name}: {' '.join(str(e) for e in errors)}" for name, errors in form.errors.items()
+        )
     else:
         where = form.cleaned_data["where"] or WHERE_LIST
         try:
