@@ -4,10 +4,17 @@ the model reads; the answer is bound to the call's id and input; `turn.cancel` e
 
 from __future__ import annotations
 
+import contextvars
+import datetime
 import json
+import uuid
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
 
+from config.settings import _approvals_default_from_env
+from sessions_app import services
 from sessions_app.common.approvals import (
     ALWAYS_ALLOW,
     ALWAYS_ASK,
@@ -21,6 +28,7 @@ from sessions_app.models import AgentSession, SessionEvent, ToolCall
 from sessions_app.validation import SpecError
 from tests.conftest import alist
 from tests.sessions_app.conftest import CLIENT_TOOL
+from tests.sessions_app.test_services import _call_data
 
 ASK_ECHO = {"approvals": {"test_echo": "always_ask"}}
 ECHO_PING = 'tool test_echo {"text": "ping"}'
@@ -312,3 +320,86 @@ def test_session_update_engine_rejects_bad_policy(db):
     with pytest.raises(SpecError):
         engine_sessions.session_update(session_id=session.pk, settings={"approvals": {"x": 1}})
     assert AgentSession.objects.get(pk=session.pk).settings["approvals"] == {}
+
+
+# -- the repair of a turn whose process died while its step waited ----------------------------
+def _asked_step(session_id, turn_id, *calls: tuple[str, str]) -> None:
+    """A stored step whose calls ((id, approval), server tools) wait as the engine stores them."""
+    services.assistant_step_store(
+        session_id=session_id,
+        turn_id=turn_id,
+        epoch=0,
+        content=[{"type": "tool_use", "id": i, "name": "test_echo", "input": {"text": i}} for i, _ in calls],
+        call=_call_data(),
+        tool_calls=[services.PlannedToolCall(i, "test_echo", {"text": i}, "server", a) for i, a in calls],
+    )
+
+
+def _dead(session_id) -> None:
+    AgentSession.objects.filter(pk=session_id).update(
+        lease_expires_at=timezone.now() - datetime.timedelta(seconds=1)
+    )
+
+
+def test_a_dead_turn_waiting_for_an_approval_is_taken_over_with_its_stored_input(db):
+    session = engine_sessions.session_create(owner=None)
+    turn = services.turn_begin(session_id=session.pk, content="one", holder=uuid.uuid4())
+    _asked_step(session.pk, turn.id, ("toolu_a", ""), ("toolu_b", "pending"))
+    # Answered while no process ran the turn: the answer is kept for the one that takes it over.
+    services.tool_call_approval_answer(
+        session_id=session.pk, tool_use_id="toolu_b", approved=True, author="client:x"
+    )
+    _dead(session.pk)
+    repair = services.turn_repair(session_id=session.pk, holder=uuid.uuid4())
+    assert repair is not None and repair.resumed and repair.rerun_server
+    assert [(c.tool_use_id, c.approval, c.input) for c in repair.calls] == [
+        ("toolu_a", "", {"text": "toolu_a"}),
+        ("toolu_b", "approved", {"text": "toolu_b"}),
+    ]
+
+
+def test_a_dead_turn_whose_approved_calls_had_begun_is_ended_not_run_twice(db):
+    session = engine_sessions.session_create(owner=None)
+    holder = uuid.uuid4()
+    turn = services.turn_begin(session_id=session.pk, content="one", holder=holder)
+    _asked_step(session.pk, turn.id, ("toolu_b", "pending"))
+    services.tool_call_approval_answer(
+        session_id=session.pk, tool_use_id="toolu_b", approved=True, author="client:x"
+    )
+
+    def started():
+        services.lease_hold(session_id=session.pk, holder=holder)
+        services.tool_calls_started(session_id=session.pk, turn_id=turn.id, tool_use_ids=["toolu_b"])
+
+    contextvars.copy_context().run(started)
+    _dead(session.pk)
+    repair = services.turn_repair(session_id=session.pk, holder=uuid.uuid4())
+    assert repair is not None and not repair.resumed
+    call = ToolCall.objects.get(tool_use_id="toolu_b")
+    assert (call.status, call.is_error) == ("done", True)
+
+
+def test_a_cancelled_dead_turn_waiting_for_an_approval_is_ended(db):
+    session = engine_sessions.session_create(owner=None)
+    turn = services.turn_begin(session_id=session.pk, content="one", holder=uuid.uuid4())
+    _asked_step(session.pk, turn.id, ("toolu_b", "pending"))
+    services.turn_cancel_request(session_id=session.pk)
+    _dead(session.pk)
+    repair = services.turn_repair(session_id=session.pk, holder=uuid.uuid4())
+    assert repair is not None and not repair.resumed
+    with pytest.raises(services.ApprovalNotPending):
+        services.tool_call_approval_answer(
+            session_id=session.pk, tool_use_id="toolu_b", approved=True, author="client:x"
+        )
+
+
+def test_the_service_default_from_the_environment():
+    assert _approvals_default_from_env("") == {}
+    assert _approvals_default_from_env("always_ask") == {"*": ALWAYS_ASK}
+    assert _approvals_default_from_env('{"mcp__*": "always_allow", "risky": "always_ask"}') == {
+        "mcp__*": ALWAYS_ALLOW,
+        "risky": ALWAYS_ASK,
+    }
+    for bad in ("sometimes", '{"x": "never"}', '["always_ask"]', '{"bad name": "always_ask"}', '{"x": null}'):
+        with pytest.raises(ImproperlyConfigured):
+            _approvals_default_from_env(bad)
