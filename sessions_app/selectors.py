@@ -8,10 +8,11 @@ import uuid
 from typing import Any, NamedTuple
 
 from django.db import connection
-from django.db.models import IntegerField, JSONField, QuerySet
+from django.db.models import IntegerField, JSONField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
+from sessions_app.common.approvals import APPROVAL_PENDING, input_sha256
 from sessions_app.common.canonical import canonical_json
 from sessions_app.message_content import content_sql, message_rows_after, messages_with_content, resolved
 from sessions_app.models import (
@@ -139,7 +140,7 @@ def approval_call_session(*, session_id: uuid.UUID, tool_use_id: str) -> uuid.UU
     )
     if not holders or session.pk in holders:
         return session.pk
-    waiting = [sid for sid, approval in holders.items() if approval == "pending"]
+    waiting = [sid for sid, approval in holders.items() if approval == APPROVAL_PENDING]
     return (waiting or list(holders))[0]
 
 
@@ -373,20 +374,27 @@ def sessions_leased_by(*, host: str, pids: set[int], limit: int) -> list[uuid.UU
     )
 
 
-def client_calls_pending(*, session_id: uuid.UUID, turn_id: uuid.UUID) -> list[dict[str, Any]]:
-    """The client tool calls of the turn still waiting for a result (`tool_use_id`, `name`,
-    `input`), in the order they were made."""
-    return [
-        {"tool_use_id": tool_use_id, "name": name, "input": tool_input}
-        for tool_use_id, name, tool_input in ToolCall.objects.filter(
-            session_id=session_id,
-            turn_id=turn_id,
-            executor=ToolExecutor.CLIENT,
-            status=ToolCallStatus.PENDING,
-        )
+def turn_calls_waiting(
+    *, session_id: uuid.UUID, turn_id: uuid.UUID
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What the turn waits for, in the order the calls were made (one query): its client tool
+    calls without a result (`tool_use_id`, `name`, `input`), and its
+    calls waiting for an approval (the same, and `input_sha256`)."""
+    rows = (
+        ToolCall.objects.filter(session_id=session_id, turn_id=turn_id, status=ToolCallStatus.PENDING)
+        .filter(Q(executor=ToolExecutor.CLIENT) | Q(approval=APPROVAL_PENDING))
         .order_by("id")
-        .values_list("tool_use_id", "name", "input")
-    ]
+        .values_list("tool_use_id", "name", "input", "executor", "approval")
+    )
+    client: list[dict[str, Any]] = []
+    asked: list[dict[str, Any]] = []
+    for tool_use_id, name, tool_input, executor, approval in rows:
+        call = {"tool_use_id": tool_use_id, "name": name, "input": tool_input}
+        if executor == ToolExecutor.CLIENT:
+            client.append(call)
+        elif approval == APPROVAL_PENDING:
+            asked.append({**call, "input_sha256": input_sha256(tool_input)})
+    return client, asked
 
 
 def sessions_lease_expired(*, limit: int) -> list[uuid.UUID]:

@@ -231,16 +231,17 @@ async def turn_repair_if_dead(*, session_id: uuid.UUID, provider: Provider | Non
 
 async def turn_waiting(*, session_id: uuid.UUID, taken_over: bool = False) -> dict[str, Any]:
     """What `session.attached` says of the session's turn (PROTOCOL.md v1.2): `pending_tool_calls`,
-    the client tool calls it waits for, and `resumes_at` when the turn's process died and a live
+    the client tool calls it waits for, `pending_approvals` (docs/clients.md), its calls waiting for
+    an approval, and `resumes_at` when the turn's process died and a live
     process resumes it: now when `taken_over` (the caller's repair just took it over here) or its
     holder is known gone; its lease's expiry when its holder has stopped renewing the lease
     (`services.lease_takeover_at`). A turn this process runs, or whose holder keeps its lease,
     has no `resumes_at`; a turn asked to cancel waits for nothing."""
     lease = await db(selectors.turn_lease)(session_id=session_id)
     if lease is None or lease.cancel_requested:
-        return {"pending_tool_calls": []}
-    calls = await db(selectors.client_calls_pending)(session_id=session_id, turn_id=lease.turn_id)
-    waiting: dict[str, Any] = {"pending_tool_calls": calls}
+        return {"pending_tool_calls": [], "pending_approvals": []}
+    calls, asked = await db(selectors.turn_calls_waiting)(session_id=session_id, turn_id=lease.turn_id)
+    waiting: dict[str, Any] = {"pending_tool_calls": calls, "pending_approvals": asked}
     now = timezone.now()
     if taken_over:
         resumes_at = now
@@ -250,7 +251,7 @@ async def turn_waiting(*, session_id: uuid.UUID, taken_over: bool = False) -> di
         resumes_at = services.lease_takeover_at(
             expires_at=lease.expires_at, host=lease.host, pid=lease.pid, now=now
         )
-    if calls and resumes_at is not None:
+    if (calls or asked) and resumes_at is not None:
         waiting["resumes_at"] = resumes_at.isoformat()
     return waiting
 

@@ -287,11 +287,17 @@ def _dangling_blocks(session: AgentSession) -> list[dict]:
 def _resumable_calls(session: AgentSession) -> list[PlannedToolCall]:
     """The dead turn's last step's calls when some are a client's (each stays answerable) or the
     step waited for approvals and its server calls had not begun (`_approvals_unstarted`): the
-    turn is taken over rather than ended. Empty when the turn was asked to cancel. A stored call
-    keeps its stored input (what the hooks made of the model's, the one an approval binds)."""
+    turn is taken over rather than ended. Empty when the turn was asked to cancel."""
+    return _resumable(session)[0]
+
+
+def _resumable(session: AgentSession) -> tuple[list[PlannedToolCall], bool]:
+    """`_resumable_calls`, and whether the step's server calls are to run on the process that
+    takes the turn over (it waited for approvals and none had begun). A stored call keeps its
+    stored input (what the hooks made of the model's: the one an approval binds)."""
     dead = session.current_turn_id
     if session.cancel_requested or dead is None:
-        return []
+        return [], False
     blocks = _dangling_blocks(session)
     rows = {
         tool_use_id: (executor, tool_input, approval, started_at)
@@ -299,8 +305,9 @@ def _resumable_calls(session: AgentSession) -> list[PlannedToolCall]:
             session=session, turn_id=dead, tool_use_id__in=[b["id"] for b in blocks]
         ).values_list("tool_use_id", "executor", "input", "approval", "started_at")
     }
-    if not any(r[0] == ToolExecutor.CLIENT for r in rows.values()) and not _approvals_unstarted(rows):
-        return []
+    rerun = _approvals_unstarted(rows)
+    if not rerun and not any(r[0] == ToolExecutor.CLIENT for r in rows.values()):
+        return [], False
     planned = []
     for b in blocks:
         executor, tool_input, approval, _ = rows.get(b["id"], (ToolExecutor.SERVER, None, "", None))
@@ -313,7 +320,7 @@ def _resumable_calls(session: AgentSession) -> list[PlannedToolCall]:
                 approval,
             )
         )
-    return planned
+    return planned, rerun
 
 
 def _approvals_unstarted(rows: dict[str, tuple]) -> bool:
@@ -425,7 +432,7 @@ def turn_repair(
                 lease_expires_at=lease_until()
             )
             return None
-        calls = _resumable_calls(session)
+        calls, rerun = _resumable(session)
         if not calls:
             _dead_turn_close(session, now)
             return TurnRepair(turn_id=dead, resumed=False)
@@ -433,15 +440,6 @@ def turn_repair(
             lease_expires_at=lease_until(), **lease_taken(holder), status=SessionStatus.RUNNING
         )
         steps = ModelCall.objects.filter(turn_id=dead, purpose="turn").aggregate(n=Max("step"))["n"] or 0
-        rerun = (
-            any(c.approval for c in calls)
-            and not ToolCall.objects.filter(
-                session=session,
-                turn_id=dead,
-                tool_use_id__in=[c.tool_use_id for c in calls],
-                started_at__isnull=False,
-            ).exists()
-        )
     return TurnRepair(turn_id=dead, resumed=True, calls=calls, steps=steps, rerun_server=rerun)
 
 

@@ -4,6 +4,7 @@ the model reads; the answer is bound to the call's id and input; `turn.cancel` e
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import datetime
 import json
@@ -23,12 +24,15 @@ from sessions_app.common.approvals import (
     policy_for,
     policy_map_check,
 )
+from sessions_app.common.processes import process_host
+from sessions_app.engine import runner
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.models import AgentSession, SessionEvent, ToolCall
 from sessions_app.validation import SpecError
 from tests.conftest import alist
 from tests.sessions_app.conftest import CLIENT_TOOL
 from tests.sessions_app.test_services import _call_data
+from tests.sessions_app.test_turn_repair import _exited_pid, _held_by
 
 ASK_ECHO = {"approvals": {"test_echo": "always_ask"}}
 ECHO_PING = 'tool test_echo {"text": "ping"}'
@@ -403,3 +407,50 @@ def test_the_service_default_from_the_environment():
     for bad in ("sometimes", '{"x": "never"}', '["always_ask"]', '{"bad name": "always_ask"}', '{"x": null}'):
         with pytest.raises(ImproperlyConfigured):
             _approvals_default_from_env(bad)
+
+
+async def test_attach_lists_the_waiting_approvals(connect, make_token, echo_tool):
+    token = await make_token()
+    first = await connect(token)
+    session = await first.create(settings=ASK_ECHO)
+    asked = await _asked(first)
+    second = await connect(token)
+    await second.send({"type": "session.attach", "session_id": session["id"], "since_seq": asked["seq"]})
+    attached = (await second.until("session.attached"))[-1]
+    assert attached["pending_approvals"] == [
+        {
+            "tool_use_id": asked["tool_use_id"],
+            "name": "test_echo",
+            "input": {"text": "ping"},
+            "input_sha256": asked["input_sha256"],
+        }
+    ]
+    assert attached["pending_tool_calls"] == [] and "resumes_at" not in attached  # it runs here
+    await second.send({"type": "tool.approve", "tool_use_id": asked["tool_use_id"]})
+    assert (await second.until("turn.completed"))[-1]["stop_reason"] == "end_turn"
+    await first.close()
+    await second.close()
+
+
+async def test_attach_after_the_holder_died_takes_the_waiting_turn_over_and_the_answer_runs_it(
+    connect, make_token, echo_tool
+):
+    token = await make_token()
+    client = await connect(token)
+    session = await client.create(settings=ASK_ECHO)
+    turn = await asyncio.to_thread(
+        services.turn_begin, session_id=session["id"], content="one", holder=uuid.uuid4()
+    )
+    await asyncio.to_thread(_asked_step, session["id"], turn.id, ("toolu_w", "pending"))
+    await asyncio.to_thread(_held_by, session["id"], host=process_host(), pid=_exited_pid(), expires_in=60)
+    last_seq = (await AgentSession.objects.aget(pk=session["id"])).last_seq
+    await client.send({"type": "session.attach", "session_id": session["id"], "since_seq": last_seq})
+    attached = (await client.until("session.attached"))[-1]
+    assert [a["tool_use_id"] for a in attached["pending_approvals"]] == ["toolu_w"]
+    assert "resumes_at" in attached and runner.turn_running_here(turn.id)
+    await client.send({"type": "tool.approve", "tool_use_id": "toolu_w"})
+    frames = await client.until("turn.completed")
+    result = next(f for f in frames if f["type"] == "tool.result")
+    assert result["is_error"] is False and json.loads(result["content"])["echo"] == "toolu_w"
+    assert frames[-1]["stop_reason"] == "end_turn"
+    await client.close()

@@ -561,6 +561,7 @@ async def test_attach_replays_events_after_since_seq(connect, make_token):
         "descendants_total": 0,  # additions (docs/clients.md): how many, and whether some
         "descendants_more": False,  # are not followed yet (`session.follow`)
         "pending_tool_calls": [],  # PROTOCOL.md v1.2: no turn waits for a client's tool
+        "pending_approvals": [],  # addition (docs/clients.md): nor for an approval
         "request_id": "a",
     }
     await second.send({"type": "session.attach", "session_id": session["id"]})
