@@ -33,7 +33,7 @@ async def _waiting(session_id: Any) -> tuple[Any, ToolCall]:
     return turn_id, call
 
 
-async def test_approve_runs_the_call(api_client: Any) -> None:
+async def test_approve_runs_the_call(api_client: Any, vendor: str) -> None:
     client = await api_client()
     session = await client.session(settings=ASK_ECHO)
     turn_id, call = await _waiting(session.pk)
@@ -84,7 +84,7 @@ async def _waiting_again(session_id: Any) -> tuple[Any, int]:
     return turn_id, before
 
 
-async def test_errors_change_nothing(api_client: Any) -> None:
+async def test_errors_change_nothing(api_client: Any, vendor: str) -> None:
     client = await api_client()
     other = await api_client()
     session = await client.session(settings=ASK_ECHO)

@@ -54,7 +54,7 @@ def _answer_url(session: Any) -> str:
     return reverse("dashboard:approval_answer", args=[session.pk])
 
 
-async def test_the_page_lists_calls_across_sessions_with_their_input_escaped(operator_async):
+async def test_the_page_lists_calls_across_sessions_with_their_input_escaped(operator_async, vendor):
     first, first_turn, first_call = await _waiting("First")
     second, second_turn, second_call = await _waiting("Second", "x y")
     html = (await operator_async.get(reverse("dashboard:approvals"))).content.decode()
@@ -72,7 +72,7 @@ async def test_the_page_lists_calls_across_sessions_with_their_input_escaped(ope
     assert "No tool call is waiting for an approval." in html
 
 
-async def test_an_operator_approves_and_the_call_runs(operator_async):
+async def test_an_operator_approves_and_the_call_runs(operator_async, vendor):
     session, turn_id, call = await _waiting("Approve me")
     response = await operator_async.post(
         _answer_url(session),

@@ -113,7 +113,7 @@ async def test_session_update_with_a_bad_policy_changes_nothing(connect, echo_to
 
 
 # -- the wait and the answers -----------------------------------------------------------------
-async def test_approve_runs_the_call(connect, echo_tool):
+async def test_approve_runs_the_call(connect, echo_tool, vendor):
     client = await connect()
     await client.create(settings=ASK_ECHO)
     asked = await _asked(client)
@@ -150,7 +150,7 @@ async def test_deny_is_a_tool_error_the_model_reads(connect, echo_tool):
     await client.close()
 
 
-async def test_bad_answers_are_refused_and_change_nothing(connect, echo_tool):
+async def test_bad_answers_are_refused_and_change_nothing(connect, echo_tool, vendor):
     client = await connect()
     await client.create(settings=ASK_ECHO, tools=[CLIENT_TOOL])
     asked = await _asked(client)
@@ -345,7 +345,7 @@ def _dead(session_id) -> None:
     )
 
 
-def test_a_dead_turn_waiting_for_an_approval_is_taken_over_with_its_stored_input(db):
+def test_a_dead_turn_waiting_for_an_approval_is_taken_over_with_its_stored_input(db, vendor):
     session = engine_sessions.session_create(owner=None)
     turn = services.turn_begin(session_id=session.pk, content="one", holder=uuid.uuid4())
     _asked_step(session.pk, turn.id, ("toolu_a", ""), ("toolu_b", "pending"))
@@ -362,7 +362,7 @@ def test_a_dead_turn_waiting_for_an_approval_is_taken_over_with_its_stored_input
     ]
 
 
-def test_a_dead_turn_whose_approved_calls_had_begun_is_ended_not_run_twice(db):
+def test_a_dead_turn_whose_approved_calls_had_begun_is_ended_not_run_twice(db, vendor):
     session = engine_sessions.session_create(owner=None)
     holder = uuid.uuid4()
     turn = services.turn_begin(session_id=session.pk, content="one", holder=holder)
@@ -409,7 +409,7 @@ def test_the_service_default_from_the_environment():
             _approvals_default_from_env(bad)
 
 
-async def test_attach_lists_the_waiting_approvals(connect, make_token, echo_tool):
+async def test_attach_lists_the_waiting_approvals(connect, make_token, echo_tool, vendor):
     token = await make_token()
     first = await connect(token)
     session = await first.create(settings=ASK_ECHO)
