@@ -454,3 +454,24 @@ async def test_attach_after_the_holder_died_takes_the_waiting_turn_over_and_the_
     assert result["is_error"] is False and json.loads(result["content"])["echo"] == "toolu_w"
     assert frames[-1]["stop_reason"] == "end_turn"
     await client.close()
+
+
+async def test_a_sub_sessions_call_is_answered_through_its_roots_connection(connect, echo_tool):
+    # The child inherits the parent's settings: its own test_echo call asks, and the root's client
+    # (which follows its children's events) answers it with the frame.
+    client = await connect()
+    root = await client.create(settings=ASK_ECHO)
+    task = 'tool test_echo {"text": "from the child"}'
+    await client.send({"type": "user.message", "content": "tool spawn_session " + json.dumps({"task": task})})
+    asked = (await client.until("tool.approval_requested"))[-1]
+    assert asked["session_id"] != root["id"] and asked["input"] == {"text": "from the child"}
+    await client.send({"type": "tool.approve", "tool_use_id": asked["tool_use_id"]})
+    frames = await client.until("turn.completed")
+    while frames[-1]["session_id"] != root["id"]:
+        frames += await client.until("turn.completed")
+    child_results = [
+        f for f in frames if f["type"] == "tool.result" and f["session_id"] == asked["session_id"]
+    ]
+    assert child_results and child_results[0]["is_error"] is False
+    assert frames[-1]["stop_reason"] == "end_turn"
+    await client.close()
