@@ -9,7 +9,7 @@ from django import template
 from django.utils.safestring import SafeString
 
 from sessions_app.common.content import content_text
-from sessions_app.dashboard import panels
+from sessions_app.dashboard import panels, selectors
 from sessions_app.dashboard.markdown import markdown_to_html
 from sessions_app.dashboard.selectors import history
 from sessions_app.dashboard.selectors.history import TimelineRow
@@ -19,6 +19,12 @@ register = template.Library()
 
 SUMMARY_CHARS = 140
 PAYLOAD_SHOWN_CHARS = 4000
+
+
+@register.simple_tag
+def approvals_waiting() -> int:
+    """How many tool calls wait for an approval across sessions (the top bar's count)."""
+    return selectors.approvals_pending_count()
 
 
 @register.simple_tag

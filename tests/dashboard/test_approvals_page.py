@@ -61,7 +61,8 @@ async def test_the_page_lists_calls_across_sessions_with_their_input_escaped(ope
     assert html.index(first_call.tool_use_id) < html.index(second_call.tool_use_id)  # oldest first
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
     assert reverse("dashboard:session", args=[first.pk]) in html and ">Second</a>" in html
-    assert f'href="{reverse("dashboard:approvals")}"' in html  # the nav
+    assert f'href="{reverse("dashboard:approvals")}"' in html  # the nav, with the count
+    assert 'title="Tool calls waiting for an approval">2</span>' in html
     assert input_sha256(first_call.input) in html
     # The session's page shows its own call only.
     page = (await operator_async.get(reverse("dashboard:session", args=[second.pk]))).content.decode()
@@ -69,7 +70,7 @@ async def test_the_page_lists_calls_across_sessions_with_their_input_escaped(ope
     for session, turn_id in ((first, first_turn), (second, second_turn)):
         await runner.EngineTurns().cancel(session_id=session.pk, turn_id=turn_id, wait_seconds=10)
     html = (await operator_async.get(reverse("dashboard:approvals"))).content.decode()
-    assert "No tool call is waiting for an approval." in html
+    assert "No tool call is waiting for an approval." in html and "data-approvals-waiting" not in html
 
 
 async def test_an_operator_approves_and_the_call_runs(operator_async, vendor):

@@ -49,7 +49,9 @@ def session_page_context(session: AgentSession) -> dict[str, Any]:
         "message_form": MessageForm(),
         "update_form": session_update_form(session),
         # The session's calls waiting for an approval, answered here (`views.approvals`).
-        "approvals": selectors.approvals_pending(session_id=session.pk),
+        "approvals": (
+            selectors.approvals_pending(session_id=session.pk) if session.current_turn_id is not None else []
+        ),
     }
     return context
 
