@@ -5,8 +5,9 @@
 
 The answer streams as the model writes it; tool calls, memory updates, compactions and
 sub-sessions show as one-line notices. Commands: /notepad, /scratchpad, /attach ID, /cancel,
-/help, /quit. In a terminal you may type while a turn runs (/cancel stops it); with input from
-a pipe each message waits for its turn to end before the next line is read.
+/approve, /deny, /help, /quit. In a terminal you may type while a turn runs (/cancel stops it,
+/approve and /deny answer a tool call that waits for an approval); with input from a pipe each
+message waits for its turn to end (or to wait for an approval) before the next line is read.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from palimpsest_client.events import (
     SessionStatus,
     TaskEnded,
     TaskStarted,
+    ToolApprovalAnswered,
+    ToolApprovalRequested,
     ToolCall,
     ToolResult,
     TurnCompleted,
@@ -75,6 +78,8 @@ HELP = """Commands:
   /scratchpad     its scratchpad (notes, plan, refs)
   /attach ID      switch to another session of this token
   /cancel         stop the running turn
+  /approve [ID]   run a tool call that waits for your approval (the oldest, or the one named)
+  /deny [REASON]  refuse the oldest such call: the model reads REASON
   /end            end the session (it takes no more messages; what it holds is kept)
   /help           this list
   /quit           leave (a running turn goes on on the server)
@@ -111,6 +116,9 @@ class Chat:
         self.turn: asyncio.Task[None] | None = None
         self._line_open = False  # the last write left a line unfinished (streamed text)
         self._prompted = False  # the prompt is the last thing written
+        # Tool calls waiting for an approval (oldest first), and a flag set while there are some.
+        self.asked: dict[str, ToolApprovalRequested] = {}
+        self._asking = asyncio.Event()
 
     # -- output --------------------------------------------------------------------------
     def write(self, text: str) -> None:
@@ -158,6 +166,19 @@ class Chat:
         elif isinstance(event, ToolResult):
             verb = "failed" if event.is_error else "→"
             self.notice(event, f"{event.name} {verb} {_one_line(event.content)}")
+        elif isinstance(event, ToolApprovalRequested):
+            self.asked[event.tool_use_id] = event
+            self._asking.set()
+            self.notice(
+                event,
+                f"tool {event.name} {_one_line(event.input)} waits for your approval: "
+                f"/approve, or /deny REASON ({event.tool_use_id})",
+            )
+        elif isinstance(event, ToolApprovalAnswered):
+            self._answered(event.tool_use_id)
+            verdict = "approved" if event.approved else "denied"
+            why = f": {_one_line(event.reason)}" if event.reason else ""
+            self.notice(event, f"{event.name} {verdict} by {event.author}{why}")
         elif isinstance(event, NotepadUpdated):
             said = f": {_one_line(event.note)}" if event.note else ""
             self.notice(event, f"notepad updated (version {event.version}, by {event.author}){said}")
@@ -194,6 +215,36 @@ class Chat:
             self.notice(event, f"error {event.code}: {event.message}")
         elif isinstance(event, TurnCompleted) and (not root or event.stop_reason != "end_turn"):
             self.notice(event, f"turn ended: {event.stop_reason}")
+
+    def _answered(self, tool_use_id: str) -> None:
+        self.asked.pop(tool_use_id, None)
+        if not self.asked:
+            self._asking.clear()
+
+    async def _turn_or_asked(self, turn: asyncio.Task[None]) -> None:
+        """Until the turn ends or a call of it waits for an approval (piped input: the next
+        line may answer it)."""
+        asking = asyncio.ensure_future(self._asking.wait())
+        try:
+            await asyncio.wait({turn, asking}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            asking.cancel()
+
+    async def approval(self, session: Session, command: str, argument: str) -> None:
+        """/approve [ID] or /deny [REASON]: answer the named or the oldest waiting call."""
+        if not self.asked:
+            self.line("No tool call waits for an approval.")
+            return
+        argument = argument.strip()
+        if command == "/approve":
+            tool_use_id = argument if argument in self.asked else next(iter(self.asked))
+            asked = self.asked[tool_use_id]
+            await session.approve(tool_use_id, input_sha256=asked.input_sha256 or None)
+        else:
+            tool_use_id = next(iter(self.asked))
+            asked = self.asked[tool_use_id]
+            await session.deny(tool_use_id, argument or None, input_sha256=asked.input_sha256 or None)
+        self._answered(tool_use_id)
 
     # -- the loop ------------------------------------------------------------------------
     async def start(self, session_id: str | None) -> None:
@@ -234,7 +285,8 @@ class Chat:
                 if text:
                     await self.handle(text)
                 if self.turn is not None and not self.interactive:
-                    await self._unless_ended(self.turn, ended)  # piped input: one turn at a time
+                    # Piped input: one turn at a time (the next line may answer an approval).
+                    await self._unless_ended(self._turn_or_asked(self.turn), ended)
                 if self.turn is None:
                     self.prompt()
             if self.turn is not None and not self.interactive:
@@ -274,6 +326,8 @@ class Chat:
                     self.line("No turn is running.")
                 else:
                     await session.cancel()
+            elif command in ("/approve", "/deny"):
+                await self.approval(session, command, argument)
             elif command == "/end":
                 await session.end()
                 self.line(f"Session {session.id} ended: it takes no more messages.")

@@ -40,6 +40,7 @@ from palimpsest_client.events import (
     Event,
     NotepadUpdated,
     ScratchpadUpdated,
+    ToolApprovalAnswered,
     ToolCall,
     ToolResult,
     TurnCompleted,
@@ -855,6 +856,36 @@ class Session:
             resend=False,
             match=lambda item: item.type == "session.ended" and item.session_id == self.id,
         )
+
+    async def approve(self, tool_use_id: str, *, input_sha256: str | None = None) -> ToolApprovalAnswered:
+        """Approve a call that waits for an approval (`ToolApprovalRequested`): it runs. With
+        `input_sha256` (the request's), the answer holds only for that input. Returns the
+        `tool.approval_answered` event; a refusal raises `ProtocolError` (`approval_not_pending`,
+        `approval_input_mismatch`, `unknown_tool_use_id`)."""
+        return await self._approval_answer({"type": "tool.approve"}, tool_use_id, input_sha256)
+
+    async def deny(
+        self, tool_use_id: str, reason: str | None = None, *, input_sha256: str | None = None
+    ) -> ToolApprovalAnswered:
+        """Deny a call that waits for an approval: the model gets a tool error with `reason`."""
+        frame: dict[str, Any] = {"type": "tool.deny"}
+        if reason is not None:
+            frame["reason"] = reason
+        return await self._approval_answer(frame, tool_use_id, input_sha256)
+
+    async def _approval_answer(
+        self, frame: dict[str, Any], tool_use_id: str, input_sha256: str | None
+    ) -> ToolApprovalAnswered:
+        frame = {**frame, "tool_use_id": tool_use_id}
+        if input_sha256 is not None:
+            frame["input_sha256"] = input_sha256
+        answered = await self._until(
+            frame,
+            resend=False,
+            match=lambda item: isinstance(item, ToolApprovalAnswered) and item.tool_use_id == tool_use_id,
+        )
+        assert isinstance(answered, ToolApprovalAnswered)
+        return answered
 
     async def _until(self, frame: dict[str, Any], *, resend: bool, match: Callable[[Event], bool]) -> Event:
         """Send `frame`, which has no reply frame of its own (an error frame is raised), and

@@ -76,6 +76,28 @@ class ToolResult(Event):
 
 
 @dataclass(frozen=True)
+class ToolApprovalRequested(Event):
+    """A server tool call waits for an approval (PROTOCOL.md v1.2): answer it with
+    `Session.approve` or `Session.deny` (an operator or the HTTP API may answer it too)."""
+
+    TYPE: ClassVar[str] = "tool.approval_requested"
+    tool_use_id: str = ""
+    name: str = ""
+    input: dict[str, Any] = field(default_factory=dict)
+    input_sha256: str = ""
+
+
+@dataclass(frozen=True)
+class ToolApprovalAnswered(Event):
+    TYPE: ClassVar[str] = "tool.approval_answered"
+    tool_use_id: str = ""
+    name: str = ""
+    approved: bool = False
+    author: str = ""
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class NotepadUpdated(Event):
     TYPE: ClassVar[str] = "notepad.updated"
     content: str = ""
@@ -203,6 +225,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         AssistantMessage,
         ToolCall,
         ToolResult,
+        ToolApprovalRequested,
+        ToolApprovalAnswered,
         NotepadUpdated,
         ScratchpadUpdated,
         CompactionWarning,

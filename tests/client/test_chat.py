@@ -332,3 +332,28 @@ async def test_a_line_ending_with_a_backslash_goes_on_with_the_message(daphne: D
     assert [line for line in text.splitlines() if "notepad updated" in line] == [
         f"  · notepad updated (version {n}, by agent): part {n} done" for n in (1, 2, 3)
     ]
+
+
+async def test_a_tool_call_that_asks_is_approved_then_denied_from_the_chat(daphne: Daphne, token: str):
+    out = io.StringIO()
+    async with connect(daphne.ws_url, token) as client:
+        chat = Chat(client, out, interactive=False)
+        chat.session = await client.create_session(settings={"approvals": {"count_words": "always_ask"}})
+        await chat.run(
+            scripted(
+                "/approve",
+                'tool count_words {"text": "a b c"}',
+                "/approve",
+                'tool count_words {"text": "d"}',
+                "/deny not in this chat",
+            )
+        )
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "No tool call waits for an approval."
+    asks = [line for line in lines if "waits for your approval" in line]
+    assert len(asks) == 2 and asks[0].startswith('  · tool count_words {"text": "a b c"} waits')
+    assert any(line.startswith("  · count_words approved by client:") for line in lines)
+    assert any(
+        line.startswith("  · count_words denied by client:") and "not in this chat" in line for line in lines
+    )
+    assert any(line.startswith("  · count_words failed ") and "not in this chat" in line for line in lines)

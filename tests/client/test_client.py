@@ -27,6 +27,7 @@ from palimpsest_client import (
     SessionEnded,
     SessionNotFound,
     SessionSpawned,
+    ToolApprovalRequested,
     ToolCall,
     ToolError,
     ToolResult,
@@ -383,3 +384,28 @@ async def test_agents_and_ending_a_session(daphne: Daphne, token: str):
             await session.end()
         with pytest.raises(AgentNotFound):
             await client.create_session(agent="nobody")
+
+
+async def test_a_call_that_asks_is_approved_or_denied_by_the_caller(daphne, token):
+    async with connect(daphne.ws_url, token) as client:
+        session = await client.create_session(settings={"approvals": {"count_words": "always_ask"}})
+        seen: list[Event] = []
+        async for event in session.send('tool count_words {"text": "a b c"}'):
+            seen.append(event)
+            if isinstance(event, ToolApprovalRequested):
+                with pytest.raises(ProtocolError) as stale:
+                    await session.approve(event.tool_use_id, input_sha256="0" * 64)
+                assert stale.value.code == "approval_input_mismatch"
+                answered = await session.approve(event.tool_use_id, input_sha256=event.input_sha256)
+                assert answered.approved is True and answered.author.startswith("client:")
+        result = next(e for e in seen if isinstance(e, ToolResult))
+        assert result.is_error is False
+        with pytest.raises(ProtocolError) as late:
+            await session.deny(result.tool_use_id)
+        assert late.value.code == "approval_not_pending"
+        async for event in session.send('tool count_words {"text": "x"}'):
+            if isinstance(event, ToolApprovalRequested):
+                denied = await session.deny(event.tool_use_id, "not now")
+                assert (denied.approved, denied.reason) == (False, "not now")
+            if isinstance(event, ToolResult):
+                assert event.is_error is True and "not now" in str(event.content)
