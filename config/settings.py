@@ -275,7 +275,8 @@ PALIMPSEST_OBSERVATIONS_GC_SECONDS = env_float("PALIMPSEST_OBSERVATIONS_GC_SECON
 PALIMPSEST_RETENTION_DAYS = env_int("PALIMPSEST_RETENTION_DAYS", 0) or None
 if PALIMPSEST_RETENTION_DAYS is not None and PALIMPSEST_RETENTION_DAYS < 1:
     raise ImproperlyConfigured(
-        f"PALIMPSEST_RETENTION_DAYS must be a whole number of days of at least 1, got {PALIMPSEST_RETENTION_DAYS}"
+        "PALIMPSEST_RETENTION_DAYS must be a whole number of days of at least 1, "
+        f"got {PALIMPSEST_RETENTION_DAYS}"
     )
 # How often a process's sweep looks for sessions past retention (when it is on).
 PALIMPSEST_RETENTION_SWEEP_SECONDS = env_float("PALIMPSEST_RETENTION_SWEEP_SECONDS", 3600.0)

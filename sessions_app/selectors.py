@@ -374,7 +374,8 @@ def sessions_past_retention(
     )
     if after is not None:
         rows = rows.filter(Q(ended_at__gt=after[0]) | Q(ended_at=after[0], pk__gt=after[1]))
-    return [(pk, ended) for pk, ended in rows.order_by("ended_at", "pk").values_list("pk", "ended_at")[:limit]]
+    page = rows.order_by("ended_at", "pk").values_list("pk", "ended_at")[:limit]
+    return [(pk, ended) for pk, ended in page if ended is not None]
 
 
 def session_tree_size(*, session_id: uuid.UUID) -> int:

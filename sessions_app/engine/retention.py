@@ -58,7 +58,8 @@ def sessions_purge(
     purge = Purge()
     after: tuple[datetime, uuid.UUID] | None = None
     while limit is None or len(purge.deleted) + len(purge.skipped) < limit:
-        left = PURGE_BATCH if limit is None else min(PURGE_BATCH, limit - len(purge.deleted) - len(purge.skipped))
+        done = len(purge.deleted) + len(purge.skipped)
+        left = PURGE_BATCH if limit is None else min(PURGE_BATCH, limit - done)
         page = selectors.sessions_past_retention(ended_before=cutoff, limit=left, after=after)
         if not page:
             break

@@ -16,7 +16,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="list what would be deleted; delete nothing"
+        )
         parser.add_argument(
             "--days", type=int, default=None, help="retention in days (default: PALIMPSEST_RETENTION_DAYS)"
         )
