@@ -60,7 +60,7 @@ def _fts_orphans() -> int:
 
 
 async def test_purge_deletes_only_trees_ended_past_retention_and_everything_they_hold(
-    settings: Any, tmp_path: Path
+    settings: Any, tmp_path: Path, vendor: str
 ) -> None:
     old = await session_full(settings, tmp_path)
     old_child = await sync_to_async(AgentSession.objects.get)(parent_session=old)
