@@ -30,10 +30,11 @@ from sessions_app import services
 from sessions_app.common.content import content_text, text_clip_middle
 from sessions_app.common.db import db, db_heavy
 from sessions_app.common.estimate import estimate_text_tokens
+from sessions_app.engine.budget_check import budget_guard
 from sessions_app.engine.compaction import budget
 from sessions_app.engine.compaction.budget import ContextWindowTooSmall
 from sessions_app.engine.compaction.masking import Masked, mask_candidates, results_mask
-from sessions_app.engine.compaction.summary import CompactionFailed, summarize
+from sessions_app.engine.compaction.summary import CompactionFailed, summarize, summary_input_estimate
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.engine.feature_set import FeatureSet
@@ -455,10 +456,12 @@ class Compactor:
         and the running turn's messages (before the warning step). False when the summary kept
         failing: then nothing changed but the failure count (`compaction.failed`)."""
         runner = self.runner
-        await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.COMPACTING)
-        started = time.monotonic()
         # The summary the epoch starts with: what the last compaction of the history wrote.
         previous = self.lead_summary()
+        # The summary is a model call too: not made past a budget (`BudgetReached`).
+        await budget_guard(snapshot, input_estimate=summary_input_estimate(snapshot, self.older(), previous))
+        await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.COMPACTING)
+        started = time.monotonic()
         end = self.warning_position if self.warning_position is not None else self.history.last_position + 1
         carry = [m.position for m in self.history.stored if self.turn_start <= m.position < end]
         # What the next epoch's request leaves for the summary, so that it still fits the window
@@ -526,6 +529,9 @@ class Compactor:
         plan = self._turn_plan(snapshot, force=True, end=end)
         if plan is None:
             return False
+        await budget_guard(
+            snapshot, input_estimate=summary_input_estimate(snapshot, plan.steps, plan.previous)
+        )
         await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.COMPACTING)
         started = time.monotonic()
         fits = budget.fit_limit(replace(snapshot, last_prompt_tokens=None))
