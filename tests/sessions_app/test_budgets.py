@@ -13,7 +13,8 @@ from sessions_app.budgets import budget_not_inherited, budget_reached
 from sessions_app.engine import runner
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.budget_check import price_here
-from sessions_app.models import AgentSession, Message, ModelCall, SessionEvent, Turn
+from sessions_app.engine.operator import compaction_operator_start
+from sessions_app.models import AgentSession, Archive, Message, ModelCall, SessionEvent, Turn
 from sessions_app.validation import SpecError
 from tests.dashboard.conftest import session_new
 from tests.fake_anthropic import text, tool_use
@@ -261,3 +262,48 @@ def test_a_child_stops_on_its_roots_budget_and_the_parent_reads_why() -> None:
     # Raised, the tree goes on.
     budget(root, max_output_tokens=None)
     assert chat(root.pk, "echo on").stop_reason == "end_turn"
+
+
+# ---------------------------------------------------------------------------
+# Compaction's calls are model calls too
+# ---------------------------------------------------------------------------
+def warnings_of(session: AgentSession) -> int:
+    return Message.objects.filter(session=session, metadata__type="compaction_warning").count()
+
+
+def test_the_summary_call_is_not_made_past_the_budget_and_compaction_follows_the_raise() -> None:
+    session = session_new(context_window=4000, compact_threshold=0.5)
+    # Each turn may make one call: the output budget is one token past what was spent.
+    for index in range(12):
+        budget(session, max_output_tokens=spent(session).usage_output_tokens + 1)
+        turn = chat(session.pk, f"message {index} " + "filler words " * 40)
+        if warnings_of(session):
+            break
+    assert warnings_of(session) == 1, "the history never reached the threshold"
+    # The warning step was answered; the summary call after it was not made.
+    assert turn.stop_reason == "budget_reached"
+    assert not Archive.objects.filter(session=session).exists()
+    assert not ModelCall.objects.filter(session=session).exclude(purpose="turn").exists()
+    stored = spent(session)
+    assert (stored.status, stored.epoch) == ("idle", 0)
+    budget(session, max_output_tokens=None)
+    assert chat(session.pk, "go on").stop_reason == "end_turn"
+    assert Archive.objects.filter(session=session).exists()
+    assert spent(session).epoch == 1
+
+
+def test_an_operators_compaction_is_not_made_past_the_budget() -> None:
+    session = session_new()
+    chat(session.pk, "echo something to compact")
+    budget(session, max_output_tokens=1)
+    calls = ModelCall.objects.filter(session=session).count()
+
+    async def compact() -> str | None:
+        turn_id = await compaction_operator_start(session_id=session.pk)
+        return await runner.turn_wait(turn_id)
+
+    assert async_to_sync(compact)() == "error"
+    assert ModelCall.objects.filter(session=session).count() == calls
+    assert not Archive.objects.filter(session=session).exists()
+    error = SessionEvent.objects.filter(session=session, type="error").order_by("-seq").first()
+    assert error is not None and "Budget reached" in error.payload["message"]
