@@ -4,6 +4,7 @@ it so that the next message goes on; a bad value is an error that changes nothin
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def calls_of(session_id: str) -> int:
-    return await sync_to_async(ModelCall.objects.filter(session_id=session_id).count)()
+    return await sync_to_async(ModelCall.objects.filter(session_id=uuid.UUID(session_id)).count)()
 
 
 async def test_a_budget_stops_the_turn_and_session_update_raising_it_lets_the_next_go_on(
