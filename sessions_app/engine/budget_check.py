@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from sessions_app.budgets import BudgetStop, budget_limits, budget_reached
+from sessions_app.common import metrics
 from sessions_app.common.db import db
 from sessions_app.common.model_names import PROVIDER_SCRIPTED
 from sessions_app.engine.contract import SessionSnapshot
@@ -55,4 +56,5 @@ async def budget_guard(snapshot: SessionSnapshot, *, input_estimate: int) -> Non
     )
     if stop is not None:
         logger.info("session %s: %s", snapshot.id, stop.message)
+        metrics.budget_stopped(limit=stop.limit)
         raise BudgetReached(stop)

@@ -481,7 +481,7 @@ class Compactor:
                 )
             )
         except CompactionFailed as exc:
-            await self._failure_record(exc)
+            await self._failure_record(exc, trigger=trigger, kind=KIND_HISTORY)
             return False
         tokens_after = await db(self._estimate_after)(snapshot, self._history_after(summary, carry))
         archive_row, messages = await db(services.compaction_store)(
@@ -558,7 +558,7 @@ class Compactor:
                 )
             )
         except CompactionFailed as exc:
-            await self._failure_record(exc)
+            await self._failure_record(exc, trigger=trigger, kind=KIND_TURN)
             return False
         note = TURN_SUMMARY_MESSAGE.format(summary=summary)
         tokens_after = await db(self._estimate_after)(snapshot, self._turn_after(plan, note))
@@ -579,10 +579,12 @@ class Compactor:
         await self._epoch_begin(messages, turn_start=messages[len(plan.before) - 1].position)
         return True
 
-    async def _failure_record(self, exc: CompactionFailed) -> None:
+    async def _failure_record(self, exc: CompactionFailed, *, trigger: str, kind: str) -> None:
         self.failure = str(exc)
         runner = self.runner
-        await db(services.compaction_failure_record)(session_id=runner.session_id, message=str(exc))
+        await db(services.compaction_failure_record)(
+            session_id=runner.session_id, message=str(exc), trigger=trigger, kind=kind
+        )
         await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.RUNNING)
 
     async def _epoch_begin(self, messages: list[Message], *, turn_start: int | None) -> None:
