@@ -81,8 +81,8 @@ class OperatorCompaction(TurnRunner):
         client is there to run its own: those calls are answered with an error). A failed model
         call is logged and the summary goes on."""
         snapshot = prepared.snapshot
-        self.steps = 1
         await self.budget_guard(snapshot, prepared.built)
+        self.steps = 1
         try:
             response, call_data, delta_text = await self._call_model(provider, snapshot, prepared.built)
         except ProviderError:

@@ -566,9 +566,13 @@ class TurnRunner:
             if self.steps >= snapshot.setting("max_steps_per_turn"):
                 return "max_steps"
             self.steps += 1
-            prepared = await self.compactor.prepare(provider)
-            snapshot, built = prepared.snapshot, prepared.built
-            await self.budget_guard(snapshot, built)
+            try:
+                prepared = await self.compactor.prepare(provider)
+                snapshot, built = prepared.snapshot, prepared.built
+                await self.budget_guard(snapshot, built)
+            except BudgetReached:
+                self.steps -= 1  # the step's call was not made
+                raise
             try:
                 response, call_data, delta_text = await self._call_model(provider, snapshot, built)
             except ProviderError as exc:
@@ -740,15 +744,11 @@ class TurnRunner:
 
     # -- the model call ----------------------------------------------------
     async def budget_guard(self, snapshot: SessionSnapshot, built: BuiltRequest) -> None:
-        """`BudgetReached` when the budget forbids the step's call of `built` (its estimated input,
-        as the call's record predicts it); the step is then not counted, as it was not made."""
-        try:
-            await budget_guard(
-                snapshot, input_estimate=budget.estimate_prompt_tokens(snapshot, built.estimated_tokens)
-            )
-        except BudgetReached:
-            self.steps -= 1
-            raise
+        """`BudgetReached` when the budget forbids the call of `built` (its estimated input, as
+        the call's record predicts it)."""
+        await budget_guard(
+            snapshot, input_estimate=budget.estimate_prompt_tokens(snapshot, built.estimated_tokens)
+        )
 
     async def _call_model(
         self, provider: Provider, snapshot: SessionSnapshot, built: BuiltRequest

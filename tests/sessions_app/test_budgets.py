@@ -307,3 +307,19 @@ def test_an_operators_compaction_is_not_made_past_the_budget() -> None:
     assert not Archive.objects.filter(session=session).exists()
     error = SessionEvent.objects.filter(session=session, type="error").order_by("-seq").first()
     assert error is not None and "Budget reached" in error.payload["message"]
+
+
+def test_no_compaction_warning_is_stored_when_the_budget_forbids_its_step() -> None:
+    session = session_new(context_window=4000, compact_threshold=0.5)
+    chat(session.pk, "echo a first answer")
+    budget(session, max_output_tokens=spent(session).usage_output_tokens)  # reached
+    # The messages pile up unanswered, past the threshold: the warning step is never made, so
+    # no warning is stored either (each turn would otherwise store another).
+    for index in range(8):
+        assert chat(session.pk, f"message {index} " + "filler words " * 40).stop_reason == "budget_reached"
+    assert warnings_of(session) == 0
+    assert ModelCall.objects.filter(session=session).count() == 1
+    budget(session, max_output_tokens=None)
+    assert chat(session.pk, "go on").stop_reason == "end_turn"
+    assert warnings_of(session) == 1
+    assert Archive.objects.filter(session=session).exists()

@@ -392,6 +392,9 @@ class Compactor:
         """Store seed 000's warning; the request of the warning step (before a compaction of
         `kind`: `compact_warned` makes it)."""
         runner = self.runner
+        # Not stored when the budget would not allow the warning step's call (`BudgetReached`):
+        # the next turn would give it again.
+        await budget_guard(snapshot, input_estimate=estimate)
         warning = await db(services.compaction_warning_store)(
             session_id=runner.session_id,
             turn_id=runner.turn_id,
