@@ -21,10 +21,16 @@ any process sums them all (its multiprocess mode); without it each process has i
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from prometheus_client import Counter, Histogram
+
+logger = logging.getLogger("palimpsest.metrics")
+F = TypeVar("F", bound=Callable[..., None])
 
 PREFIX = "palimpsest"
 # A model call's latency, in seconds: from a quick small call to a long streamed answer.
@@ -72,6 +78,22 @@ BUDGET_STOPS = Counter(
     ["limit"],
 )
 
+
+def _never_raises(function: F) -> F:
+    """Counting is never why a write fails: the functions run in `on_commit` callbacks, where an
+    exception would reach the turn that committed (a multiprocess directory that went missing,
+    a full disk). It is logged instead."""
+
+    @functools.wraps(function)
+    def counted(*args: Any, **kwargs: Any) -> None:
+        try:
+            function(*args, **kwargs)
+        except Exception:
+            logger.warning("a metric could not be counted (%s)", function.__name__, exc_info=True)
+
+    return counted  # type: ignore[return-value]
+
+
 _tool_labels: set[str] = set()
 _tool_labels_lock = threading.Lock()
 
@@ -86,6 +108,7 @@ def _tool_label(name: str) -> str:
     return OTHER_TOOL
 
 
+@_never_raises
 def model_call_observed(
     *,
     provider: str,
@@ -109,18 +132,22 @@ def model_call_observed(
         COST_USD.labels(provider).inc(cost_usd)
 
 
+@_never_raises
 def turn_ended(*, stop_reason: str) -> None:
     TURNS.labels(stop_reason or "unknown").inc()
 
 
+@_never_raises
 def compaction_observed(*, trigger: str, kind: str, completed: bool) -> None:
     COMPACTIONS.labels(trigger or "unknown", kind or "unknown", "completed" if completed else "failed").inc()
 
 
+@_never_raises
 def tool_errors_observed(*, names: Iterable[str]) -> None:
     for name in names:
         TOOL_ERRORS.labels(_tool_label(name)).inc()
 
 
+@_never_raises
 def budget_stopped(*, limit: str) -> None:
     BUDGET_STOPS.labels(limit).inc()

@@ -230,3 +230,26 @@ async def test_a_second_process_in_the_multiprocess_directory_is_summed(tmp_path
     )
     assert value(scraped, "palimpsest_sessions", status="idle") == 1
     assert len(list(multiproc.iterdir())) >= 2  # one file set per process
+
+
+def test_a_metric_that_cannot_be_counted_is_logged_not_raised(tmp_path: Path) -> None:
+    # A multiprocess directory that does not exist: prometheus-client cannot open its file.
+    env = server_env(PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "missing"))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import logging; logging.basicConfig()\n"
+            "from sessions_app.common import metrics\n"
+            "metrics.turn_ended(stop_reason='end_turn')\n"
+            "print('went on')\n",
+        ],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "went on"
+    assert "could not be counted (turn_ended)" in done.stderr
