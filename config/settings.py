@@ -245,6 +245,10 @@ if PALIMPSEST_PROVIDER not in {"anthropic", "openai", "scripted"}:
 PALIMPSEST_DEFAULT_MODEL = os.environ.get("PALIMPSEST_DEFAULT_MODEL", "") or (
     "gpt-4.1" if PALIMPSEST_PROVIDER == "openai" else "claude-sonnet-4-6"
 )
+# /metrics (Prometheus; docs/operations.md): a staff login, or `Authorization: Bearer` this token
+# (empty: staff only). PROMETHEUS_MULTIPROC_DIR, read by prometheus-client itself, sums the
+# metrics of every server process.
+PALIMPSEST_METRICS_TOKEN = os.environ.get("PALIMPSEST_METRICS_TOKEN", "")
 # Output budget of one model call.
 PALIMPSEST_MAX_OUTPUT_TOKENS = env_int("PALIMPSEST_MAX_OUTPUT_TOKENS", 8192)
 # Largest client frame accepted (16 MiB); daphne's own limit is raised above it (README, PROTOCOL.md).

@@ -1,8 +1,10 @@
 """The engine's own feature, always first in the feature list: its settings (the turn's step
-budget), `session_archive_read` (seed 002), and the scripted model's compaction rules."""
+budget, compaction's knobs, the session's spending budget), `session_archive_read` (seed 002),
+and the scripted model's compaction rules."""
 
 from __future__ import annotations
 
+from sessions_app.budgets import BUDGET_DEFAULTS, BUDGET_RULES, BUDGET_SETTING
 from sessions_app.engine.archive import SESSION_ARCHIVE_READ
 from sessions_app.engine.compaction.scripted import answer_the_compaction_warning, summarize
 from sessions_app.engine.contract import Feature
@@ -29,6 +31,8 @@ CORE_FEATURE = Feature(
             "summary_max_tokens": 2000,
             "turn_keep_steps": 2,
         },
+        # PROTOCOL.md v1.2: limits on what the session's tree spends (`sessions_app.budgets`).
+        BUDGET_SETTING: dict(BUDGET_DEFAULTS),
     },
     settings_rules={
         "max_steps_per_turn": ("int", 1, MAX_STEPS_PER_TURN_LIMIT),
@@ -38,6 +42,7 @@ CORE_FEATURE = Feature(
             "summary_max_tokens": ("int", 100, 32_000),
             "turn_keep_steps": ("int", 1, 100),
         },
+        BUDGET_SETTING: BUDGET_RULES,
     },
     tools=[SESSION_ARCHIVE_READ],
     scripted_rules=[summarize, answer_the_compaction_warning],
