@@ -142,6 +142,11 @@ def _subtree_spend(rows: Mapping[uuid.UUID, _Row], top: uuid.UUID, price_of: Pri
     return BudgetSpend(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost)
 
 
+def session_spend(*, session: AgentSession, price_of: PriceOf) -> BudgetSpend:
+    """What the session and the sessions below it spent: what its budget counts (one query)."""
+    return _subtree_spend(_tree_rows(session.root_id), session.pk, price_of)
+
+
 def _ancestry(rows: Mapping[uuid.UUID, _Row], session_id: uuid.UUID) -> Iterable[_Row]:
     """The session's row, then its parent's, up to the root's."""
     current: uuid.UUID | None = session_id
