@@ -119,9 +119,10 @@ def _budget_text(state: Mapping[str, Any]) -> str:
     text = "Budget: " + (", ".join(shown) if shown else "none")
     spent = state.get("spend")
     if isinstance(spent, dict):
+        cost = spent.get("cost_usd")
         text += (
-            f". Spent: ${spent.get('cost_usd', 0):.4f}, {spent.get('input_tokens', 0):,} input and "
-            f"{spent.get('output_tokens', 0):,} output tokens"
+            f". Spent: {'no price known' if cost is None else f'${cost:.4f}'}, "
+            f"{spent.get('input_tokens', 0):,} input and {spent.get('output_tokens', 0):,} output tokens"
         )
     return text + "."
 

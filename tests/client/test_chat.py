@@ -332,3 +332,33 @@ async def test_a_line_ending_with_a_backslash_goes_on_with_the_message(daphne: D
     assert [line for line in text.splitlines() if "notepad updated" in line] == [
         f"  · notepad updated (version {n}, by agent): part {n} done" for n in (1, 2, 3)
     ]
+
+
+async def test_budget_shows_spend_sets_a_limit_and_lifts_it(daphne: Daphne, token: str):
+    """`/budget` (issue 36 item 8): the limits and the spend; a limit reached stops the next turn
+    with `budget_reached`; `/budget off` lets the next message go on."""
+    out = io.StringIO()
+    async with connect(daphne.ws_url, token) as client:
+        chat = Chat(client, out, interactive=False)
+        await chat.start(None)
+        await chat.run(
+            scripted(
+                "/budget",
+                "echo spend something",
+                "/budget input 1",
+                "echo over the budget",
+                "/budget cost x",
+                "/budget off",
+                "echo on again",
+            )
+        )
+    lines = out.getvalue().splitlines()
+    budgets = [line for line in lines if line.startswith("Budget:")]
+    # The scripted model has no price: its spend is in tokens only.
+    assert budgets[0] == "Budget: none. Spent: no price known, 0 input and 0 output tokens."
+    assert budgets[1].startswith("Budget: input 1. Spent: no price known, ")
+    assert "  · turn ended: budget_reached" in lines
+    assert "model> over the budget" not in lines
+    assert "Usage: /budget cost N (a number)" in lines
+    assert budgets[2].startswith("Budget: none.")
+    assert lines[-1] == "model> on again"
