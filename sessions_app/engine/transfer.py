@@ -1,0 +1,358 @@
+"""A session's export and import (docs/export.md): one JSON document, `"format":
+"palimpsest.session/1"`, with the session, its sub-sessions nested in it, every feature's part
+(`FeatureLifecycle.export` / `ids` / `import_`), the copies of the agents it names and the request
+parts its model calls name. The HTTP API, the commands and the dashboard all come here.
+
+Export streams: `export_chunks` yields the document's text piece by piece, each piece read with
+keyset-paged queries (`transfer_selectors`), so that no cursor outlives a piece and no session is
+held whole in memory; `export_stream` drives it from async code, a few pieces per hop to a
+database thread.
+
+Import: `session_import` checks the format and version, gives every id the document's rows
+are known by a new one (sessions, turns, archives, and what the features' `ids` say), writes the
+new ids wherever the document named the old ones, and writes everything in one transaction: a
+problem anywhere is a `DocumentError` naming it, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from sessions_app import agent_selectors, services, transfer_selectors
+from sessions_app.agent_knowledge_rules import AgentKnowledgeError
+from sessions_app.authors import client_author
+from sessions_app.common.db import db
+from sessions_app.engine.agents import AGENT_NAME_RE, agent_create
+from sessions_app.engine.features import features
+from sessions_app.models import Agent, AgentSession, AgentToken
+from sessions_app.services import session_import as import_services
+from sessions_app.transfer_rows import DocumentError, list_at
+from sessions_app.validation import SpecError
+
+FORMAT_NAME = "palimpsest.session"
+FORMAT_VERSION = 1
+FORMAT = f"{FORMAT_NAME}/{FORMAT_VERSION}"
+# How much text `export_stream` gathers per hop to a database thread.
+STREAM_PIECE_BYTES = 256 * 1024
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------------
+# Export
+# ---------------------------------------------------------------------------
+
+
+def export_chunks(session_id: uuid.UUID) -> Iterator[str]:
+    """The session's document, piece by piece (sync; each piece runs its own queries, in
+    whichever thread asks for it). `AgentSession.DoesNotExist` before the first piece when there
+    is no such session."""
+    AgentSession.objects.filter(pk=session_id).values_list("pk", flat=True).get()
+    return _document(session_id)
+
+
+def _document(session_id: uuid.UUID) -> Iterator[str]:
+    visited: list[uuid.UUID] = []
+    yield f'{{"format":{_dumps(FORMAT)},"exported_at":{_dumps(timezone.now().isoformat())},"session":'
+    yield from _session_chunks(session_id, visited)
+    agents: dict[str, Any] = {}
+    parts: dict[str, str] = {}
+    for visited_id in visited:
+        copy = transfer_selectors.agent_export(name_of_session=visited_id)
+        if copy is not None:
+            agents.setdefault(copy["name"], copy)
+        parts.update(transfer_selectors.request_parts(session_id=visited_id))
+    yield f',"agents":{_dumps(list(agents.values()))},"request_parts":{_dumps(parts)}}}\n'
+
+
+def _session_chunks(session_id: uuid.UUID, visited: list[uuid.UUID]) -> Iterator[str]:
+    visited.append(session_id)
+    bound = transfer_selectors.session_bound(session_id=session_id)
+    yield '{"session":' + _dumps(transfer_selectors.session_export_row(session_id=session_id))
+    for table in transfer_selectors.TABLES:
+        yield f',"{table.name}":['
+        after, first = None, True
+        while True:
+            items, after = transfer_selectors.table_page(
+                table=table, session_id=session_id, after=after, bound=bound
+            )
+            if items:
+                yield ("" if first else ",") + ",".join(_dumps(item) for item in items)
+                first = False
+            if after is None:
+                break
+        yield "]"
+    yield ',"features":{'
+    first = True
+    for name, lifecycle in features().lifecycles:
+        if lifecycle.export is None:
+            continue
+        yield ("" if first else ",") + f"{_dumps(name)}:{_dumps(lifecycle.export(session_id))}"
+        first = False
+    yield '},"children":['
+    for i, child in enumerate(transfer_selectors.children_ids(session_id=session_id)):
+        if i:
+            yield ","
+        yield from _session_chunks(child, visited)
+    yield "]}"
+
+
+async def export_stream(session_id: uuid.UUID) -> AsyncIterator[bytes]:
+    """`export_chunks` for async code (a `StreamingHttpResponse`): pieces of about
+    STREAM_PIECE_BYTES, each read in a database thread. Check that the session exists first."""
+    pieces = await db(export_chunks)(session_id)
+
+    def gather() -> bytes | None:
+        gathered: list[str] = []
+        size = 0
+        for piece in pieces:
+            gathered.append(piece)
+            size += len(piece)
+            if size >= STREAM_PIECE_BYTES:
+                break
+        return "".join(gathered).encode() if gathered else None
+
+    while (data := await db(gather)()) is not None:
+        yield data
+
+
+def export_write(session_id: uuid.UUID, write: Callable[[str], Any]) -> None:
+    """The document written piece by piece through `write` (the command's file or stdout)."""
+    for piece in export_chunks(session_id):
+        write(piece)
+
+
+# ---------------------------------------------------------------------------
+# Import
+# ---------------------------------------------------------------------------
+
+
+def document_read(path: Path) -> Any:
+    """The JSON value of the file at `path` (`DocumentError` when it is not JSON)."""
+    try:
+        with path.open("rb") as file:
+            return json.load(file)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DocumentError("", f"the document is not JSON ({exc})") from None
+    except RecursionError:
+        raise DocumentError("", "the document is nested too deeply") from None
+
+
+def format_check(document: Any) -> None:
+    """The format and its version, checked first: a foreign document is refused by them."""
+    if not isinstance(document, dict):
+        raise DocumentError("", "the document must be a JSON object")
+    name = document.get("format")
+    if "format" not in document:
+        raise DocumentError("format", f"is missing: not a Palimpsest session document ({FORMAT})")
+    if not isinstance(name, str) or not name.startswith(FORMAT_NAME + "/"):
+        raise DocumentError("format", f"{name!r} is not a Palimpsest session document ({FORMAT})")
+    if name != FORMAT:
+        raise DocumentError(
+            "format", f"version {name.split('/', 1)[1]!r} is not supported (this server reads {FORMAT})"
+        )
+
+
+def session_import_file(path: Path, *, owner: AgentToken) -> AgentSession:
+    """`session_import` of the document in the file at `path` (runs in a DB thread)."""
+    return session_import(document_read(path), owner=owner)
+
+
+def session_import(document: Any, *, owner: AgentToken) -> AgentSession:
+    """A new session (with its sub-sessions) from an export document, owned by `owner`: all or
+    nothing (runs in a DB thread). `DocumentError` naming what is wrong."""
+    format_check(document)
+    tree = _dict_at(document, "session", "")
+    agents = list_at(document, "agents", "")
+    parts = document.get("request_parts")
+    if "request_parts" not in document:
+        raise DocumentError("request_parts", "is missing")
+    try:
+        with transaction.atomic():
+            ids = _ids_new(tree, "session", parent=None)
+            tree = _replaced(tree, _replacer(ids))
+            agent_ids: dict[str, int] = {}
+            root = _tree_import(tree, "session", owner=owner, agents=agents, agent_ids=agent_ids)
+            import_services.request_parts_import(parts=parts)
+    except IntegrityError as exc:
+        raise DocumentError("session", f"its rows conflict with each other ({exc})") from None
+    return root
+
+
+def _dict_at(data: Any, key: str, where: str) -> dict[str, Any]:
+    at = f"{where}.{key}" if where else key
+    if not isinstance(data, dict) or key not in data:
+        raise DocumentError(at, "is missing")
+    if not isinstance(data[key], dict):
+        raise DocumentError(at, "must be an object")
+    return data[key]
+
+
+def _id_at(data: Any, where: str) -> str:
+    value = data.get("id") if isinstance(data, dict) else None
+    try:
+        return str(uuid.UUID(value)) if isinstance(value, str) else _missing()
+    except ValueError:
+        raise DocumentError(f"{where}.id", "must be a UUID") from None
+
+
+def _missing() -> str:
+    raise ValueError
+
+
+def _ids_new(tree: dict[str, Any], where: str, parent: uuid.UUID | None) -> dict[str, str]:
+    """Old id → new id, for every id the document's rows are known by (this session's tree)."""
+    row = _dict_at(tree, "session", where)
+    session_id = uuid.uuid4()
+    ids = {_id_at(row, f"{where}.session"): str(session_id)}
+    for key in ("turns", "archives"):
+        for i, item in enumerate(list_at(tree, key, where)):
+            ids[_id_at(item, f"{where}.{key}[{i}]")] = str(uuid.uuid4())
+    feature_data = _dict_at(tree, "features", where)
+    for name, lifecycle in features().lifecycles:
+        if lifecycle.ids is not None and feature_data.get(name) is not None:
+            try:
+                ids.update(lifecycle.ids(session_id, feature_data[name]))
+            except ValueError as exc:
+                raise DocumentError(f"{where}.features.{name}", str(exc)) from None
+    for i, child in enumerate(list_at(tree, "children", where)):
+        if not isinstance(child, dict):
+            raise DocumentError(f"{where}.children[{i}]", "must be an object")
+        ids.update(_ids_new(child, f"{where}.children[{i}]", session_id))
+    return ids
+
+
+def _replacer(ids: Mapping[str, str]) -> Callable[[str], str]:
+    """A function writing each new id where a text names an old one: UUIDs, and the features'
+    other ids (whole runs of letters and digits of their lengths)."""
+    lengths = sorted({len(old) for old in ids if not re.fullmatch(_UUID, old)})
+    alternatives = [_UUID] + [rf"(?<![0-9A-Za-z])[0-9A-Za-z]{{{n}}}(?![0-9A-Za-z])" for n in lengths]
+    pattern = re.compile("|".join(alternatives))
+
+    def replace(text: str) -> str:
+        return pattern.sub(lambda match: ids.get(match.group(), match.group()), text)
+
+    return replace
+
+
+def _replaced(value: Any, replace: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return replace(value)
+    if isinstance(value, list):
+        return [_replaced(item, replace) for item in value]
+    if isinstance(value, dict):
+        return {replace(key): _replaced(item, replace) for key, item in value.items()}
+    return value
+
+
+def _tree_import(
+    tree: dict[str, Any],
+    where: str,
+    *,
+    owner: AgentToken,
+    agents: list[Any],
+    agent_ids: dict[str, int],
+) -> AgentSession:
+    row = tree["session"]
+    agent_id = _agent_for(
+        row.get("agent"), f"{where}.session.agent", owner=owner, agents=agents, cache=agent_ids
+    )
+    session = import_services.session_row_import(
+        data=row, owner=owner, agent_id=agent_id, where=f"{where}.session"
+    )
+    import_services.session_tables_import(session_id=session.pk, data=tree, where=where)
+    feature_data = tree["features"]
+    for name, lifecycle in features().lifecycles:
+        data = feature_data.get(name)
+        if lifecycle.import_ is None or data is None:
+            continue
+        try:
+            lifecycle.import_(session.pk, data)
+        except ValueError as exc:
+            raise DocumentError(f"{where}.features.{name}", str(exc)) from None
+    for i, child in enumerate(tree["children"]):
+        _tree_import(child, f"{where}.children[{i}]", owner=owner, agents=agents, agent_ids=agent_ids)
+    return session
+
+
+def _agent_for(
+    name: Any, where: str, *, owner: AgentToken, agents: list[Any], cache: dict[str, int]
+) -> int | None:
+    """The importer's agent of that name, created from the document's copy when it has none."""
+    if name is None:
+        return None
+    if not isinstance(name, str) or not AGENT_NAME_RE.fullmatch(name):
+        raise DocumentError(where, "an agent name is 1-64 characters: lowercase letters, digits, '-' and '_'")
+    if name in cache:
+        return cache[name]
+    try:
+        agent = agent_selectors.agent_get(owner_name=owner.name, name=name)
+    except agent_selectors.AgentNotFound:
+        agent = _agent_from_copy(name, agents, owner=owner)
+    cache[name] = agent.pk
+    return agent.pk
+
+
+def _agent_from_copy(name: str, agents: list[Any], *, owner: AgentToken) -> Agent:
+    found = [i for i, copy in enumerate(agents) if isinstance(copy, dict) and copy.get("name") == name]
+    if not found:
+        raise DocumentError("agents", f"the document names the agent {name!r} but holds no copy of it")
+    i = found[0]
+    copy = agents[i]
+    where = f"agents[{i}]"
+    author = client_author(owner.name)
+    try:
+        agent = agent_create(
+            owner_name=owner.name,
+            name=name,
+            system_prompt=copy.get("instructions", ""),
+            model=copy.get("model") or None,
+            settings=copy.get("settings") or {},
+            author=author,
+        )
+        learned = copy.get("learned", "")
+        if learned:
+            if not isinstance(learned, str):
+                raise DocumentError(f"{where}.learned", "must be a string")
+            services.agent_learned_write(
+                agent_id=agent.pk, content=learned, author=author, max_chars=len(learned)
+            )
+        skills = list_at(copy, "skills", where)
+        for j, skill in enumerate(skills):
+            if not isinstance(skill, dict):
+                raise DocumentError(f"{where}.skills[{j}]", "must be an object")
+            services.agent_skill_write(
+                agent_id=agent.pk,
+                name=skill.get("name"),  # type: ignore[arg-type]
+                description=skill.get("description"),  # type: ignore[arg-type]
+                content=skill.get("content", ""),
+                author=author,
+                max_skills=len(skills),
+            )
+        for j, tool in enumerate(list_at(copy, "tools", where)):
+            if not isinstance(tool, dict):
+                raise DocumentError(f"{where}.tools[{j}]", "must be an object")
+            row = services.agent_tool_define(
+                agent_id=agent.pk,
+                name=tool.get("name"),  # type: ignore[arg-type]
+                description=tool.get("description"),  # type: ignore[arg-type]
+                input_schema=tool.get("input_schema"),
+                code=tool.get("code"),  # type: ignore[arg-type]
+                author=author,
+            )
+            if tool.get("enabled") is False:
+                services.agent_tool_enable(agent_id=agent.pk, name=row.name, enabled=False, author=author)
+    except (SpecError, AgentKnowledgeError, TypeError) as exc:
+        raise DocumentError(where, str(getattr(exc, "message", exc))) from None
+    return agent

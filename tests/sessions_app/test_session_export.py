@@ -1,0 +1,86 @@
+"""A session's export and import (docs/export.md): a session run by the real engine, exported
+and imported, makes the same next request as the original; bad documents are refused naming what
+is wrong, with nothing written."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from sessions_app.engine import transfer
+from sessions_app.models import AgentSession, AgentToken, Archive, MaskedResult, RecallDocument
+from tests.sessions_app.transfer_support import (
+    full_session,
+    id_pairs,
+    mask_latest_result,
+    next_request,
+    normalised,
+    one_more_result,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def export_text(session_id: Any) -> str:
+    return "".join(transfer.export_chunks(uuid.UUID(str(session_id))))
+
+
+def import_text(text: str, token_name: str) -> AgentSession:
+    owner = AgentToken.objects.filter(name=token_name).first()
+    assert owner is not None
+    return transfer.session_import(json.loads(text), owner=owner)
+
+
+async def test_an_imported_session_makes_the_same_next_request_and_runs_a_turn(
+    connect, make_token, echo_tool
+):
+    token = await make_token("exporter")
+    session = await full_session(connect, token)
+    original = uuid.UUID(session["id"])
+    await sync_to_async(mask_latest_result)(original)
+    await one_more_result(connect, token, original)
+    text = await sync_to_async(export_text)(original)
+    document = json.loads(text)
+    assert document["format"] == "palimpsest.session/1"
+    assert document["session"]["children"], "the child is nested"
+    assert document["session"]["features"]["observations"]["observations"]
+
+    importer = await make_token("importer")
+    imported = await sync_to_async(import_text)(text, "importer")
+    assert imported.pk != original
+    counts = await sync_to_async(
+        lambda: (
+            Archive.objects.filter(session_id=imported.pk).count(),
+            MaskedResult.objects.filter(session_id=imported.pk).count(),
+            RecallDocument.objects.filter(session_id=imported.pk).count(),
+            RecallDocument.objects.filter(session_id=original).count(),
+        )
+    )()
+    assert counts[0] >= 1 and counts[1] >= 1 and counts[2] == counts[3]
+
+    pairs = await sync_to_async(id_pairs)(original, imported.pk)
+    before = await next_request(connect, token, original)
+    after = await next_request(connect, importer, imported.pk)
+    # The imported session names its own rows: its observation's id (in view, in the newest
+    # tool result) is the one its tool call gets there, and nothing else differs.
+    newest = await sync_to_async(_newest_observation)(imported.pk)
+    assert newest in json.dumps(after) and newest not in json.dumps(before)
+    assert pairs[newest] in json.dumps(before)
+    assert normalised(after, pairs) == normalised(before, {})
+    # ...and it runs a turn of its own.
+    frames_after = await next_request(connect, importer, imported.pk, "echo and on")
+    assert frames_after["messages"][-1]["content"][-1]["text"] == "echo and on"
+
+
+def _newest_observation(session_id: uuid.UUID) -> str:
+    from memory_app.observations.models import Observation
+
+    return (
+        Observation.objects.filter(session_id=session_id)
+        .order_by("-created_at")
+        .values_list("id", flat=True)[0]
+    )
