@@ -11,12 +11,12 @@ from pathlib import Path
 
 from django.conf import settings
 from django.http import HttpRequest, StreamingHttpResponse
-from ninja import Router
+from ninja import Router, Status
 
 from sessions_app.api.auth import request_token
 from sessions_app.api.errors import ApiError, invalid
 from sessions_app.api.schemas import Error, SessionOut
-from sessions_app.api.sessions import _session
+from sessions_app.api.sessions import client_session
 from sessions_app.common.db import db
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine import transfer
@@ -40,7 +40,7 @@ INVALID_DOCUMENT = "invalid_document"
     },
 )
 async def session_export(request: HttpRequest, session_id: str) -> StreamingHttpResponse:
-    session = await _session(request, session_id)
+    session = await client_session(request, session_id)
     response = StreamingHttpResponse(transfer.export_stream(session.pk), content_type=JSON_TYPE)
     response["Content-Disposition"] = f'attachment; filename="session-{session.pk}.json"'
     return response
@@ -75,7 +75,7 @@ def _body_to_file(request: HttpRequest, limit: int) -> Path | None:
         }
     },
 )
-async def session_import(request: HttpRequest) -> tuple[int, dict]:
+async def session_import(request: HttpRequest) -> Status:
     token = request_token(request)
     limit = settings.PALIMPSEST_IMPORT_MAX_BYTES
     path = await asyncio.to_thread(_body_to_file, request, limit)
@@ -91,4 +91,4 @@ async def session_import(request: HttpRequest) -> tuple[int, dict]:
         raise invalid(str(exc), code=INVALID_DOCUMENT) from None
     finally:
         path.unlink(missing_ok=True)
-    return 201, await db(engine_sessions.session_state)(session)
+    return Status(201, await db(engine_sessions.session_state)(session))
