@@ -56,7 +56,7 @@ def _row_counts() -> dict[str, int]:
     counts = {}
     for label in ("sessions_app", "memory_app"):
         for model in apps.get_app_config(label).get_models():
-            counts[model.__name__] = model.objects.count()
+            counts[model.__name__] = model._default_manager.count()
     return counts
 
 

@@ -58,8 +58,9 @@ def build() -> None:
 
 def next_request(session_id: str, path: str) -> None:
     """Run a turn "echo next"; write its first model request's body to `path`."""
-    asyncio.run(_turns(uuid.UUID(session_id), ["echo next"]))
-    turn = Turn.objects.filter(session_id=session_id).order_by("-started_at").first()
+    session = uuid.UUID(session_id)
+    asyncio.run(_turns(session, ["echo next"]))
+    turn = Turn.objects.filter(session_id=session).order_by("-started_at").first()
     call = ModelCall.objects.filter(turn=turn, purpose="turn").order_by("started_at", "pk").first()
     assert call is not None
     Path(path).write_text(json.dumps(selectors.model_call_request(call=call)))
