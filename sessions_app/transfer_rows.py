@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db import models
+from django.db.backends.base.operations import BaseDatabaseOperations
 
 
 class DocumentError(ValueError):
@@ -80,8 +81,11 @@ def value_import(field: models.Field, value: Any, where: str) -> Any:
     if isinstance(target, _INTEGER):
         if isinstance(value, bool) or not isinstance(value, int):
             raise DocumentError(where, "must be an integer")
-        if value < 0 and "Positive" in type(target).__name__:
-            raise DocumentError(where, "must not be negative")
+        # The portable ranges (PostgreSQL's), whatever this database takes: a document one
+        # server took imports into any.
+        low, high = BaseDatabaseOperations.integer_field_ranges.get(target.get_internal_type(), (None, None))
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise DocumentError(where, f"must be from {low} to {high}")
         return value
     if isinstance(target, models.FloatField):
         if isinstance(value, bool) or not isinstance(value, int | float):

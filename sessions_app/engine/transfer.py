@@ -23,12 +23,13 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import DataError, IntegrityError, transaction
 from django.utils import timezone
 
 from sessions_app import agent_selectors, services, transfer_selectors
 from sessions_app.agent_knowledge_rules import AgentKnowledgeError
 from sessions_app.authors import client_author
+from sessions_app.common.content import NUL
 from sessions_app.common.db import db
 from sessions_app.engine.agents import AGENT_NAME_RE, agent_create
 from sessions_app.engine.features import features
@@ -142,11 +143,15 @@ def document_read(path: Path) -> Any:
     """The JSON value of the file at `path` (`DocumentError` when it is not JSON)."""
     try:
         with path.open("rb") as file:
-            return json.load(file)
+            return json.load(file, parse_constant=_no_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DocumentError("", f"the document is not JSON ({exc})") from None
     except RecursionError:
         raise DocumentError("", "the document is nested too deeply") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise DocumentError("", f"the document is not JSON ({name} is not a JSON number)")
 
 
 def format_check(document: Any) -> None:
@@ -181,12 +186,14 @@ def session_import(document: Any, *, owner: AgentToken) -> AgentSession:
     try:
         with transaction.atomic():
             ids = _ids_new(tree, "session", parent=None)
-            tree = _replaced(tree, _replacer(ids))
+            tree = _replaced(tree, _replacer(ids), "session")
             agent_ids: dict[str, int] = {}
             root = _tree_import(tree, "session", owner=owner, agents=agents, agent_ids=agent_ids)
             import_services.request_parts_import(parts=parts)
     except IntegrityError as exc:
         raise DocumentError("session", f"its rows conflict with each other ({exc})") from None
+    except DataError as exc:
+        raise DocumentError("session", f"a value the database refuses ({exc})") from None
     return root
 
 
@@ -246,13 +253,22 @@ def _replacer(ids: Mapping[str, str]) -> Callable[[str], str]:
     return replace
 
 
-def _replaced(value: Any, replace: Callable[[str], str]) -> Any:
+def _replaced(value: Any, replace: Callable[[str], str], where: str) -> Any:
+    """`value` with every text through `replace`; U+0000 anywhere is refused (no database
+    stores it in text or JSON: the service never writes one)."""
     if isinstance(value, str):
+        if NUL in value:
+            raise DocumentError(where, "must not hold U+0000")
         return replace(value)
     if isinstance(value, list):
-        return [_replaced(item, replace) for item in value]
+        return [_replaced(item, replace, f"{where}[{i}]") for i, item in enumerate(value)]
     if isinstance(value, dict):
-        return {replace(key): _replaced(item, replace) for key, item in value.items()}
+        replaced = {}
+        for key, item in value.items():
+            if NUL in key:
+                raise DocumentError(where, "a key must not hold U+0000")
+            replaced[replace(key)] = _replaced(item, replace, f"{where}.{key}")
+        return replaced
     return value
 
 

@@ -172,6 +172,22 @@ async def test_bad_documents_are_refused_naming_what_is_wrong_and_nothing_is_wri
             _with(document, "running?", "session", "session", "status"),
             "session.session.status: must be one of",
         ),
+        (
+            _with(document, 2**40, "session", "session", "context_window"),
+            "session.session.context_window: must be",
+        ),
+        (
+            _with(document, {"a\u0000": 1}, "session", "messages", 0, "metadata"),
+            "session.messages[0].metadata: a key must not hold U+0000",
+        ),
+        (
+            _with(document, "a\u0000b", "session", "events", 0, "type"),
+            "session.events[0].type: must not hold",
+        ),
+        (
+            json.dumps(document).replace('"token_ratio":', '"token_ratio":NaN,"x":', 1),
+            "NaN is not a JSON number",
+        ),
     ]
     before = await sync_to_async(_row_counts)()
     for bad, named in cases:
