@@ -36,7 +36,7 @@ def import_text(text: str, token_name: str) -> AgentSession:
 
 
 async def test_an_imported_session_makes_the_same_next_request_and_runs_a_turn(
-    connect, make_token, echo_tool
+    connect, make_token, echo_tool, vendor
 ):
     token = await make_token("exporter")
     session = await full_session(connect, token)
