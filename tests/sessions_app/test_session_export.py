@@ -63,6 +63,11 @@ async def test_an_imported_session_makes_the_same_next_request_and_runs_a_turn(
     assert counts[0] >= 1 and counts[1] >= 1 and counts[2] == counts[3]
 
     pairs = await sync_to_async(id_pairs)(original, imported.pk)
+    # `recall` finds the imported session's archived past as it finds the original's.
+    recalled = await sync_to_async(_recalled)(imported.pk)
+    assert recalled and normalised(recalled, pairs) == normalised(
+        await sync_to_async(_recalled)(original), {}
+    )
     before = await next_request(connect, token, original)
     after = await next_request(connect, importer, imported.pk)
     # The imported session names its own rows: its observation's id (in view, in the newest
@@ -84,3 +89,11 @@ def _newest_observation(session_id: uuid.UUID) -> str:
         .order_by("-created_at")
         .values_list("id", flat=True)[0]
     )
+
+
+def _recalled(session_id: uuid.UUID, query: str = "request palimpsest EMEA row") -> list[tuple]:
+    from sessions_app.recall_selectors import recall_search
+
+    session = AgentSession.objects.get(pk=session_id)
+    hits = recall_search(query=query, session=session, limit=20)
+    return [(hit.role, hit.text, hit.epoch, hit.kind) for hit in hits]

@@ -132,7 +132,7 @@ def id_pairs(original: uuid.UUID, imported: uuid.UUID) -> dict[str, str]:
     return pairs
 
 
-def normalised(body: dict, pairs: dict[str, str]) -> str:
+def normalised(body: Any, pairs: dict[str, str]) -> str:
     text = json.dumps(body, ensure_ascii=False, sort_keys=True)
     for new, old in pairs.items():
         text = text.replace(new, old)
