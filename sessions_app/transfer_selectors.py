@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import models
+from django.db.models import F
 
 from sessions_app.message_content import messages_with_content, resolved
 from sessions_app.models import (
@@ -216,7 +217,9 @@ def table_page(
     if after is not None:
         qs = qs.filter(**{f"{table.key}__gt": after})
     if table.model is Message:
-        qs = messages_with_content(qs.filter(position__lt=bound["next_position"]))
+        qs = messages_with_content(qs.filter(position__lt=bound["next_position"])).annotate(
+            source_session=F("content_source__session_id"), source_position=F("content_source__position")
+        )
     elif table.model is SessionEvent:
         qs = qs.filter(seq__lte=bound["last_seq"])
     rows = list(qs[:PAGE_ROWS])
@@ -230,7 +233,14 @@ def table_page(
 def _item(table: Table, row: Any) -> dict[str, Any]:
     item = row_export(row, table.fields)
     if table.model is Message:
+        # Its content always; and a fork's copy names the message it shares it with, which the
+        # import shares it with again when that message is imported with it.
         item["content"] = resolved(row)
+        item["content_source"] = (
+            {"session_id": str(row.source_session), "position": row.source_position}
+            if row.content_source_id is not None
+            else None
+        )
     return item
 
 

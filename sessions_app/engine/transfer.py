@@ -185,10 +185,12 @@ def session_import(document: Any, *, owner: AgentToken) -> AgentSession:
         raise DocumentError("request_parts", "is missing")
     try:
         with transaction.atomic():
-            ids = _ids_new(tree, "session", parent=None)
+            ids, sessions = _ids_new(tree, "session")
             tree = _replaced(tree, _replacer(ids), "session")
             agent_ids: dict[str, int] = {}
-            root = _tree_import(tree, "session", owner=owner, agents=agents, agent_ids=agent_ids)
+            root = _tree_import(
+                tree, "session", owner=owner, agents=agents, agent_ids=agent_ids, sessions=frozenset(sessions)
+            )
             import_services.request_parts_import(parts=parts)
     except IntegrityError as exc:
         raise DocumentError("session", f"its rows conflict with each other ({exc})") from None
@@ -218,11 +220,13 @@ def _missing() -> str:
     raise ValueError
 
 
-def _ids_new(tree: dict[str, Any], where: str, parent: uuid.UUID | None) -> dict[str, str]:
-    """Old id → new id, for every id the document's rows are known by (this session's tree)."""
+def _ids_new(tree: dict[str, Any], where: str) -> tuple[dict[str, str], list[uuid.UUID]]:
+    """Old id → new id, for every id the document's rows are known by (this session's tree), and
+    the tree's new session ids."""
     row = _dict_at(tree, "session", where)
     session_id = uuid.uuid4()
     ids = {_id_at(row, f"{where}.session"): str(session_id)}
+    sessions = [session_id]
     for key in ("turns", "archives"):
         for i, item in enumerate(list_at(tree, key, where)):
             ids[_id_at(item, f"{where}.{key}[{i}]")] = str(uuid.uuid4())
@@ -236,8 +240,10 @@ def _ids_new(tree: dict[str, Any], where: str, parent: uuid.UUID | None) -> dict
     for i, child in enumerate(list_at(tree, "children", where)):
         if not isinstance(child, dict):
             raise DocumentError(f"{where}.children[{i}]", "must be an object")
-        ids.update(_ids_new(child, f"{where}.children[{i}]", session_id))
-    return ids
+        child_ids, child_sessions = _ids_new(child, f"{where}.children[{i}]")
+        ids.update(child_ids)
+        sessions.extend(child_sessions)
+    return ids, sessions
 
 
 def _replacer(ids: Mapping[str, str]) -> Callable[[str], str]:
@@ -254,21 +260,27 @@ def _replacer(ids: Mapping[str, str]) -> Callable[[str], str]:
 
 
 def _replaced(value: Any, replace: Callable[[str], str], where: str) -> Any:
-    """`value` with every text through `replace`; U+0000 anywhere is refused (no database
-    stores it in text or JSON: the service never writes one)."""
+    """`value` with every text through `replace`, changed in place (a document of tens of
+    megabytes is not copied); U+0000 anywhere is refused (no database stores it in text or
+    JSON: the service never writes one)."""
     if isinstance(value, str):
         if NUL in value:
             raise DocumentError(where, "must not hold U+0000")
         return replace(value)
     if isinstance(value, list):
-        return [_replaced(item, replace, f"{where}[{i}]") for i, item in enumerate(value)]
-    if isinstance(value, dict):
-        replaced = {}
+        for i, item in enumerate(value):
+            value[i] = _replaced(item, replace, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        renamed = False
         for key, item in value.items():
             if NUL in key:
                 raise DocumentError(where, "a key must not hold U+0000")
-            replaced[replace(key)] = _replaced(item, replace, f"{where}.{key}")
-        return replaced
+            value[key] = _replaced(item, replace, f"{where}.{key}")
+            renamed = renamed or replace(key) != key
+        if renamed:  # keys that name ids (rare): the same order, new names
+            items = list(value.items())
+            value.clear()
+            value.update((replace(key), item) for key, item in items)
     return value
 
 
@@ -279,15 +291,20 @@ def _tree_import(
     owner: AgentToken,
     agents: list[Any],
     agent_ids: dict[str, int],
+    sessions: frozenset[uuid.UUID],
+    root: tuple[uuid.UUID, int] | None = None,
 ) -> AgentSession:
     row = tree["session"]
     agent_id = _agent_for(
         row.get("agent"), f"{where}.session.agent", owner=owner, agents=agents, cache=agent_ids
     )
+    depth = row.get("depth")
     session = import_services.session_row_import(
-        data=row, owner=owner, agent_id=agent_id, where=f"{where}.session"
+        data=row, owner=owner, agent_id=agent_id, where=f"{where}.session", root=root
     )
-    import_services.session_tables_import(session_id=session.pk, data=tree, where=where)
+    # The top session is the imported tree's root, at the depth it had (checked by now).
+    below = root if root is not None else (session.pk, depth)
+    import_services.session_tables_import(session_id=session.pk, data=tree, where=where, tree=sessions)
     feature_data = tree["features"]
     for name, lifecycle in features().lifecycles:
         data = feature_data.get(name)
@@ -298,7 +315,15 @@ def _tree_import(
         except ValueError as exc:
             raise DocumentError(f"{where}.features.{name}", str(exc)) from None
     for i, child in enumerate(tree["children"]):
-        _tree_import(child, f"{where}.children[{i}]", owner=owner, agents=agents, agent_ids=agent_ids)
+        _tree_import(
+            child,
+            f"{where}.children[{i}]",
+            owner=owner,
+            agents=agents,
+            agent_ids=agent_ids,
+            sessions=sessions,
+            root=below,
+        )
     return session
 
 

@@ -18,6 +18,7 @@ from sessions_app.models import (
     RequestPart,
     SessionStatus,
 )
+from sessions_app.services.recall import recall_message_index
 from sessions_app.transfer_rows import DocumentError, list_at, row_import, value_import
 from sessions_app.transfer_selectors import SESSION_FIELDS, TABLES, Table
 
@@ -26,9 +27,14 @@ BATCH_ROWS = 200
 _STATUS_ON_IMPORT = {SessionStatus.ENDED: SessionStatus.ENDED}
 
 
-def session_row_import(*, data: Any, owner: AgentToken, agent_id: int | None, where: str) -> AgentSession:
+def session_row_import(
+    *, data: Any, owner: AgentToken, agent_id: int | None, where: str, root: tuple[uuid.UUID, int] | None
+) -> AgentSession:
     """Insert the session's row from the document's `session` (ids already new), owned by
-    `owner`: idle (ended if it had ended), no turn, no lease."""
+    `owner`: idle (ended if it had ended), no turn, no lease. `root`: None for the document's
+    top session, which becomes a root (a sub-session exported alone has no parent here); for
+    the others, the imported root's id and the depth the top session had, so that the tree
+    keeps its shape below it."""
     session = row_import(
         AgentSession,
         data,
@@ -45,6 +51,15 @@ def session_row_import(*, data: Any, owner: AgentToken, agent_id: int | None, wh
             "cancel_requested": False,
         },
     )
+    if root is None:
+        session.parent_session_id = session.root_session_id = None
+        session.depth = 0
+        session.spawn_mode = session.spawned_by_tool_use_id = ""
+    else:
+        session.root_session_id = root[0]
+        session.depth -= root[1]
+        if session.parent_session_id is None or session.depth < 1:
+            raise DocumentError(f"{where}.depth", "a sub-session must be deeper than its parent")
     session.status = _STATUS_ON_IMPORT.get(session.status, SessionStatus.IDLE)
     if session.status == SessionStatus.ENDED and session.ended_at is None:
         raise DocumentError(f"{where}.ended_at", "an ended session needs the time it ended")
@@ -62,27 +77,40 @@ def session_row_import(*, data: Any, owner: AgentToken, agent_id: int | None, wh
     return session
 
 
-def session_tables_import(*, session_id: uuid.UUID, data: Any, where: str) -> None:
+def session_tables_import(
+    *, session_id: uuid.UUID, data: Any, where: str, tree: frozenset[uuid.UUID] = frozenset()
+) -> None:
     """Insert the session's core tables from the document (turns, messages with their contents,
-    tool calls, archives, masked results, model calls, events, search documents)."""
+    tool calls, archives, masked results, model calls, events, search documents). `tree`: the
+    sessions of this import (a fork's copy shares the content of its holder again when the
+    holder is one of them, imported before it)."""
     for table in TABLES:
         items = list_at(data, table.name, where)
-        _table_import(table, session_id, items, f"{where}.{table.name}" if where else table.name)
+        _table_import(table, session_id, items, f"{where}.{table.name}" if where else table.name, tree)
 
 
-def _table_import(table: Table, session_id: uuid.UUID, items: list[Any], where: str) -> None:
+def _table_import(
+    table: Table, session_id: uuid.UUID, items: list[Any], where: str, tree: frozenset[uuid.UUID]
+) -> None:
     positions: dict[int, int] = {}
     if table.model is RecallDocument:
         positions = dict(Message.objects.filter(session_id=session_id).values_list("position", "pk"))
     rows = []
+    unshared: list[Message] = []
     for i, item in enumerate(items):
         at = f"{where}[{i}]"
         fixed: dict[str, Any] = {"session_id": session_id}
         if table.model is RecallDocument:
             fixed["message_id"] = _message_id(item, positions, at)
         row = row_import(table.model, item, fields=table.fields, where=at, fixed=fixed)
-        if table.model is Message and not isinstance(row.content, list):
-            raise DocumentError(f"{at}.content", "must be a list of content blocks")
+        if table.model is Message:
+            if not isinstance(row.content, list):
+                raise DocumentError(f"{at}.content", "must be a list of content blocks")
+            holder = _holder(item, tree, at)
+            if holder is not None:
+                row.content, row.content_source_id = None, holder
+            elif isinstance(item.get("content_source"), dict):
+                unshared.append(row)
         rows.append(row)
     if table.model is Archive:
         # One by one, in epoch order: each names the one before it.
@@ -90,6 +118,44 @@ def _table_import(table: Table, session_id: uuid.UUID, items: list[Any], where: 
             row.save(force_insert=True)
         return
     table.model.objects.bulk_create(rows, batch_size=BATCH_ROWS)  # type: ignore[attr-defined]
+    for message in unshared:
+        # A copy whose holder stayed behind holds its content now: its own search document
+        # stands for it (the holder's did before).
+        recall_message_index(
+            session_id=session_id,
+            epoch=message.epoch,
+            role=message.role,
+            content=message.content,
+            metadata=message.metadata,
+            at=message.created_at,
+            position=message.position,
+        )
+
+
+def _holder(item: dict[str, Any], tree: frozenset[uuid.UUID], at: str) -> int | None:
+    """The id of the imported message a fork's copy shares its content with (None: it holds its
+    own, its holder not being part of this import)."""
+    if "content_source" not in item:
+        raise DocumentError(f"{at}.content_source", "is missing")
+    source = item["content_source"]
+    if source is None:
+        return None
+    if not isinstance(source, dict):
+        raise DocumentError(f"{at}.content_source", "must be an object or null")
+    session_id = field_check(
+        Message, "session_id", source.get("session_id"), f"{at}.content_source.session_id"
+    )
+    position = field_check(Message, "position", source.get("position"), f"{at}.content_source.position")
+    if session_id not in tree:
+        return None
+    holder = (
+        Message.objects.filter(session_id=session_id, position=position, content_source__isnull=True)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if holder is None:
+        raise DocumentError(f"{at}.content_source", "names no message of an earlier session of the document")
+    return holder
 
 
 def _message_id(item: Any, positions: dict[int, int], at: str) -> int | None:

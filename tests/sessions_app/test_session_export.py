@@ -14,6 +14,7 @@ from asgiref.sync import sync_to_async
 from sessions_app.engine import transfer
 from sessions_app.models import AgentSession, AgentToken, Archive, MaskedResult, RecallDocument
 from tests.sessions_app.transfer_support import (
+    chat,
     full_session,
     id_pairs,
     mask_latest_result,
@@ -61,6 +62,9 @@ async def test_an_imported_session_makes_the_same_next_request_and_runs_a_turn(
         )
     )()
     assert counts[0] >= 1 and counts[1] >= 1 and counts[2] == counts[3]
+    # The fork's copies share their contents with the imported parent's messages, as the
+    # original's share the original parent's.
+    assert await sync_to_async(_sharing)(imported.pk) == await sync_to_async(_sharing)(original) != []
 
     pairs = await sync_to_async(id_pairs)(original, imported.pk)
     # `recall` finds the imported session's archived past as it finds the original's.
@@ -97,3 +101,46 @@ def _recalled(session_id: uuid.UUID, query: str = "request palimpsest EMEA row")
     session = AgentSession.objects.get(pk=session_id)
     hits = recall_search(query=query, session=session, limit=20)
     return [(hit.role, hit.text, hit.epoch, hit.kind) for hit in hits]
+
+
+def _sharing(root: uuid.UUID) -> list[tuple[int, int, int]]:
+    """Each fork copy of the tree: (its session's depth, its position, its holder's position), the
+    holder being a message of the root."""
+    from sessions_app.models import Message
+
+    copies = Message.objects.filter(session__root_session_id=root, content_source__isnull=False)
+    assert not copies.exclude(content_source__session_id=root).exists()
+    return sorted(copies.values_list("session__depth", "position", "content_source__position"))
+
+
+async def test_a_fork_exported_without_its_parent_holds_its_contents_and_recall_finds_them(
+    connect, make_token, echo_tool
+):
+    from sessions_app.models import Message
+
+    token = await make_token("exporter")
+    client = await connect(token)
+    session = await client.create(system_prompt="You help.")
+    await chat(client, "remember: the Q3 gap is in EMEA", session["id"])
+    await chat(client, "fork Check the APAC rows.", session["id"])
+    await client.close()
+    fork = await sync_to_async(
+        lambda: AgentSession.objects.get(parent_session_id=session["id"], spawn_mode="fork")
+    )()
+    text = await sync_to_async(export_text)(fork.pk)
+    document = json.loads(text)
+    assert any(m["content_source"] for m in document["session"]["messages"])
+    imported = await sync_to_async(import_text)(text, "exporter")
+    assert imported.parent_session_id is None and imported.depth == 0  # a root now
+    original = await sync_to_async(
+        lambda: [(m.position, m.content_source_id is not None) for m in Message.objects.filter(session=fork)]
+    )()
+    copies = await sync_to_async(
+        lambda: list(Message.objects.filter(session=imported, content_source__isnull=False))
+    )()
+    assert copies == [] and any(shared for _, shared in original)
+    # Its copies hold their contents, and have search documents of their own.
+    documents = await sync_to_async(lambda: RecallDocument.objects.filter(session_id=imported.pk).count())()
+    assert (
+        documents > await sync_to_async(lambda: RecallDocument.objects.filter(session_id=fork.pk).count())()
+    )

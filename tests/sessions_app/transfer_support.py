@@ -16,9 +16,17 @@ FILLER = "palimpsest " * 300
 BIG = "row " * 1500  # 6,000 bytes: over offload.threshold_bytes (4,096), stored as an observation
 
 
-async def chat(client: Any, content: str) -> list[dict]:
+async def chat(client: Any, content: str, session_id: Any = None) -> list[dict]:
+    """Send a user message; the frames up to its turn's turn.completed (a sub-session's own
+    turn.completed, which the parent's connection sees too, is not the end of it)."""
     await client.send({"type": "user.message", "content": content})
-    return await client.until("turn.completed", timeout=30)
+    frames = []
+    while True:
+        frames.extend(await client.until("turn.completed", timeout=30))
+        if session_id is None or frames[-1]["session_id"] == str(session_id):
+            errors = [f for f in frames if f["type"] == "error"]
+            assert not errors, errors
+            return frames
 
 
 async def attach(client: Any, session_id: Any) -> None:
@@ -38,20 +46,21 @@ async def full_session(connect: Any, token: str, *, agent: str | None = None) ->
     if agent is not None:
         fields["agent"] = agent
     session = await client.create(**fields)
-    await chat(client, "remember: the Q3 gap is in EMEA")
-    await chat(client, "plan: read; check; report")
-    await chat(client, "note: rows 234-267")
-    await chat(client, "tool test_echo " + json.dumps({"text": BIG}))
-    await chat(client, 'task count: tool test_echo {"text": "one"}')
-    await chat(client, "spawn Check the EMEA rows.")
+    await chat(client, "remember: the Q3 gap is in EMEA", session["id"])
+    await chat(client, "plan: read; check; report", session["id"])
+    await chat(client, "note: rows 234-267", session["id"])
+    await chat(client, "tool test_echo " + json.dumps({"text": BIG}), session["id"])
+    await chat(client, 'task count: tool test_echo {"text": "one"}', session["id"])
+    await chat(client, "spawn Check the EMEA rows.", session["id"])
+    await chat(client, "fork Check the APAC rows.", session["id"])
     for index in range(12):
-        frames = await chat(client, f"request {index}: {FILLER}")
+        frames = await chat(client, f"request {index}: {FILLER}", session["id"])
         if any(f["type"] == "compaction.completed" for f in frames):
             break
     else:
         raise AssertionError("no compaction")
-    await chat(client, "tool test_echo " + json.dumps({"text": BIG.upper()}))
-    await chat(client, "remember: after the compaction")
+    await chat(client, "tool test_echo " + json.dumps({"text": BIG.upper()}), session["id"])
+    await chat(client, "remember: after the compaction", session["id"])
     await client.close()
     return session
 
@@ -60,7 +69,7 @@ async def one_more_result(connect: Any, token: str, session_id: Any) -> None:
     """Another offloaded result, in view in the next request (its observation's id with it)."""
     client = await connect(token)
     await attach(client, session_id)
-    await chat(client, "tool test_echo " + json.dumps({"text": BIG.title()}))
+    await chat(client, "tool test_echo " + json.dumps({"text": BIG.title()}), session_id)
     await client.close()
 
 
@@ -88,7 +97,7 @@ async def next_request(connect: Any, token: str, session_id: Any, content: str =
     """The body of the first model request of a new turn in the session."""
     client = await connect(token)
     await attach(client, session_id)
-    await chat(client, content)
+    await chat(client, content, session_id)
     await client.close()
 
     def first_of_last_turn() -> dict:
