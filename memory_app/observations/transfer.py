@@ -6,7 +6,7 @@ wherever the document named the old one (tool results, masked results' placehold
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from memory_app.observations.models import Observation, ObservationChunk
@@ -36,16 +36,23 @@ CHUNK_FIELDS = ("index", "text", "data", "start_char", "start_byte", "start_line
 ID_ATTEMPTS = 100
 
 
-def observations_export(session_id: uuid.UUID) -> dict[str, Any]:
-    items = []
-    for row in (
-        Observation.objects.filter(session_id=session_id).order_by("created_at", "id").iterator(chunk_size=50)
-    ):
+def observations_export(session_id: uuid.UUID) -> Iterator[dict[str, Any]]:
+    """Each observation with its content, one at a time (the export writes each as it comes:
+    a session's observations are never in memory together). Each is read by its id, with no
+    cursor open between them: the export may ask for the next one from another thread."""
+    ids = list(
+        Observation.objects.filter(session_id=session_id)
+        .order_by("created_at", "id")
+        .values_list("pk", flat=True)
+    )
+    for observation_id in ids:
+        row = Observation.objects.filter(pk=observation_id).first()
+        if row is None:  # collected meanwhile
+            continue
         item = row_export(row, FIELDS)
         chunks = ObservationChunk.objects.filter(observation_id=row.pk).order_by("index")
-        item["chunks"] = [row_export(chunk, CHUNK_FIELDS) for chunk in chunks.iterator(chunk_size=32)]
-        items.append(item)
-    return {"observations": items}
+        item["chunks"] = [row_export(chunk, CHUNK_FIELDS) for chunk in chunks]
+        yield item
 
 
 def observations_ids(session_id: uuid.UUID, data: Any) -> Mapping[str, str]:
@@ -53,8 +60,8 @@ def observations_ids(session_id: uuid.UUID, data: Any) -> Mapping[str, str]:
     or the next free attempt."""
     ids: dict[str, str] = {}
     taken: set[str] = set()
-    for i, item in enumerate(list_at(data, "observations", "")):
-        where = f"observations[{i}]"
+    for i, item in enumerate(_items(data)):
+        where = f"[{i}]"
         if not isinstance(item, dict):
             raise DocumentError(where, "must be an object")
         old, tool_use_id = item.get("id"), item.get("tool_use_id")
@@ -74,8 +81,8 @@ def observations_ids(session_id: uuid.UUID, data: Any) -> Mapping[str, str]:
 
 
 def observations_import(session_id: uuid.UUID, data: Any) -> None:
-    for i, item in enumerate(list_at(data, "observations", "")):
-        where = f"observations[{i}]"
+    for i, item in enumerate(_items(data)):
+        where = f"[{i}]"
         row = row_import(Observation, item, fields=FIELDS, where=where, fixed={"session_id": session_id})
         chunks = [
             row_import(
@@ -89,3 +96,9 @@ def observations_import(session_id: uuid.UUID, data: Any) -> None:
         ]
         row.save(force_insert=True)
         ObservationChunk.objects.bulk_create(chunks, batch_size=32)
+
+
+def _items(data: Any) -> list[Any]:
+    if not isinstance(data, list):
+        raise DocumentError("", "must be a list of observations")
+    return data

@@ -501,7 +501,10 @@ class FeatureLifecycle:
     the caller's transaction; each is optional.
 
     - `export(session_id) -> JSON value`: the feature's rows of the session, as plain JSON, under
-      the feature's name in the session's export (docs/export.md; None: nothing to carry);
+      the feature's name in the session's export (docs/export.md; None: nothing to carry); or an
+      iterator, written as a JSON list item by item, each read as it is written (rows too large
+      to hold together: it must keep no cursor open between items, as the export may ask for
+      the next from another database thread);
     - `ids(new_session_id, data) -> {old id: new id}`: before anything is imported, the new ids
       of the feature's rows that other parts of the document name in their text (an observation
       id in a tool result): the importer replaces every one, everywhere in the document, so

@@ -99,7 +99,15 @@ def _session_chunks(session_id: uuid.UUID, visited: list[uuid.UUID]) -> Iterator
     for name, lifecycle in features().lifecycles:
         if lifecycle.export is None:
             continue
-        yield ("" if first else ",") + f"{_dumps(name)}:{_dumps(lifecycle.export(session_id))}"
+        value = lifecycle.export(session_id)
+        if isinstance(value, Iterator):
+            # A list written item by item, each read as it is written.
+            yield ("" if first else ",") + f"{_dumps(name)}:["
+            for i, item in enumerate(value):
+                yield ("," if i else "") + _dumps(item)
+            yield "]"
+        else:
+            yield ("" if first else ",") + f"{_dumps(name)}:{_dumps(value)}"
         first = False
     yield '},"children":['
     for i, child in enumerate(transfer_selectors.children_ids(session_id=session_id)):

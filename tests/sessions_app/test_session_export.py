@@ -48,7 +48,7 @@ async def test_an_imported_session_makes_the_same_next_request_and_runs_a_turn(
     document = json.loads(text)
     assert document["format"] == "palimpsest.session/1"
     assert document["session"]["children"], "the child is nested"
-    assert document["session"]["features"]["observations"]["observations"]
+    assert document["session"]["features"]["observations"][0]["chunks"]
 
     importer = await make_token("importer")
     imported = await sync_to_async(import_text)(text, "importer")
