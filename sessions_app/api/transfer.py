@@ -13,6 +13,7 @@ from django.conf import settings
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router, Status
 
+from sessions_app import services
 from sessions_app.api.auth import request_token
 from sessions_app.api.errors import ApiError, invalid
 from sessions_app.api.schemas import Error, SessionOut
@@ -64,7 +65,7 @@ def _body_to_file(request: HttpRequest, limit: int) -> Path | None:
 
 @router.post(
     "/sessions/import",
-    response={201: SessionOut, **ERRORS, 413: Error},
+    response={201: SessionOut, **ERRORS, 413: Error, 429: Error},
     summary="A new session of this client from an export document (all or nothing)",
     openapi_extra={
         "requestBody": {
@@ -89,6 +90,8 @@ async def session_import(request: HttpRequest) -> Status:
         session = await db(transfer.session_import_file)(path, owner=token)
     except DocumentError as exc:
         raise invalid(str(exc), code=INVALID_DOCUMENT) from None
+    except services.SessionQuotaExceeded as exc:
+        raise ApiError(429, "rate_limited", f"{exc}; nothing was stored") from None
     finally:
         path.unlink(missing_ok=True)
     return Status(201, await db(engine_sessions.session_state)(session))

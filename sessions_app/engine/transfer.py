@@ -184,7 +184,8 @@ def session_import_file(path: Path, *, owner: AgentToken) -> AgentSession:
 
 def session_import(document: Any, *, owner: AgentToken) -> AgentSession:
     """A new session (with its sub-sessions) from an export document, owned by `owner`: all or
-    nothing (runs in a DB thread). `DocumentError` naming what is wrong."""
+    nothing (runs in a DB thread). `DocumentError` naming what is wrong;
+    `services.SessionQuotaExceeded` when the client has made its sessions of the minute."""
     format_check(document)
     tree = _dict_at(document, "session", "")
     agents = list_at(document, "agents", "")
@@ -193,6 +194,8 @@ def session_import(document: Any, *, owner: AgentToken) -> AgentSession:
         raise DocumentError("request_parts", "is missing")
     try:
         with transaction.atomic():
+            # As a session.create: the client's sessions-per-minute quota (`SessionQuotaExceeded`).
+            services.session_quota_check(owner_id=owner.pk)
             ids, sessions = _ids_new(tree, "session")
             tree = _replaced(tree, _replacer(ids), "session")
             agent_ids: dict[str, int] = {}

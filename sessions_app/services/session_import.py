@@ -9,6 +9,8 @@ import hashlib
 import uuid
 from typing import Any
 
+from django.utils import timezone
+
 from sessions_app.models import (
     AgentSession,
     AgentToken,
@@ -49,6 +51,8 @@ def session_row_import(
             "lease_host": "",
             "lease_pid": None,
             "cancel_requested": False,
+            # A new session of its owner: listed, paged and counted by its quota from now.
+            "created_at": timezone.now(),
         },
     )
     if root is None:

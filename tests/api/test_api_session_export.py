@@ -228,3 +228,16 @@ async def test_export_of_a_missing_or_malformed_id_is_404_and_both_need_a_token(
     assert (await AsyncClient().get("/api/v1/sessions/nope/export")).status_code == 401
     response = await AsyncClient().post("/api/v1/sessions/import", data="{}", content_type="application/json")
     assert response.status_code == 401
+
+
+async def test_an_import_counts_in_the_clients_sessions_per_minute(
+    api_client: Any, connect: Any, settings: Any
+) -> None:
+    client = await api_client()
+    document = await _document(client, await _ran(connect, client.raw))
+    settings.PALIMPSEST_QUOTA_SESSIONS_PER_MINUTE = 2
+    response = await _import(client, document)
+    assert response.status_code == 201  # the session it ran, and this one
+    before = await sync_to_async(_row_counts)()
+    assert error(await _import(client, document)) == (429, "rate_limited")
+    assert await sync_to_async(_row_counts)() == before

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from sessions_app import services
 from sessions_app.engine import transfer
 from sessions_app.models import AgentToken
 from sessions_app.transfer_rows import DocumentError
@@ -41,6 +42,6 @@ class Command(BaseCommand):
             raise CommandError(f"No file {path}.")
         try:
             session = transfer.session_import_file(path, owner=owner)
-        except DocumentError as exc:
+        except (DocumentError, services.SessionQuotaExceeded) as exc:
             raise CommandError(f"Nothing was imported. {exc}") from None
         self.stdout.write(f"Imported session {session.pk} for {owner.name}.")
