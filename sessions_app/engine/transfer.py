@@ -36,7 +36,7 @@ from sessions_app.engine.features import features
 from sessions_app.models import Agent, AgentSession, AgentToken
 from sessions_app.services import session_import as import_services
 from sessions_app.transfer_rows import DocumentError, list_at
-from sessions_app.validation import SpecError
+from sessions_app.validation import SpecError, session_create_clean
 
 FORMAT_NAME = "palimpsest.session"
 FORMAT_VERSION = 1
@@ -309,6 +309,7 @@ def _tree_import(
     agent_id = _agent_for(
         row.get("agent"), f"{where}.session.agent", owner=owner, agents=agents, cache=agent_ids
     )
+    _fields_check(row, f"{where}.session")
     depth = row.get("depth")
     session = import_services.session_row_import(
         data=row, owner=owner, agent_id=agent_id, where=f"{where}.session", root=root
@@ -336,6 +337,28 @@ def _tree_import(
             root=below,
         )
     return session
+
+
+def _fields_check(row: dict[str, Any], where: str) -> None:
+    """The session's fields, settings and client tools checked by `session.create`'s rules (the
+    settings against this server's features, their defaults filled in where the document has
+    none), in place."""
+    feature_set = features()
+    try:
+        clean = session_create_clean(
+            title=row.get("title"),
+            model=row.get("model"),
+            system_prompt=row.get("system_prompt"),
+            context_window=row.get("context_window"),
+            compact_threshold=row.get("compact_threshold"),
+            tools=row.get("client_tools"),
+            settings=row.get("settings"),
+            settings_schema=feature_set.settings_schema,
+            reserved_tool_names=feature_set.tool_names(),
+        )
+    except SpecError as exc:
+        raise DocumentError(where, exc.message) from None
+    row["settings"], row["client_tools"] = clean["settings"], clean["tools"]
 
 
 def _agent_for(

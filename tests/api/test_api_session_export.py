@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.apps import apps
 
-from sessions_app.models import Agent, AgentSession, AgentSkill
+from sessions_app.models import Agent, AgentSession, AgentSkill, Message
 from tests.api.conftest import body, error
 from tests.sessions_app.transfer_support import chat
 
@@ -173,8 +173,12 @@ async def test_bad_documents_are_refused_naming_what_is_wrong_and_nothing_is_wri
             "session.session.status: must be one of",
         ),
         (
+            _with(document, {"notepad": {"enabled": "yes"}}, "session", "session", "settings"),
+            "session.session: settings.notepad.enabled must be true or false",
+        ),
+        (
             _with(document, 2**40, "session", "session", "context_window"),
-            "session.session.context_window: must be",
+            "session.session: context_window must be an integer",
         ),
         (
             _with(document, {"a\u0000": 1}, "session", "messages", 0, "metadata"),
@@ -204,11 +208,15 @@ async def test_a_document_over_the_limit_is_413_and_one_over_djangos_memory_limi
     document = await _document(client, await _ran(connect, client.raw))
     # Over Django's in-memory limit (2.5 MB): read in pieces into a file, not refused.
     big = "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1024)
-    document["session"]["session"]["system_prompt"] = big
+    document["session"]["messages"][0]["metadata"]["big"] = big
     response = await _import(client, document)
     assert response.status_code == 201, response.content
-    imported = await sync_to_async(AgentSession.objects.get)(pk=body(response)["id"])
-    assert imported.system_prompt == big
+    stored = await sync_to_async(
+        lambda: Message.objects.filter(session_id=body(response)["id"], position=0).values_list(
+            "metadata", flat=True
+        )[0]
+    )()
+    assert stored["big"] == big
 
     settings.PALIMPSEST_IMPORT_MAX_BYTES = 10_000
     before = await sync_to_async(_row_counts)()
