@@ -172,6 +172,8 @@ async def test_bad_documents_are_refused_naming_what_is_wrong_and_nothing_is_wri
             _with(document, "running?", "session", "session", "status"),
             "session.session.status: must be one of",
         ),
+        (_with(document, [{"name": "Bad!", "description": "x"}], "agents", 0, "skills"), "agents[0]: "),
+        (_with(document, "Bad Name!", "agents", 0, "name"), "agents: the document names the agent 'auditor'"),
         (
             _with(document, {"notepad": {"enabled": "yes"}}, "session", "session", "settings"),
             "session.session: settings.notepad.enabled must be true or false",
