@@ -136,12 +136,6 @@ async def export_stream(session_id: uuid.UUID) -> AsyncIterator[bytes]:
         yield data
 
 
-def export_write(session_id: uuid.UUID, write: Callable[[str], Any]) -> None:
-    """The document written piece by piece through `write` (the command's file or stdout)."""
-    for piece in export_chunks(session_id):
-        write(piece)
-
-
 # ---------------------------------------------------------------------------
 # Import
 # ---------------------------------------------------------------------------

@@ -251,3 +251,23 @@ async def test_an_import_counts_in_the_clients_sessions_per_minute(
     before = await sync_to_async(_row_counts)()
     assert error(await _import(client, document)) == (429, "rate_limited")
     assert await sync_to_async(_row_counts)() == before
+
+
+def test_a_body_without_a_length_is_counted_as_it_is_read(tmp_path: Any) -> None:
+    """A chunked body (no Content-Length, which the middleware would have judged) is read in
+    pieces into a file, and given up as soon as it passes the limit."""
+    import io
+
+    from sessions_app.api.transfer import _body_to_file
+
+    class Body:
+        def __init__(self, size: int) -> None:
+            self.stream = io.BytesIO(b"x" * size)
+
+        def read(self, n: int) -> bytes:
+            return self.stream.read(n)
+
+    path = _body_to_file(Body(3_000_000), 3_000_000)  # type: ignore[arg-type]
+    assert path is not None and path.stat().st_size == 3_000_000
+    path.unlink()
+    assert _body_to_file(Body(3_000_001), 3_000_000) is None  # type: ignore[arg-type]
