@@ -67,6 +67,10 @@ def session_row_import(
     session.status = _STATUS_ON_IMPORT.get(session.status, SessionStatus.IDLE)
     if session.status == SessionStatus.ENDED and session.ended_at is None:
         raise DocumentError(f"{where}.ended_at", "an ended session needs the time it ended")
+    if session.ended_at is not None:
+        # Ended on import, as far as retention (PALIMPSEST_RETENTION_DAYS) counts: an old ended
+        # session is not purged by the next sweep after its import.
+        session.ended_at = timezone.now()
     if not 0 < session.compact_threshold <= 1:
         raise DocumentError(f"{where}.compact_threshold", "must be above 0 and at most 1")
     if session.context_window <= 0:
