@@ -270,6 +270,16 @@ PALIMPSEST_DB_THREADS = env_int("PALIMPSEST_DB_THREADS", 2 if DATABASE_IS_SQLITE
 # process: a sweep of the whole store is not every turn's work, and an expired id reads as
 # expired whether or not its content is gone yet.
 PALIMPSEST_OBSERVATIONS_GC_SECONDS = env_float("PALIMPSEST_OBSERVATIONS_GC_SECONDS", 60.0)
+# Retention (DESIGN.md "Operating Palimpsest"): ended sessions are deleted, with everything they
+# hold, this many days after they ended (a sub-session with its root). Unset or empty: off.
+PALIMPSEST_RETENTION_DAYS = env_int("PALIMPSEST_RETENTION_DAYS", 0) or None
+if PALIMPSEST_RETENTION_DAYS is not None and PALIMPSEST_RETENTION_DAYS < 1:
+    raise ImproperlyConfigured(
+        "PALIMPSEST_RETENTION_DAYS must be a whole number of days of at least 1, "
+        f"got {PALIMPSEST_RETENTION_DAYS}"
+    )
+# How often a process's sweep looks for sessions past retention (when it is on).
+PALIMPSEST_RETENTION_SWEEP_SECONDS = env_float("PALIMPSEST_RETENTION_SWEEP_SECONDS", 3600.0)
 # A model stream that sends nothing this long is a model error (retried like a 5xx while none of
 # its text was streamed; PROTOCOL.md v1.1).
 PALIMPSEST_MODEL_IDLE_SECONDS = env_float("PALIMPSEST_MODEL_IDLE_SECONDS", 120.0)

@@ -32,6 +32,7 @@ from palimpsest_client.errors import (
     TurnInProgress,
 )
 from palimpsest_client.events import (
+    ApprovalRequested,
     AssistantDelta,
     AssistantMessage,
     CompactionCompleted,
@@ -53,9 +54,13 @@ from palimpsest_client.events import (
     Usage,
     UserMessage,
 )
+from palimpsest_client.http import HttpApi, HttpError
 from palimpsest_client.tools import ClientTool, ToolError, ToolHandler, tool
 
 __all__ = [
+    "ApprovalRequested",
+    "HttpApi",
+    "HttpError",
     "DEFAULT_URL",
     "AgentExists",
     "AgentNotFound",

@@ -194,6 +194,16 @@ class TaskEnded(Event):
     collapsed_messages: int = 0
 
 
+@dataclass(frozen=True)
+class ApprovalRequested(Event):
+    """PROTOCOL.md v1.2: a server tool call waits for the owner's `tool.approve` / `tool.deny`."""
+
+    TYPE: ClassVar[str] = "tool.approval_requested"
+    tool_use_id: str = ""
+    name: str = ""
+    input: dict[str, Any] = field(default_factory=dict)
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.TYPE: cls
     for cls in (
@@ -216,6 +226,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         SessionStatus,
         TaskStarted,
         TaskEnded,
+        ApprovalRequested,
     )
 }
 _BASE_FIELDS = frozenset(f.name for f in dataclasses.fields(Event))
