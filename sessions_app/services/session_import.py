@@ -112,8 +112,10 @@ def _table_import(
             fixed["message_id"] = _message_id(item, positions, at)
         row = row_import(table.model, item, fields=table.fields, where=at, fixed=fixed)
         if table.model is Message:
-            if not isinstance(row.content, list):
-                raise DocumentError(f"{at}.content", "must be a list of content blocks")
+            if not isinstance(row.content, list) or not all(
+                isinstance(block, dict) and isinstance(block.get("type"), str) for block in row.content
+            ):
+                raise DocumentError(f"{at}.content", "must be a list of content blocks (objects with a type)")
             holder = _holder(item, tree, at)
             if holder is not None:
                 row.content, row.content_source_id = None, holder

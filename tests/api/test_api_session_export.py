@@ -152,6 +152,10 @@ async def test_bad_documents_are_refused_naming_what_is_wrong_and_nothing_is_wri
             "session.messages[1].content: must be a list",
         ),
         (
+            _with(document, [{"text": "no type"}], "session", "messages", 1, "content"),
+            "session.messages[1].content: must be a list of content blocks",
+        ),
+        (
             _with(document, "7", "session", "messages", 2, "position"),
             "session.messages[2].position: must be an integer",
         ),
