@@ -146,11 +146,11 @@ def session_export_row(*, session_id: uuid.UUID) -> dict[str, Any]:
     return row
 
 
-def agent_export(*, name_of_session: uuid.UUID) -> dict[str, Any] | None:
+def agent_export(*, session_id: uuid.UUID) -> dict[str, Any] | None:
     """The copy of the session's agent the document carries: what an importer without an agent
     of that name creates it from (its instructions, learned text, model, settings, skills and
     authored tools as they are now)."""
-    agent_id = AgentSession.objects.filter(pk=name_of_session).values_list("agent_id", flat=True).get()
+    agent_id = AgentSession.objects.filter(pk=session_id).values_list("agent_id", flat=True).get()
     if agent_id is None:
         return None
     agent = Agent.objects.get(pk=agent_id)
