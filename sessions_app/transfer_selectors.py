@@ -231,8 +231,9 @@ def table_page(
 
 
 def _item(table: Table, row: Any) -> dict[str, Any]:
-    item = row_export(row, table.fields)
     if table.model is Message:
+        # `content` is deferred (a copy's is its holder's): never read from the row itself.
+        item = row_export(row, [name for name in table.fields if name != "content"])
         # Its content always; and a fork's copy names the message it shares it with, which the
         # import shares it with again when that message is imported with it.
         item["content"] = resolved(row)
@@ -241,7 +242,8 @@ def _item(table: Table, row: Any) -> dict[str, Any]:
             if row.content_source_id is not None
             else None
         )
-    return item
+        return item
+    return row_export(row, table.fields)
 
 
 def _positions(rows: list[Any], items: list[dict[str, Any]]) -> None:
