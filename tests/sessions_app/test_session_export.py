@@ -144,3 +144,22 @@ async def test_a_fork_exported_without_its_parent_holds_its_contents_and_recall_
     assert (
         documents > await sync_to_async(lambda: RecallDocument.objects.filter(session_id=fork.pk).count())()
     )
+
+
+def test_the_export_reads_page_by_page_whatever_the_number_of_rows(django_assert_max_num_queries):
+    """Keyset pages of PAGE_ROWS: no query per row (a message's content comes with its page)."""
+    from sessions_app import services
+    from sessions_app.engine import sessions
+    from sessions_app.models import Message
+
+    token, _ = services.agent_token_create(name="pages")
+    session = sessions.session_create(owner=token, title="pages")
+    Message.objects.bulk_create(
+        Message(session=session, position=p, role="user", content=[{"type": "text", "text": f"m{p}"}])
+        for p in range(1000)
+    )
+    AgentSession.objects.filter(pk=session.pk).update(next_position=1000)
+    with django_assert_max_num_queries(40):
+        document = json.loads(export_text(session.pk))
+    assert [m["position"] for m in document["session"]["messages"]] == list(range(1000))
+    assert document["session"]["messages"][999]["content"] == [{"type": "text", "text": "m999"}]
