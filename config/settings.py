@@ -303,6 +303,10 @@ if not 0 < PALIMPSEST_COMPACT_THRESHOLD <= 1:  # NaN fails this too
         "PALIMPSEST_COMPACT_THRESHOLD must be a number above 0 and at most 1 (a share of the context "
         f"window, e.g. 0.8), got {os.environ.get('PALIMPSEST_COMPACT_THRESHOLD')!r}"
     )
+# The largest session export document `POST /api/v1/sessions/import` takes (docs/export.md): the
+# body is read in pieces into a temporary file up to this size, not through Django's in-memory
+# DATA_UPLOAD_MAX_MEMORY_SIZE; a larger one is a 413 `too_large`. 256 MiB unless set.
+PALIMPSEST_IMPORT_MAX_BYTES = env_int("PALIMPSEST_IMPORT_MAX_BYTES", 256 * 1024 * 1024)
 # First wait before a failed compaction summary call is tried again (doubling each time).
 PALIMPSEST_COMPACTION_RETRY_SECONDS = float(os.environ.get("PALIMPSEST_COMPACTION_RETRY_SECONDS", "1.0"))
 # Per-process caches, in bytes (bench/README.md, "Memory per connection and per session"): the

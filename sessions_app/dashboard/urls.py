@@ -48,6 +48,7 @@ urlpatterns = [
         records.model_call_request_json,
         name="model_call_request",
     ),
+    path("sessions/<uuid:session_id>/export.json", records.session_export, name="session_export"),
     path("agents/", agents.agent_list, name="agents"),
     path("agents/new/", agents.agent_create, name="agent_create"),
     path("agents/<int:agent_id>/", agents.agent_detail, name="agent"),
