@@ -362,3 +362,31 @@ async def test_budget_shows_spend_sets_a_limit_and_lifts_it(daphne: Daphne, toke
     assert "Usage: /budget cost N (a number)" in lines
     assert budgets[2].startswith("Budget: none.")
     assert lines[-1] == "model> on again"
+
+
+async def test_export_then_import_attaches_to_the_copy(daphne: Daphne, token: str, tmp_path: Path):
+    """`/export FILE` and `/import FILE` (issue 36 item 8): the copy is a new session of this
+    token, attached, that remembers what the original's notepad holds."""
+    out = io.StringIO()
+    target = tmp_path / "exported.json"
+    async with connect(daphne.ws_url, token) as client:
+        chat = Chat(client, out, interactive=False)
+        await chat.start(None)
+        original = chat.session.id if chat.session else ""
+        await chat.run(
+            scripted(
+                "remember: the Q3 gap is in EMEA",
+                "/export",
+                f"/export {target}",
+                f"/import {tmp_path / 'missing.json'}",
+                f"/import {target}",
+                "/notepad",
+            )
+        )
+        copy = chat.session.id if chat.session else ""
+    lines = out.getvalue().splitlines()
+    assert "Usage: /export FILE" in lines
+    assert any(line.startswith(f"Exported session {original} to {target} (") for line in lines)
+    assert any(line.startswith(f"! cannot read {tmp_path / 'missing.json'}") for line in lines)
+    assert f"Imported {target} as session {copy}." in lines and copy != original
+    assert lines[-1] == "the Q3 gap is in EMEA"

@@ -36,8 +36,8 @@ async def test_update_over_http_and_over_the_websocket_and_a_bad_value_changes_n
         session = await client.create_session(title="before")
         state = await client.update_session(session.id, title="after", settings={"max_steps_per_turn": 7})
         assert state["title"] == "after" and state["settings"]["max_steps_per_turn"] == 7
-        state = await session.update(compact_threshold=0.6)
-        assert state["compact_threshold"] == 0.6 and state["title"] == "after"
+        updated = await session.update(compact_threshold=0.6)
+        assert updated["compact_threshold"] == 0.6 and updated["title"] == "after"
         with pytest.raises(InvalidRequest) as refused:
             await client.update_session(session.id, title="never", compact_threshold=7)
         assert refused.value.code == "invalid_value" and refused.value.status == 400  # type: ignore[attr-defined]
