@@ -246,6 +246,10 @@ if PALIMPSEST_PROVIDER not in {"anthropic", "openai", "scripted"}:
 PALIMPSEST_DEFAULT_MODEL = os.environ.get("PALIMPSEST_DEFAULT_MODEL", "") or (
     "gpt-4.1" if PALIMPSEST_PROVIDER == "openai" else "claude-sonnet-4-6"
 )
+# /metrics (Prometheus; docs/operations.md): a staff login, or `Authorization: Bearer` this token
+# (empty: staff only). PROMETHEUS_MULTIPROC_DIR, read by prometheus-client itself, sums the
+# metrics of every server process.
+PALIMPSEST_METRICS_TOKEN = os.environ.get("PALIMPSEST_METRICS_TOKEN", "")
 # Output budget of one model call.
 PALIMPSEST_MAX_OUTPUT_TOKENS = env_int("PALIMPSEST_MAX_OUTPUT_TOKENS", 8192)
 # Largest client frame accepted (16 MiB); daphne's own limit is raised above it (README, PROTOCOL.md).
@@ -298,6 +302,16 @@ PALIMPSEST_DB_THREADS = env_int("PALIMPSEST_DB_THREADS", 2 if DATABASE_IS_SQLITE
 # process: a sweep of the whole store is not every turn's work, and an expired id reads as
 # expired whether or not its content is gone yet.
 PALIMPSEST_OBSERVATIONS_GC_SECONDS = env_float("PALIMPSEST_OBSERVATIONS_GC_SECONDS", 60.0)
+# Retention (DESIGN.md "Operating Palimpsest"): ended sessions are deleted, with everything they
+# hold, this many days after they ended (a sub-session with its root). Unset or empty: off.
+PALIMPSEST_RETENTION_DAYS = env_int("PALIMPSEST_RETENTION_DAYS", 0) or None
+if PALIMPSEST_RETENTION_DAYS is not None and PALIMPSEST_RETENTION_DAYS < 1:
+    raise ImproperlyConfigured(
+        "PALIMPSEST_RETENTION_DAYS must be a whole number of days of at least 1, "
+        f"got {PALIMPSEST_RETENTION_DAYS}"
+    )
+# How often a process's sweep looks for sessions past retention (when it is on).
+PALIMPSEST_RETENTION_SWEEP_SECONDS = env_float("PALIMPSEST_RETENTION_SWEEP_SECONDS", 3600.0)
 # A model stream that sends nothing this long is a model error (retried like a 5xx while none of
 # its text was streamed; PROTOCOL.md v1.1).
 PALIMPSEST_MODEL_IDLE_SECONDS = env_float("PALIMPSEST_MODEL_IDLE_SECONDS", 120.0)
@@ -317,6 +331,10 @@ if not 0 < PALIMPSEST_COMPACT_THRESHOLD <= 1:  # NaN fails this too
         "PALIMPSEST_COMPACT_THRESHOLD must be a number above 0 and at most 1 (a share of the context "
         f"window, e.g. 0.8), got {os.environ.get('PALIMPSEST_COMPACT_THRESHOLD')!r}"
     )
+# The largest session export document `POST /api/v1/sessions/import` takes (docs/export.md): the
+# body is read in pieces into a temporary file up to this size, not through Django's in-memory
+# DATA_UPLOAD_MAX_MEMORY_SIZE; a larger one is a 413 `too_large`. 256 MiB unless set.
+PALIMPSEST_IMPORT_MAX_BYTES = env_int("PALIMPSEST_IMPORT_MAX_BYTES", 256 * 1024 * 1024)
 # First wait before a failed compaction summary call is tried again (doubling each time).
 PALIMPSEST_COMPACTION_RETRY_SECONDS = float(os.environ.get("PALIMPSEST_COMPACTION_RETRY_SECONDS", "1.0"))
 # Per-process caches, in bytes (bench/README.md, "Memory per connection and per session"): the

@@ -32,6 +32,8 @@ from palimpsest_client.errors import (
     TurnInProgress,
 )
 from palimpsest_client.events import (
+    ApprovalAnswered,
+    ApprovalRequested,
     AssistantDelta,
     AssistantMessage,
     CompactionCompleted,
@@ -46,8 +48,6 @@ from palimpsest_client.events import (
     SessionStatus,
     TaskEnded,
     TaskStarted,
-    ToolApprovalAnswered,
-    ToolApprovalRequested,
     ToolCall,
     ToolResult,
     TurnCompleted,
@@ -55,9 +55,14 @@ from palimpsest_client.events import (
     Usage,
     UserMessage,
 )
+from palimpsest_client.http import HttpApi, HttpError
 from palimpsest_client.tools import ClientTool, ToolError, ToolHandler, tool
 
 __all__ = [
+    "ApprovalAnswered",
+    "ApprovalRequested",
+    "HttpApi",
+    "HttpError",
     "DEFAULT_URL",
     "AgentExists",
     "AgentNotFound",
@@ -89,8 +94,6 @@ __all__ = [
     "SessionStatus",
     "TaskEnded",
     "TaskStarted",
-    "ToolApprovalAnswered",
-    "ToolApprovalRequested",
     "ToolCall",
     "ToolError",
     "ToolHandler",

@@ -5,9 +5,10 @@
 
 The answer streams as the model writes it; tool calls, memory updates, compactions and
 sub-sessions show as one-line notices. Commands: /notepad, /scratchpad, /attach ID, /cancel,
-/approve, /deny, /help, /quit. In a terminal you may type while a turn runs (/cancel stops it,
-/approve and /deny answer a tool call that waits for an approval); with input from a pipe each
-message waits for its turn to end (or to wait for an approval) before the next line is read.
+/end, /export FILE, /import FILE, /budget, /approve, /deny, /help, /quit. In a terminal you may
+type while a turn runs (/cancel stops it); with input from a pipe each message waits for its turn
+to end before the next line is read, unless a tool call waits for approval: then the next line
+answers it (y or n).
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import json
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any, TextIO, TypeVar
 
 from palimpsest_client.client import DEFAULT_URL, Client, Session, connect
 from palimpsest_client.errors import AgentNotFound, AuthenticationError, PalimpsestError, ProtocolError
 from palimpsest_client.events import (
+    ApprovalRequested,
     AssistantDelta,
     AssistantMessage,
     CompactionCompleted,
@@ -39,8 +41,6 @@ from palimpsest_client.events import (
     SessionStatus,
     TaskEnded,
     TaskStarted,
-    ToolApprovalAnswered,
-    ToolApprovalRequested,
     ToolCall,
     ToolResult,
     TurnCompleted,
@@ -71,6 +71,11 @@ TOKEN_REFUSED = (
 TOKEN_REVOKED = (
     "The server closed the connection: the token was revoked (close code 4401).\n" + NEW_TOKEN_HOWTO
 )
+# The answers to a call waiting for approval that are not commands (`n reason` denies with one).
+YES = frozenset({"y", "yes"})
+YES_NO = YES | {"n", "no"}
+# `/budget WHICH N`: the setting each word sets (PROTOCOL.md v1.2 `settings.budget`).
+BUDGET_LIMITS = {"cost": "max_cost_usd", "input": "max_input_tokens", "output": "max_output_tokens"}
 # A line ending with it goes on on the next line: one message of several lines.
 CONTINUE_MARK = "\\"
 HELP = """Commands:
@@ -78,9 +83,13 @@ HELP = """Commands:
   /scratchpad     its scratchpad (notes, plan, refs)
   /attach ID      switch to another session of this token
   /cancel         stop the running turn
-  /approve [ID]   run a tool call that waits for your approval (the oldest, or the one named)
-  /deny [REASON]  refuse the oldest such call: the model reads REASON
   /end            end the session (it takes no more messages; what it holds is kept)
+  /export FILE    write the session's export document (everything it holds) to FILE
+  /import FILE    import an exported session as a new session of this token, and attach to it
+  /budget         the session's budget and what its tree has spent;
+                  /budget cost|input|output N sets a limit, /budget off clears them
+  /approve [ID]   let a tool call waiting for approval run (or type y)
+  /deny [REASON]  refuse it: the model reads a tool error (or type n)
   /help           this list
   /quit           leave (a running turn goes on on the server)
 Anything else is sent to the model (the scripted model answers `help` with what it understands).
@@ -103,6 +112,21 @@ def _masked_notice(event: CompactionMasked) -> str:
     return _one_line(text, 2 * NOTICE_PREVIEW_CHARS)
 
 
+def _budget_text(state: Mapping[str, Any]) -> str:
+    """The session's budget limits, and its spend where the state says it."""
+    limits = (state.get("settings") or {}).get("budget") or {}
+    shown = [f"{word} {limits[key]}" for word, key in BUDGET_LIMITS.items() if limits.get(key) is not None]
+    text = "Budget: " + (", ".join(shown) if shown else "none")
+    spent = state.get("spend")
+    if isinstance(spent, dict):
+        cost = spent.get("cost_usd")
+        text += (
+            f". Spent: {'no price known' if cost is None else f'${cost:.4f}'}, "
+            f"{spent.get('input_tokens', 0):,} input and {spent.get('output_tokens', 0):,} output tokens"
+        )
+    return text + "."
+
+
 class Chat:
     """The chat's core: reads lines, sends messages and commands, writes what happens to `out`."""
 
@@ -114,11 +138,11 @@ class Chat:
         self.interactive = interactive
         self.session: Session | None = None
         self.turn: asyncio.Task[None] | None = None
+        # Tool calls waiting for approval (`tool.approval_requested`), oldest first.
+        self.approvals: dict[str, ApprovalRequested] = {}
+        self._approval_wanted = asyncio.Event()
         self._line_open = False  # the last write left a line unfinished (streamed text)
         self._prompted = False  # the prompt is the last thing written
-        # Tool calls waiting for an approval (oldest first), and a flag set while there are some.
-        self.asked: dict[str, ToolApprovalRequested] = {}
-        self._asking = asyncio.Event()
 
     # -- output --------------------------------------------------------------------------
     def write(self, text: str) -> None:
@@ -163,22 +187,18 @@ class Chat:
         elif isinstance(event, ToolCall):
             who = "answered by the client" if event.executor == "client" else "run by the server"
             self.notice(event, f"tool {event.name} {_one_line(event.input)} ({who})")
-        elif isinstance(event, ToolResult):
-            verb = "failed" if event.is_error else "→"
-            self.notice(event, f"{event.name} {verb} {_one_line(event.content)}")
-        elif isinstance(event, ToolApprovalRequested):
-            self.asked[event.tool_use_id] = event
-            self._asking.set()
+        elif isinstance(event, ApprovalRequested):
+            self.approvals[event.tool_use_id] = event
+            self._approval_wanted.set()
             self.notice(
                 event,
                 f"tool {event.name} {_one_line(event.input)} waits for your approval: "
-                f"/approve, or /deny REASON ({event.tool_use_id})",
+                "y to run it, n [reason] to refuse (/approve, /deny)",
             )
-        elif isinstance(event, ToolApprovalAnswered):
-            self._answered(event.tool_use_id)
-            verdict = "approved" if event.approved else "denied"
-            why = f": {_one_line(event.reason)}" if event.reason else ""
-            self.notice(event, f"{event.name} {verdict} by {event.author}{why}")
+        elif isinstance(event, ToolResult):
+            self._approval_settled(event.tool_use_id)
+            verb = "failed" if event.is_error else "→"
+            self.notice(event, f"{event.name} {verb} {_one_line(event.content)}")
         elif isinstance(event, NotepadUpdated):
             said = f": {_one_line(event.note)}" if event.note else ""
             self.notice(event, f"notepad updated (version {event.version}, by {event.author}){said}")
@@ -215,36 +235,15 @@ class Chat:
             self.notice(event, f"error {event.code}: {event.message}")
         elif isinstance(event, TurnCompleted) and (not root or event.stop_reason != "end_turn"):
             self.notice(event, f"turn ended: {event.stop_reason}")
+        if isinstance(event, TurnCompleted):
+            for tool_use_id, asked in list(self.approvals.items()):
+                if asked.session_id == event.session_id:
+                    self._approval_settled(tool_use_id)
 
-    def _answered(self, tool_use_id: str) -> None:
-        self.asked.pop(tool_use_id, None)
-        if not self.asked:
-            self._asking.clear()
-
-    async def _turn_or_asked(self, turn: asyncio.Task[None]) -> None:
-        """Until the turn ends or a call of it waits for an approval (piped input: the next
-        line may answer it)."""
-        asking = asyncio.ensure_future(self._asking.wait())
-        try:
-            await asyncio.wait({turn, asking}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            asking.cancel()
-
-    async def approval(self, session: Session, command: str, argument: str) -> None:
-        """/approve [ID] or /deny [REASON]: answer the named or the oldest waiting call."""
-        if not self.asked:
-            self.line("No tool call waits for an approval.")
-            return
-        argument = argument.strip()
-        if command == "/approve":
-            tool_use_id = argument if argument in self.asked else next(iter(self.asked))
-            asked = self.asked[tool_use_id]
-            await session.approve(tool_use_id, input_sha256=asked.input_sha256 or None)
-        else:
-            tool_use_id = next(iter(self.asked))
-            asked = self.asked[tool_use_id]
-            await session.deny(tool_use_id, argument or None, input_sha256=asked.input_sha256 or None)
-        self._answered(tool_use_id)
+    def _approval_settled(self, tool_use_id: str) -> None:
+        self.approvals.pop(tool_use_id, None)
+        if not self.approvals:
+            self._approval_wanted.clear()
 
     # -- the loop ------------------------------------------------------------------------
     async def start(self, session_id: str | None) -> None:
@@ -285,8 +284,9 @@ class Chat:
                 if text:
                     await self.handle(text)
                 if self.turn is not None and not self.interactive:
-                    # Piped input: one turn at a time (the next line may answer an approval).
-                    await self._unless_ended(self._turn_or_asked(self.turn), ended)
+                    # Piped input: one turn at a time, but a call waiting for approval is
+                    # answered by the next line.
+                    await self._unless_ended(self._turn_or_approval(), ended)
                 if self.turn is None:
                     self.prompt()
             if self.turn is not None and not self.interactive:
@@ -296,6 +296,16 @@ class Chat:
             if self._line_open or self._prompted:
                 self.write("\n")
                 self._line_open = False
+
+    async def _turn_or_approval(self) -> None:
+        """Until the running turn ends or a tool call of it waits for approval."""
+        if self.turn is None or self.approvals:
+            return
+        wanted = asyncio.ensure_future(self._approval_wanted.wait())
+        try:
+            await asyncio.wait({self.turn, wanted}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            wanted.cancel()
 
     async def _unless_ended(self, awaitable: Awaitable[T], ended: asyncio.Future[PalimpsestError]) -> T:
         """`awaitable`'s result, unless the client ends first: then (`awaitable` cancelled) why."""
@@ -326,11 +336,17 @@ class Chat:
                     self.line("No turn is running.")
                 else:
                     await session.cancel()
-            elif command in ("/approve", "/deny"):
-                await self.approval(session, command, argument)
             elif command == "/end":
                 await session.end()
                 self.line(f"Session {session.id} ended: it takes no more messages.")
+            elif command == "/export":
+                await self.export(session, argument.strip())
+            elif command == "/import":
+                await self.import_session(argument.strip())
+            elif command == "/budget":
+                await self.budget(session, argument.split())
+            elif command in ("/approve", "/deny") or (self.approvals and text.lower() in YES_NO):
+                await self.answer_approval(command, argument.strip(), text)
             elif command == "/attach":
                 if not argument.strip():
                     self.line("Usage: /attach SESSION_ID")
@@ -348,6 +364,66 @@ class Chat:
             if exc is self.client.failure:
                 raise  # the client's end: `run` tells it, once
             self.error(exc)
+
+    async def export(self, session: Session, target: str) -> None:
+        if not target:
+            self.line("Usage: /export FILE")
+            return
+        size = await self.client.export_session(session.id, target)
+        self.line(f"Exported session {session.id} to {target} ({size:,} bytes).")
+
+    async def import_session(self, source: str) -> None:
+        if not source:
+            self.line("Usage: /import FILE")
+        elif self.turn is not None:
+            self.line("A turn is running: wait for it, or /cancel it first.")
+        else:
+            try:
+                state = await self.client.import_session(source)
+            except OSError as exc:
+                self.line(f"! cannot read {source}: {exc.strerror or exc}")
+                return
+            self.line(f"Imported {source} as session {state['id']}.")
+            await self.attach(state["id"])
+
+    async def budget(self, session: Session, words: list[str]) -> None:
+        """`/budget`: the limits and the spend; `/budget cost|input|output N`, `/budget off`."""
+        if words == ["off"]:
+            limits: dict[str, Any] = dict.fromkeys(BUDGET_LIMITS.values())
+        elif len(words) == 2 and words[0] in BUDGET_LIMITS:
+            try:
+                value = float(words[1]) if words[0] == "cost" else int(words[1])
+            except ValueError:
+                self.line(f"Usage: /budget {words[0]} N (a number)")
+                return
+            limits = {BUDGET_LIMITS[words[0]]: value}
+        elif words:
+            self.line("Usage: /budget, /budget cost|input|output N, /budget off")
+            return
+        else:
+            limits = {}
+        state = await session.update(settings={"budget": limits}) if limits else await session.state()
+        self.line(_budget_text(state))
+
+    async def answer_approval(self, command: str, argument: str, text: str) -> None:
+        if not self.approvals:
+            self.line("No tool call waits for approval.")
+            return
+        allow = command == "/approve" or text.lower() in YES
+        reason = argument if command == "/deny" else text.partition(" ")[2].strip()
+        asked = next(iter(self.approvals.values()))
+        if command == "/approve" and argument:
+            if argument not in self.approvals:
+                self.line(f"No call {argument} waits for approval; waiting: {', '.join(self.approvals)}.")
+                return
+            asked = self.approvals[argument]
+        if allow:
+            await self.client.approve(asked.session_id, asked.tool_use_id)
+            self.line(f"Approved {asked.name} ({asked.tool_use_id}).")
+        else:
+            await self.client.deny(asked.session_id, asked.tool_use_id, reason or None)
+            self.line(f"Denied {asked.name} ({asked.tool_use_id}).")
+        self._approval_settled(asked.tool_use_id)
 
     def error(self, exc: PalimpsestError) -> None:
         """A request that failed (the chat goes on)."""

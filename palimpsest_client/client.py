@@ -37,16 +37,17 @@ from palimpsest_client.errors import (
     protocol_error,
 )
 from palimpsest_client.events import (
+    ApprovalAnswered,
     Event,
     NotepadUpdated,
     ScratchpadUpdated,
-    ToolApprovalAnswered,
     ToolCall,
     ToolResult,
     TurnCompleted,
     event_from_frame,
     is_event,
 )
+from palimpsest_client.http import HttpApi, api_url_from_ws
 from palimpsest_client.tools import ClientTool, ToolAnswer, ToolHandler, tool_answer, tools_split
 
 logger = logging.getLogger("palimpsest_client")
@@ -162,9 +163,13 @@ class Client:
         reconnect: Reconnect | None = None,
         open_timeout: float = 10.0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        api_url: str | None = None,
     ) -> None:
         self.url = url
         self._token = token
+        #: The server's HTTP API with the same token (PROTOCOL.md "HTTP API v1"): listing, export
+        #: and import, approvals. Its URL is the websocket's server's `/api/v1/` unless given.
+        self.api = HttpApi(api_url or api_url_from_ws(url), token)
         self._reconnect = reconnect or Reconnect()
         self._open_timeout = open_timeout
         self._max_frame_bytes = max_frame_bytes
@@ -314,6 +319,36 @@ class Client:
         """This client's agent `name` (its public state); `AgentNotFound` when there is none."""
         reply = await self._request({"type": "agent.get", "name": name}, "agent.state", resend=True)
         return dict(reply["agent"])
+
+    # -- over the HTTP API (PROTOCOL.md v1.2; `self.api` has the rest) ----------------------
+    async def list_sessions(self, **filters: Any) -> list[dict[str, Any]]:
+        """This client's sessions, newest first, every page (`agent=`, `status=`, `q=` filter)."""
+        return [session async for session in self.api.sessions(**filters)]
+
+    async def export_session(self, session_id: str, target: Any) -> int:
+        """Write the session's export document to `target` (a path or a binary file); its size."""
+        return await self.api.export_session(session_id, target)
+
+    async def import_session(self, source: Any) -> dict[str, Any]:
+        """Import an export document (a path or bytes) as a new session of this client; its state
+        (attach to it to go on)."""
+        return await self.api.import_session(source)
+
+    async def end_session(self, session_id: str) -> dict[str, Any]:
+        """End a session of this client, attached or not (as `session.end`); its state."""
+        return await self.api.end_session(session_id)
+
+    async def update_session(self, session_id: str, **fields: Any) -> dict[str, Any]:
+        """Change a session of this client, attached or not (as `session.update`); its state."""
+        return await self.api.update_session(session_id, **fields)
+
+    async def approve(self, session_id: str, tool_use_id: str) -> None:
+        """Let a call waiting for approval (`tool.approval_requested`) run."""
+        await self.api.approve(session_id, tool_use_id)
+
+    async def deny(self, session_id: str, tool_use_id: str, reason: str | None = None) -> None:
+        """Refuse a call waiting for approval: the model reads a tool error (with `reason`)."""
+        await self.api.deny(session_id, tool_use_id, reason)
 
     async def attach(
         self,
@@ -857,8 +892,8 @@ class Session:
             match=lambda item: item.type == "session.ended" and item.session_id == self.id,
         )
 
-    async def approve(self, tool_use_id: str, *, input_sha256: str | None = None) -> ToolApprovalAnswered:
-        """Approve a call that waits for an approval (`ToolApprovalRequested`): it runs. With
+    async def approve(self, tool_use_id: str, *, input_sha256: str | None = None) -> ApprovalAnswered:
+        """Approve a call that waits for an approval (`ApprovalRequested`): it runs. With
         `input_sha256` (the request's), the answer holds only for that input. Returns the
         `tool.approval_answered` event; a refusal raises `ProtocolError` (`approval_not_pending`,
         `approval_input_mismatch`, `unknown_tool_use_id`)."""
@@ -866,7 +901,7 @@ class Session:
 
     async def deny(
         self, tool_use_id: str, reason: str | None = None, *, input_sha256: str | None = None
-    ) -> ToolApprovalAnswered:
+    ) -> ApprovalAnswered:
         """Deny a call that waits for an approval: the model gets a tool error with `reason`."""
         frame: dict[str, Any] = {"type": "tool.deny"}
         if reason is not None:
@@ -875,16 +910,16 @@ class Session:
 
     async def _approval_answer(
         self, frame: dict[str, Any], tool_use_id: str, input_sha256: str | None
-    ) -> ToolApprovalAnswered:
+    ) -> ApprovalAnswered:
         frame = {**frame, "tool_use_id": tool_use_id}
         if input_sha256 is not None:
             frame["input_sha256"] = input_sha256
         answered = await self._until(
             frame,
             resend=False,
-            match=lambda item: isinstance(item, ToolApprovalAnswered) and item.tool_use_id == tool_use_id,
+            match=lambda item: isinstance(item, ApprovalAnswered) and item.tool_use_id == tool_use_id,
         )
-        assert isinstance(answered, ToolApprovalAnswered)
+        assert isinstance(answered, ApprovalAnswered)
         return answered
 
     async def _until(self, frame: dict[str, Any], *, resend: bool, match: Callable[[Event], bool]) -> Event:
@@ -917,6 +952,31 @@ class Session:
         """The session's public state now (`session.get`)."""
         self._check()
         reply = await self._client._request({"type": "session.get"}, "session.state", resend=True)
+        self.info = reply["session"]
+        return self.info
+
+    async def update(
+        self,
+        *,
+        title: str | None = None,
+        context_window: int | None = None,
+        compact_threshold: float | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> SessionState:
+        """Change the session (`session.update`: `settings` merged, all or nothing; a new window or
+        threshold applies from the next model call, a raised budget to the next message).
+        Returns its state."""
+        self._check()
+        frame: dict[str, Any] = {"type": "session.update", "session_id": self.id}
+        for key, value in (
+            ("title", title),
+            ("context_window", context_window),
+            ("compact_threshold", compact_threshold),
+            ("settings", dict(settings) if settings is not None else None),
+        ):
+            if value is not None:
+                frame[key] = value
+        reply = await self._client._request(frame, "session.state", resend=False)
         self.info = reply["session"]
         return self.info
 
@@ -996,9 +1056,15 @@ class connect:  # noqa: N801 (used like a function, as `websockets.connect` is)
         reconnect: Reconnect | None = None,
         open_timeout: float = 10.0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        api_url: str | None = None,
     ) -> None:
         self._client = Client(
-            url, token, reconnect=reconnect, open_timeout=open_timeout, max_frame_bytes=max_frame_bytes
+            url,
+            token,
+            reconnect=reconnect,
+            open_timeout=open_timeout,
+            max_frame_bytes=max_frame_bytes,
+            api_url=api_url,
         )
 
     async def _open(self) -> Client:

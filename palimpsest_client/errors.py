@@ -52,7 +52,8 @@ class SessionEnded(ProtocolError):
 
 class InvalidRequest(ProtocolError):
     """The frame was refused as malformed or out of bounds (`invalid_frame`, `invalid_value`,
-    `invalid_settings`, `invalid_tools`, `frame_too_large`, `invalid_json`, `unknown_type`)."""
+    `invalid_settings`, `invalid_tools`, `frame_too_large`, `invalid_json`, `unknown_type`; over
+    HTTP also `invalid_document` and `too_large`)."""
 
 
 _BY_CODE: dict[str, type[ProtocolError]] = {
@@ -72,6 +73,9 @@ _BY_CODE: dict[str, type[ProtocolError]] = {
             "frame_too_large",
             "invalid_json",
             "unknown_type",
+            # The HTTP API's (PROTOCOL.md v1.2): an import document refused, a body over the limit.
+            "invalid_document",
+            "too_large",
         ),
         InvalidRequest,
     ),

@@ -76,19 +76,9 @@ class ToolResult(Event):
 
 
 @dataclass(frozen=True)
-class ToolApprovalRequested(Event):
-    """A server tool call waits for an approval (PROTOCOL.md v1.2): answer it with
-    `Session.approve` or `Session.deny` (an operator or the HTTP API may answer it too)."""
+class ApprovalAnswered(Event):
+    """A call that waited for an approval was answered (docs/clients.md): by whom, and how."""
 
-    TYPE: ClassVar[str] = "tool.approval_requested"
-    tool_use_id: str = ""
-    name: str = ""
-    input: dict[str, Any] = field(default_factory=dict)
-    input_sha256: str = ""
-
-
-@dataclass(frozen=True)
-class ToolApprovalAnswered(Event):
     TYPE: ClassVar[str] = "tool.approval_answered"
     tool_use_id: str = ""
     name: str = ""
@@ -216,6 +206,18 @@ class TaskEnded(Event):
     collapsed_messages: int = 0
 
 
+@dataclass(frozen=True)
+class ApprovalRequested(Event):
+    """PROTOCOL.md v1.2: a server tool call waits for the owner's `tool.approve` / `tool.deny`."""
+
+    TYPE: ClassVar[str] = "tool.approval_requested"
+    tool_use_id: str = ""
+    name: str = ""
+    input: dict[str, Any] = field(default_factory=dict)
+    # The digest of `input` (docs/clients.md): an answer that carries it holds for that input only.
+    input_sha256: str = ""
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.TYPE: cls
     for cls in (
@@ -225,8 +227,6 @@ EVENT_TYPES: dict[str, type[Event]] = {
         AssistantMessage,
         ToolCall,
         ToolResult,
-        ToolApprovalRequested,
-        ToolApprovalAnswered,
         NotepadUpdated,
         ScratchpadUpdated,
         CompactionWarning,
@@ -240,6 +240,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         SessionStatus,
         TaskStarted,
         TaskEnded,
+        ApprovalRequested,
+        ApprovalAnswered,
     )
 }
 _BASE_FIELDS = frozenset(f.name for f in dataclasses.fields(Event))

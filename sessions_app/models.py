@@ -176,6 +176,12 @@ class AgentSession(TimestampedModel):
                 condition=Q(lease_expires_at__isnull=False),
                 name="session_lease_expiry_idx",
             ),
+            # Retention's purge: the root sessions that ended before a time.
+            models.Index(
+                fields=["ended_at"],
+                condition=Q(ended_at__isnull=False, parent_session__isnull=True),
+                name="session_root_ended_idx",
+            ),
             # A token's sessions created in the last minute (`services.session_quota_check`).
             models.Index(fields=["owner", "created_at"], name="session_owner_created_idx"),
             # A token's sub-sessions running a turn (the sub-sessions' per-client bound).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db import connection
@@ -24,6 +25,7 @@ from sessions_app.models import (
     ModelCall,
     RequestPart,
     SessionEvent,
+    SessionStatus,
     ToolCall,
     ToolCallStatus,
     ToolExecutor,
@@ -395,6 +397,26 @@ def turn_calls_waiting(
         elif approval == APPROVAL_PENDING:
             asked.append({**call, "input_sha256": input_sha256(tool_input)})
     return client, asked
+
+
+def sessions_past_retention(
+    *, ended_before: datetime, limit: int, after: tuple[datetime, uuid.UUID] | None = None
+) -> list[tuple[uuid.UUID, datetime]]:
+    """Root sessions that ended before `ended_before`, longest ended first, with when they ended
+    (retention's purge; a sub-session goes with its root). `after`: the (ended_at, id) of the last
+    one a previous page gave."""
+    rows = AgentSession.objects.filter(
+        ended_at__lt=ended_before, parent_session__isnull=True, status=SessionStatus.ENDED
+    )
+    if after is not None:
+        rows = rows.filter(Q(ended_at__gt=after[0]) | Q(ended_at=after[0], pk__gt=after[1]))
+    page = rows.order_by("ended_at", "pk").values_list("pk", "ended_at")[:limit]
+    return [(pk, ended) for pk, ended in page if ended is not None]
+
+
+def session_tree_size(*, session_id: uuid.UUID) -> int:
+    """How many sessions a root's tree holds, the root included."""
+    return 1 + AgentSession.objects.filter(root_session_id=session_id).count()
 
 
 def sessions_lease_expired(*, limit: int) -> list[uuid.UUID]:

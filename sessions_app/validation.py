@@ -47,6 +47,14 @@ def _is_int(value: Any) -> bool:
 
 def _check_leaf(path: str, rule: tuple, value: Any) -> Any:
     kind = rule[0]
+    if kind == "optional":
+        # ("optional", inner): null (no value, e.g. no limit) or a value `inner` accepts.
+        if value is None:
+            return None
+        try:
+            return _check_leaf(path, rule[1], value)
+        except SpecError as exc:
+            raise SpecError(exc.code, f"{exc.message}, or null") from None
     if kind == "bool":
         if not isinstance(value, bool):
             raise SpecError("invalid_settings", f"settings.{path} must be true or false")

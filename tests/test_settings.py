@@ -52,3 +52,17 @@ def test_a_bad_compact_threshold_stops_the_start(raw):
         "django.core.exceptions.ImproperlyConfigured: PALIMPSEST_COMPACT_THRESHOLD must be"
     )
     assert last_line.endswith(f"got {raw!r}")
+
+
+# -- PALIMPSEST_RETENTION_DAYS (DESIGN.md "Operating Palimpsest": off by default) -----------------
+@pytest.mark.parametrize(("raw", "value"), [(None, "None"), ("", "None"), ("0", "None"), ("30", "30")])
+def test_retention_is_off_unless_set(raw, value):
+    env = {} if raw is None else {"PALIMPSEST_RETENTION_DAYS": raw}
+    assert setting_value("PALIMPSEST_RETENTION_DAYS", env) == value
+
+
+@pytest.mark.parametrize("raw", ["-1", "abc", "1.5"])
+def test_a_bad_retention_stops_the_start(raw):
+    done = run(["manage.py", "check"], {"PALIMPSEST_RETENTION_DAYS": raw})
+    assert done.returncode != 0
+    assert "PALIMPSEST_RETENTION_DAYS must be" in done.stderr.strip().splitlines()[-1]

@@ -9,7 +9,8 @@ from memory_app.notepad.sandbox_api import SANDBOX_NAME, sandbox_notepad
 from memory_app.notepad.scripted import rule_forget, rule_notepad, rule_remember
 from memory_app.notepad.settings import SETTINGS, SETTINGS_RULES
 from memory_app.notepad.tools import READ_NOTEPAD, UPDATE_NOTEPAD, WRITE_NOTEPAD
-from sessions_app.engine.contract import Feature
+from memory_app.notepad.transfer import notepad_export, notepad_import
+from sessions_app.engine.contract import Feature, FeatureLifecycle
 
 FEATURE = Feature(
     name="notepad",
@@ -20,5 +21,6 @@ FEATURE = Feature(
     sandbox={SANDBOX_NAME: sandbox_notepad},
     scripted_rules=[rule_remember, rule_forget, rule_notepad],
     context_openings=[NOTEPAD_HEADING + "\n", NOTEPAD_CHANGED_LEAD],
+    lifecycle=FeatureLifecycle(export=notepad_export, import_=notepad_import),
     dashboard=DASHBOARD,
 )

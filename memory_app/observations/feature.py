@@ -8,7 +8,8 @@ from memory_app.observations.scripted import rule_read_grep
 from memory_app.observations.selectors import SCOPE_SESSION, SCOPE_TURN
 from memory_app.observations.services import MASKED_RESULT_STORE
 from memory_app.observations.tools import SCRATCHPAD_READ_TOOL
-from sessions_app.engine.contract import Feature
+from memory_app.observations.transfer import observations_export, observations_ids, observations_import
+from sessions_app.engine.contract import Feature, FeatureLifecycle
 
 # Seed 004: results over 4,096 bytes of JSON are stored; observations live an hour; a turn reads
 # only its own (`scope: turn`) unless the session widens that. `enabled` (ours, an addition that
@@ -32,5 +33,6 @@ FEATURE = Feature(
     hooks=[OBSERVATION_HOOK],
     result_store=MASKED_RESULT_STORE,
     scripted_rules=[rule_read_grep],
+    lifecycle=FeatureLifecycle(export=observations_export, ids=observations_ids, import_=observations_import),
     dashboard=DASHBOARD,
 )

@@ -8,7 +8,8 @@ from memory_app.scratchpad.dashboard import DASHBOARD
 from memory_app.scratchpad.scripted import scratchpad_note, scratchpad_plan, scratchpad_ref, scratchpad_show
 from memory_app.scratchpad.settings import SETTINGS, SETTINGS_RULES
 from memory_app.scratchpad.tools import SPEC
-from sessions_app.engine.contract import Feature
+from memory_app.scratchpad.transfer import scratchpad_export, scratchpad_import
+from sessions_app.engine.contract import Feature, FeatureLifecycle
 
 FEATURE = Feature(
     name="scratchpad",
@@ -18,5 +19,6 @@ FEATURE = Feature(
     sections=[SECTION],
     scripted_rules=[scratchpad_plan, scratchpad_note, scratchpad_ref, scratchpad_show],
     context_openings=[prompts.HINT_OPENING, prompts.BLOCK_START],
+    lifecycle=FeatureLifecycle(export=scratchpad_export, import_=scratchpad_import),
     dashboard=DASHBOARD,
 )

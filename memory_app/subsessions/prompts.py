@@ -15,8 +15,8 @@ SPAWN_SESSION_DESCRIPTION = (
     "conversation, so write `task` to stand alone. Its notepad starts empty (a copy of yours with "
     "copy_notepad: true); its scratchpad starts empty. Returns {session_id, status, result}: status "
     '"reported" with the text the child sent with report_result; "no_report" with its last message when it '
-    'ended without reporting; "failed", "cancelled" or "max_steps" with what it had. Several calls in one '
-    "step run their children at the same time."
+    'ended without reporting; "failed", "cancelled", "max_steps" or "budget_reached" (a spending budget '
+    "stopped it) with what it had. Several calls in one step run their children at the same time."
 )
 FORK_SESSION_DESCRIPTION = (
     "Fork this session and wait for the fork's result: a child session that starts with a copy of this "

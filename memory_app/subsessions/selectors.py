@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from sessions_app.budgets import BUDGET_REACHED
 from sessions_app.message_content import RESOLVED, messages_with_content
 from sessions_app.models import AgentSession, Message, MessageRole, ToolCall, ToolCallStatus, Turn
 
@@ -25,10 +26,14 @@ STATUS_NO_REPORT = "no_report"
 STATUS_FAILED = "failed"
 STATUS_CANCELLED = "cancelled"
 STATUS_MAX_STEPS = "max_steps"
+# The child's turn stopped before a model call: its budget or an ancestor's is reached (the
+# parent's own next call then stops too when it is the same budget).
+STATUS_BUDGET_REACHED = BUDGET_REACHED
 _STATUS_OF_STOP_REASON = {
     "end_turn": STATUS_NO_REPORT,
     "cancelled": STATUS_CANCELLED,
     "max_steps": STATUS_MAX_STEPS,
+    BUDGET_REACHED: STATUS_BUDGET_REACHED,
 }
 # How far back a child's last words are looked for.
 LAST_TEXT_MESSAGES = 20
@@ -85,8 +90,8 @@ def subsession_outcome(*, child_id: uuid.UUID, turn_id: uuid.UUID | None) -> dic
     """What the parent's spawn or fork call returns once the child's turn `turn_id` is over:
     `{"session_id", "status", "result"}`. `reported` with the text of the child's report_result
     (its last successful one); otherwise the status its turn ended with (`no_report` for a plain
-    end, `cancelled`, `max_steps`, `failed` for an error or a turn that never ran or never ended)
-    and its last assistant text. The notepad is never part of it (seed 000)."""
+    end, `cancelled`, `max_steps`, `budget_reached`, `failed` for an error or a turn that never
+    ran or never ended) and its last assistant text. The notepad is never part of it (seed 000)."""
     outcome: dict[str, Any] = {"session_id": str(child_id), "status": STATUS_FAILED, "result": ""}
     if turn_id is None:
         return outcome

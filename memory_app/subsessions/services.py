@@ -43,6 +43,7 @@ from memory_app.subsessions import prompts
 from memory_app.tasks import services as tasks_services
 from sessions_app import services
 from sessions_app.authors import AGENT_AUTHOR
+from sessions_app.budgets import budget_not_inherited
 from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.message_content import RESOLVED, messages_with_content
@@ -210,7 +211,7 @@ def subsession_create(
             system_prompt=parent.system_prompt,
             context_window=parent.context_window,
             compact_threshold=parent.compact_threshold,
-            settings=parent.settings,
+            settings=budget_not_inherited(parent.settings),
             client_tools=parent.client_tools,
             token_ratio=parent.token_ratio,
             # A child of an agent's session is one of the agent's too: it sees the agent's

@@ -12,7 +12,7 @@ from django.http import HttpRequest, JsonResponse
 from ninja import NinjaAPI
 from ninja.openapi.docs import Swagger
 
-from sessions_app.api import agents, knowledge, sessions
+from sessions_app.api import agents, knowledge, sessions, transfer
 from sessions_app.api.auth import TokenAuth
 from sessions_app.api.errors import error_handlers_install
 
@@ -37,6 +37,7 @@ def api_build() -> NinjaAPI:
         openapi_url="/openapi.json",
     )
     error_handlers_install(built)
+    built.add_router("", transfer.router)
     built.add_router("", sessions.router)
     built.add_router("", agents.router)
     built.add_router("", knowledge.router)

@@ -1,7 +1,8 @@
 """A request to the API with a body too large to read is answered before anything reads it, as
 the API answers every error: `{"code": "too_large", "message"}`, 413. The limit is Django's
-`DATA_UPLOAD_MAX_MEMORY_SIZE`, and for the skills' zip import the zip's own limit plus room for
-the multipart framing (the view checks the file's size itself). It reads nothing of the body.
+`DATA_UPLOAD_MAX_MEMORY_SIZE`; for a session's import `PALIMPSEST_IMPORT_MAX_BYTES` (the view
+counts a body sent without a length itself); for the skills' zip import the zip's own limit
+plus room for the multipart framing (the view checks the file's size itself). It reads nothing of the body.
 Listed in MIDDLEWARE before the dashboard's `RequestTooLargeMiddleware`, which leaves the API's
 paths to it."""
 
@@ -16,6 +17,8 @@ from sessions_app.agent_skill_files import SKILL_ZIP_MAX_BYTES
 
 API_PREFIX = "/api/"
 ZIP_IMPORT_SUFFIX = "/skills.zip"
+# A session export document (docs/export.md): `PALIMPSEST_IMPORT_MAX_BYTES`.
+SESSION_IMPORT_SUFFIX = "/sessions/import"
 UPLOAD_OVERHEAD_BYTES = 64 * 1024
 
 
@@ -28,6 +31,8 @@ def _body_size(request: HttpRequest) -> int:
 
 def api_body_limit(request: HttpRequest) -> int | None:
     """The largest body the API takes on this request's path (None: no limit)."""
+    if request.method == "POST" and request.path_info.endswith(SESSION_IMPORT_SUFFIX):
+        return settings.PALIMPSEST_IMPORT_MAX_BYTES
     if request.method == "POST" and request.path_info.endswith(ZIP_IMPORT_SUFFIX):
         return SKILL_ZIP_MAX_BYTES + UPLOAD_OVERHEAD_BYTES
     return settings.DATA_UPLOAD_MAX_MEMORY_SIZE

@@ -25,6 +25,15 @@ class Error(Out):
 
 
 # -- sessions ---------------------------------------------------------------
+class Spend(Out):
+    """What a session and the sessions below it spent (what its budget counts); `cost_usd` is
+    null when no model of it has a price."""
+
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+
 class SessionOut(Out):
     """A session's public state (`session` in the websocket's `session.state`)."""
 
@@ -50,6 +59,7 @@ class SessionOut(Out):
     parent_session_id: str | None
     root_session_id: str
     depth: int
+    spend: Spend
 
 
 class ApprovalIn(Body):

@@ -38,7 +38,7 @@ SESSION_NOT_FOUND = "no such session (a client sees only its own sessions)"
 STATUSES = {choice.value for choice in SessionStatus}
 
 
-async def _session(request: HttpRequest, session_id: str) -> AgentSession:
+async def client_session(request: HttpRequest, session_id: str) -> AgentSession:
     """The client's session `session_id` (another client's is not found either: nothing is
     revealed), as the websocket's `session_get_for_token` finds it."""
     try:
@@ -87,7 +87,7 @@ async def sessions_list(
 
 @router.get("/sessions/{session_id}", response={200: SessionOut, **ERRORS}, summary="One session's state")
 async def session_get(request: HttpRequest, session_id: str) -> dict:
-    session = await _session(request, session_id)
+    session = await client_session(request, session_id)
     return await db(engine_sessions.session_state)(session)
 
 
@@ -97,7 +97,7 @@ async def session_get(request: HttpRequest, session_id: str) -> dict:
     summary="Update a session (as session.update: all or nothing)",
 )
 async def session_patch(request: HttpRequest, session_id: str, body: SessionPatch) -> dict:
-    session = await _session(request, session_id)
+    session = await client_session(request, session_id)
     try:
         updated = await db(engine_sessions.session_update)(
             session_id=session.pk,
@@ -119,7 +119,7 @@ async def session_patch(request: HttpRequest, session_id: str, body: SessionPatc
     summary="Delete a session with its sub-sessions (409 while a turn runs)",
 )
 async def session_delete(request: HttpRequest, session_id: str) -> HttpResponse:
-    session = await _session(request, session_id)
+    session = await client_session(request, session_id)
     try:
         await db(engine_sessions.session_delete)(session_id=session.pk)
     except services.TurnInProgress:
@@ -139,12 +139,12 @@ async def session_delete(request: HttpRequest, session_id: str) -> HttpResponse:
     summary="End a session (as session.end): a running turn is cancelled first",
 )
 async def session_end(request: HttpRequest, session_id: str) -> dict:
-    session = await _session(request, session_id)
+    session = await client_session(request, session_id)
     try:
         ended = await engine_agents.session_end(session_id=session.pk, reason="client")
     except AgentSession.DoesNotExist:
         raise not_found("session_not_found", SESSION_NOT_FOUND) from None
-    after = await _session(request, session_id)
+    after = await client_session(request, session_id)
     if session.pk not in ended:
         if after.status == SessionStatus.ENDED:
             raise conflict("session_ended", "this session has ended already")
@@ -169,7 +169,7 @@ async def session_events(
     limit: int = LIMIT,
     cursor: str | None = CURSOR,
 ) -> dict:
-    session = await _session(request, session_id)
+    session = await client_session(request, session_id)
     after = cursor_decode(cursor, int)
     if after is not None and not 0 <= after <= POSITION_MAX:
         raise invalid("cursor: not a cursor this list gave; start again without one")
@@ -191,7 +191,7 @@ async def _approval_answer(
     reason: str | None,
     expected_sha256: str | None,
 ) -> dict:
-    session = await _session(request, session_id)
+    session = await client_session(request, session_id)
     try:
         call = await engine_approvals.tool_call_answer(
             session_id=session.pk,

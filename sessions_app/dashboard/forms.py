@@ -9,6 +9,7 @@ from typing import Any
 
 from django import forms
 
+from sessions_app.budgets import BUDGET_SETTING, MAX_BUDGET_TOKENS, MAX_BUDGET_USD, budget_limits
 from sessions_app.engine.features import features
 from sessions_app.validation import (
     MAX_CONTEXT_WINDOW,
@@ -35,6 +36,20 @@ SETTING_PREFIX = "setting__"  # a generated field's name: setting__notepad__posi
 def _setting_field(rule: tuple, default: Any, label: str) -> forms.Field:
     """The form field of one setting's validation rule (`Feature.settings_rules`)."""
     kind = rule[0]
+    if kind == "optional":
+        # Null by default (e.g. no limit): the inner rule's field, left empty.
+        low, high = rule[1][1], rule[1][2]
+        field_class = forms.IntegerField if rule[1][0] == "int" else forms.FloatField
+        return field_class(
+            required=False,
+            min_value=low,
+            max_value=high,
+            label=label,
+            help_text=f"{low:,}–{high:,}; empty: none",
+            widget=forms.NumberInput(
+                attrs={"placeholder": "none", "step": "1" if rule[1][0] == "int" else "any"}
+            ),
+        )
     if kind == "bool":
         return forms.BooleanField(required=False, initial=default, label=label)
     if kind == "int":
@@ -245,16 +260,75 @@ class SessionUpdateForm(forms.Form):
         help_text="Optional; the keys given change the session's settings, the others stay.",
     )
 
+    # The session's budget (`settings.budget`): applied only when the form carried these fields
+    # (`with_budget_fields`), an empty one meaning no limit; the settings JSON may name it too.
+    with_budget_fields = forms.BooleanField(required=False, widget=forms.HiddenInput)
+    budget_max_cost_usd = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=MAX_BUDGET_USD,
+        label="Budget: cost (USD)",
+        widget=forms.NumberInput(attrs={"placeholder": "no limit", "step": "any"}),
+    )
+    budget_max_input_tokens = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_BUDGET_TOKENS,
+        label="Budget: input tokens",
+        widget=forms.NumberInput(attrs={"placeholder": "no limit"}),
+    )
+    budget_max_output_tokens = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_BUDGET_TOKENS,
+        label="Budget: output tokens",
+        widget=forms.NumberInput(attrs={"placeholder": "no limit"}),
+        help_text="The session's whole tree counts (its sub-sessions' calls too); empty: no limit.",
+    )
+    BUDGET_FIELDS = {
+        "max_cost_usd": "budget_max_cost_usd",
+        "max_input_tokens": "budget_max_input_tokens",
+        "max_output_tokens": "budget_max_output_tokens",
+    }
+
     # Which field a `SpecError` from the operation is about (its message names the field).
     ERROR_FIELDS = ("context_window", "compact_threshold", "title")
+
+    @classmethod
+    def initial_of(cls, session: Any) -> dict[str, Any]:
+        """The form's values for `session`: its title, window, threshold and budget."""
+        limits = budget_limits(session.settings)
+        return {
+            "title": session.title,
+            "context_window": session.context_window,
+            "compact_threshold": session.compact_threshold,
+            "with_budget_fields": True,
+            **{field: getattr(limits, limit) for limit, field in cls.BUDGET_FIELDS.items()},
+        }
 
     def clean_settings(self) -> dict | None:
         return settings_json(self.cleaned_data.get("settings"))
 
+    def clean(self) -> dict[str, Any] | None:
+        cleaned = super().clean()
+        if cleaned is None or self.errors or not cleaned.get("with_budget_fields"):
+            return cleaned
+        given = {limit: cleaned.get(field) for limit, field in self.BUDGET_FIELDS.items()}
+        cleaned["settings"] = _deep_merge({BUDGET_SETTING: given}, cleaned.get("settings") or {})
+        return cleaned
+
     def add_spec_error(self, error: SpecError) -> None:
         """Show the operation's refusal on the field it names (else above the form)."""
         if error.code == "invalid_settings":
-            self.add_error("settings", error.message)
+            budget_field = next(
+                (
+                    field
+                    for limit, field in self.BUDGET_FIELDS.items()
+                    if error.message.startswith(f"settings.{BUDGET_SETTING}.{limit} ")
+                ),
+                None,
+            )
+            self.add_error(budget_field or "settings", error.message)
             return
         field = next((f for f in self.ERROR_FIELDS if error.message.startswith(f)), None)
         self.add_error(field, error.message)

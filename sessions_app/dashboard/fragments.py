@@ -19,10 +19,9 @@ from django.utils.safestring import SafeString, mark_safe
 
 from sessions_app.dashboard import selectors, transcript
 from sessions_app.dashboard.panels import panels_live
+from sessions_app.dashboard.usage_panel import usage_panel_context
 from sessions_app.engine.features import features
-from sessions_app.engine.providers import provider_name_for_model
 from sessions_app.models import AgentSession
-from sessions_app.usage import session_usage
 
 # Events after which the next request's size has changed (and the features' `GaugeRow.events`).
 GAUGE_EVENTS = frozenset(
@@ -129,7 +128,8 @@ def session_fragments(*, session_id: uuid.UUID, events: list[dict], operator: st
         touched.status |= kind in STATUS_EVENTS
         touched.ended |= kind == ENDED_EVENT
         touched.inspector |= kind in MODEL_CALL_EVENTS
-        touched.usage |= kind in MODEL_CALL_EVENTS or kind == "error"
+        # `session.updated`: a budget may have changed (the panel shows spend against it).
+        touched.usage |= kind in MODEL_CALL_EVENTS or kind in ("error", "session.updated")
         touched.approvals |= kind in APPROVAL_EVENTS
         if kind == "compaction.completed":
             touched.new_epoch = event.get("epoch")
@@ -165,12 +165,7 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
         gauge = selectors.context_gauge(session=session)
         parts.append(render_to_string("dashboard/context.html#gauge", {**base, "gauge": gauge}))
     if touched.usage:
-        parts.append(
-            render_to_string(
-                "dashboard/usage.html#panel",
-                {**base, "usage": session_usage(session, provider=provider_name_for_model(session.model))},
-            )
-        )
+        parts.append(render_to_string("dashboard/usage.html#panel", {**base, **usage_panel_context(session)}))
     if touched.approvals:
         approvals = selectors.approvals_pending(session_id=session.pk)
         parts.append(

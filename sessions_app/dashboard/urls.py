@@ -49,6 +49,7 @@ urlpatterns = [
         records.model_call_request_json,
         name="model_call_request",
     ),
+    path("sessions/<uuid:session_id>/export.json", records.session_export, name="session_export"),
     path("approvals/", approvals.approvals_list, name="approvals"),
     path("sessions/<uuid:session_id>/approvals/answer/", approvals.approval_answer, name="approval_answer"),
     path("agents/", agents.agent_list, name="agents"),

@@ -501,16 +501,24 @@ class FeatureLifecycle:
     the caller's transaction; each is optional.
 
     - `export(session_id) -> JSON value`: the feature's rows of the session, as plain JSON, under
-      the feature's name in the session's export;
+      the feature's name in the session's export (docs/export.md; None: nothing to carry); or an
+      iterator, written as a JSON list item by item, each read as it is written (rows too large
+      to hold together: it must keep no cursor open between items, as the export may ask for
+      the next from another database thread);
+    - `ids(new_session_id, data) -> {old id: new id}`: before anything is imported, the new ids
+      of the feature's rows that other parts of the document name in their text (an observation
+      id in a tool result): the importer replaces every one, everywhere in the document, so
+      that the imported session names its own rows;
     - `import_(session_id, data)`: recreate them in a newly imported session from what `export`
-      wrote (raise `ValueError` with a message naming what is wrong: the whole import is rolled
-      back);
+      wrote, every id already replaced (raise `ValueError` with a message naming what is wrong:
+      the whole import is rolled back);
     - `delete(session_id)`: remove what deleting the session's row would not (rows whose foreign
       key protects them, files, caches);
     - `search_documents(session_id)`: what of the session the long-term search index keeps.
     """
 
     export: Callable[[uuid.UUID], Any] | None = None
+    ids: Callable[[uuid.UUID, Any], Mapping[str, str]] | None = None
     import_: Callable[[uuid.UUID, Any], None] | None = None
     delete: Callable[[uuid.UUID], None] | None = None
     search_documents: Callable[[uuid.UUID], Sequence[SearchDocument]] | None = None

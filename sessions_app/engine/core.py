@@ -1,8 +1,10 @@
 """The engine's own feature, always first in the feature list: its settings (the turn's step
-budget), `session_archive_read` (seed 002), and the scripted model's compaction rules."""
+budget, compaction's knobs, the session's spending budget), `session_archive_read` (seed 002),
+and the scripted model's compaction rules."""
 
 from __future__ import annotations
 
+from sessions_app.budgets import BUDGET_DEFAULTS, BUDGET_RULES, BUDGET_SETTING
 from sessions_app.engine.archive import SESSION_ARCHIVE_READ
 from sessions_app.engine.compaction.scripted import answer_the_compaction_warning, summarize
 from sessions_app.engine.contract import Feature
@@ -29,6 +31,8 @@ CORE_FEATURE = Feature(
             "summary_max_tokens": 2000,
             "turn_keep_steps": 2,
         },
+        # PROTOCOL.md v1.2: limits on what the session's tree spends (`sessions_app.budgets`).
+        BUDGET_SETTING: dict(BUDGET_DEFAULTS),
         # PROTOCOL.md v1.2: tool name (or prefix*) -> always_allow / always_ask (`common.approvals`).
         "approvals": {},
     },
@@ -40,6 +44,7 @@ CORE_FEATURE = Feature(
             "summary_max_tokens": ("int", 100, 32_000),
             "turn_keep_steps": ("int", 1, 100),
         },
+        BUDGET_SETTING: BUDGET_RULES,
         "approvals": ("policy_map",),
     },
     tools=[SESSION_ARCHIVE_READ],

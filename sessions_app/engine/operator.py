@@ -14,6 +14,7 @@ import uuid
 from sessions_app import services
 from sessions_app.common.db import db, db_heavy
 from sessions_app.common.estimate import estimate_json_tokens
+from sessions_app.engine.budget_check import BudgetReached
 from sessions_app.engine.compaction import tiers
 from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.engine.features import features
@@ -63,6 +64,8 @@ class OperatorCompaction(TurnRunner):
                     error = f"The compaction failed: {self.compactor.failure}"
         except (LeaseLost, TurnCancelled):
             error = "The compaction was interrupted."
+        except BudgetReached as exc:
+            error = f"The compaction was not made: {exc.stop.message}"
         except Exception:
             logger.exception("operator compaction of session %s failed", self.session_id)
             error = "The compaction failed inside the server."
@@ -78,6 +81,7 @@ class OperatorCompaction(TurnRunner):
         client is there to run its own: those calls are answered with an error). A failed model
         call is logged and the summary goes on."""
         snapshot = prepared.snapshot
+        await self.budget_guard(snapshot, prepared.built)
         self.steps = 1
         try:
             response, call_data, delta_text = await self._call_model(provider, snapshot, prepared.built)

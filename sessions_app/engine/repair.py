@@ -10,6 +10,8 @@ or sends it a frame; this sweep finds the others (one query on the lease expiry 
 A lease records its holder's host and pid: a turn whose holder was a process of this host that
 is gone is repaired by the next round without waiting for its lease to run out.
 
+The same round purges the sessions past retention when it is on and due (`engine.retention`).
+
 The sweep is started by the first connection a process serves (`sweeper_ensure`): daphne has no
 startup hook, and a process that serves nobody has nobody to tell.
 """
@@ -25,6 +27,7 @@ from django.conf import settings
 from sessions_app import selectors
 from sessions_app.common.db import db
 from sessions_app.common.processes import process_gone, process_host
+from sessions_app.engine.retention import retention_sweep_if_due
 from sessions_app.engine.runner import turn_repair_if_dead
 from sessions_app.process_tasks import task_in_loop
 
@@ -81,3 +84,7 @@ async def _sweep_forever() -> None:
         except Exception:
             # A passing database error: the next round tries again.
             logger.warning("sweeping for dead turns failed; retrying", exc_info=True)
+        try:
+            await retention_sweep_if_due()
+        except Exception:
+            logger.warning("purging sessions past retention failed; retrying", exc_info=True)

@@ -22,11 +22,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from sessions_app import selectors, services
+from sessions_app.budgets import BUDGET_REACHED
 from sessions_app.common.content import nul_free
 from sessions_app.common.db import db, db_heavy, db_lease
 from sessions_app.common.estimate import estimate_json_tokens
 from sessions_app.common.types import ModelCallData, PlannedToolCall
 from sessions_app.engine import records
+from sessions_app.engine.budget_check import BudgetReached, budget_guard
 from sessions_app.engine.compaction import budget, tiers
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.contract import SessionSnapshot, Turns
@@ -423,6 +425,9 @@ class TurnRunner:
                 stop_reason = "cancelled"
         except TurnCancelled:
             stop_reason = "cancelled"
+        except BudgetReached:
+            # Before a model call: what the turn did so far is stored (DESIGN.md, "Budgets").
+            stop_reason = BUDGET_REACHED
         except LeaseLost:
             error = "the turn lost its lease"
         except ProviderError as exc:
@@ -566,8 +571,13 @@ class TurnRunner:
             if self.steps >= snapshot.setting("max_steps_per_turn"):
                 return "max_steps"
             self.steps += 1
-            prepared = await self.compactor.prepare(provider)
-            snapshot, built = prepared.snapshot, prepared.built
+            try:
+                prepared = await self.compactor.prepare(provider)
+                snapshot, built = prepared.snapshot, prepared.built
+                await self.budget_guard(snapshot, built)
+            except BudgetReached:
+                self.steps -= 1  # the step's call was not made
+                raise
             try:
                 response, call_data, delta_text = await self._call_model(provider, snapshot, built)
             except ProviderError as exc:
@@ -742,6 +752,13 @@ class TurnRunner:
         await db(services.model_call_record)(session_id=self.session_id, turn_id=self.turn_id, data=data)
 
     # -- the model call ----------------------------------------------------
+    async def budget_guard(self, snapshot: SessionSnapshot, built: BuiltRequest) -> None:
+        """`BudgetReached` when the budget forbids the call of `built` (its estimated input, as
+        the call's record predicts it)."""
+        await budget_guard(
+            snapshot, input_estimate=budget.estimate_prompt_tokens(snapshot, built.estimated_tokens)
+        )
+
     async def _call_model(
         self, provider: Provider, snapshot: SessionSnapshot, built: BuiltRequest
     ) -> tuple[ModelResponse, ModelCallData, str]:

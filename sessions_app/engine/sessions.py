@@ -16,6 +16,8 @@ from django.conf import settings as django_settings
 from django.db import transaction
 
 from sessions_app import selectors, services
+from sessions_app.budgets import session_spend
+from sessions_app.engine.budget_check import price_here
 from sessions_app.engine.features import features
 from sessions_app.engine.providers import (
     context_window_resolve,
@@ -160,9 +162,17 @@ def session_delete(*, session_id: uuid.UUID) -> list[uuid.UUID]:
 
 def session_state(session: AgentSession) -> dict[str, Any]:
     """The session as clients see it (`session.created`, `session.state`): its row, the server
-    tools its model is offered now and the provider that answers it."""
-    return selectors.session_public_state(
+    tools its model is offered now, the provider that answers it, and `spend`: what it and the
+    sessions below it spent, as its budget counts it (docs/budgets.md)."""
+    state = selectors.session_public_state(
         session=session,
         server_tools=features().offered_names(session),
         provider=provider_name_for_model(session.model),
     )
+    spend = session_spend(session=session, price_of=price_here)
+    state["spend"] = {
+        "input_tokens": spend.input_tokens,
+        "output_tokens": spend.output_tokens,
+        "cost_usd": round(spend.cost_usd, 6) if spend.cost_usd is not None else None,
+    }
+    return state

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from sessions_app.common import metrics
 from sessions_app.message_content import messages_with_content, resolved
 from sessions_app.models import (
     AgentSession,
@@ -294,6 +295,8 @@ def _compaction_announce(session_id: uuid.UUID, archive: Archive, *, epoch: int,
             "kind": kind,
         },
     )
+    trigger = archive.trigger
+    transaction.on_commit(lambda: metrics.compaction_observed(trigger=trigger, kind=kind, completed=True))
 
 
 def masked_result_store(
@@ -358,10 +361,16 @@ def compaction_masked_announce(
     )
 
 
-def compaction_failure_record(*, session_id: uuid.UUID, message: str) -> int:
+def compaction_failure_record(
+    *, session_id: uuid.UUID, message: str, trigger: str = "", kind: str = ""
+) -> int:
     """Count a failed compaction (the breaker trips at COMPACTION_BREAKER_FAILURES in a row) and
-    announce it (`compaction.failed`, an addition). Returns the failures in a row."""
+    announce it (`compaction.failed`, an addition). `trigger` and `kind` (of the compaction that
+    failed) label it in the metrics. Returns the failures in a row."""
     with transaction.atomic():
+        transaction.on_commit(
+            lambda: metrics.compaction_observed(trigger=trigger, kind=kind, completed=False)
+        )
         AgentSession.objects.filter(pk=session_id).update(compaction_failures=F("compaction_failures") + 1)
         failures = (
             AgentSession.objects.filter(pk=session_id).values_list("compaction_failures", flat=True).get()

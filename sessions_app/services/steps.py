@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from sessions_app.common import metrics
 from sessions_app.common.approvals import APPROVAL_PENDING, input_sha256
 from sessions_app.common.caches import LRUCache
 from sessions_app.common.estimate import estimate_json_tokens
@@ -39,6 +40,7 @@ from sessions_app.services.turns import (
     lease_holder_expected,
     turn_lock,
 )
+from sessions_app.usage import SCRIPTED_PROVIDER, UsageTotals, model_price
 
 # The observed provider/local token ratio is smoothed and kept within sane bounds.
 TOKEN_RATIO_WEIGHT = 0.5
@@ -102,8 +104,35 @@ def request_parts_store(parts: dict[str, str]) -> None:
     transaction.on_commit(stored)
 
 
+def _model_call_counted(data: ModelCallData) -> None:
+    """Count the call in the metrics once the transaction that records it commits."""
+    usage = data.usage
+    totals = UsageTotals(
+        model_calls=1,
+        input_tokens=usage.get("input_tokens", 0) or 0,
+        output_tokens=usage.get("output_tokens", 0) or 0,
+        cache_creation_tokens=usage.get("cache_creation_input_tokens", 0) or 0,
+        cache_read_tokens=usage.get("cache_read_input_tokens", 0) or 0,
+    )
+    price = None if data.provider == SCRIPTED_PROVIDER else model_price(data.model)
+    transaction.on_commit(
+        lambda: metrics.model_call_observed(
+            provider=data.provider,
+            purpose=data.purpose,
+            failed=bool(data.error),
+            duration_seconds=data.duration_ms / 1000,
+            uncached=totals.input_tokens,
+            cache_write=totals.cache_creation_tokens,
+            cache_read=totals.cache_read_tokens,
+            output=totals.output_tokens,
+            cost_usd=totals.cost(price),
+        )
+    )
+
+
 def _model_call_create(*, session_id: uuid.UUID, turn_id: uuid.UUID | None, data: ModelCallData) -> ModelCall:
     request_parts_store(data.request_parts)
+    _model_call_counted(data)
     call = _model_call(session_id=session_id, turn_id=turn_id, data=data)
     call.save(force_insert=True)
     return call
@@ -335,8 +364,11 @@ def _assistant_step_write(
     request_parts_store(call.request_parts)
     record = _model_call_values(session_id=session_id, turn_id=turn_id, data=call)
     values_insert(ModelCall, tuple(record), [tuple(record.values())])
+    _model_call_counted(call)
     if steps is not None:
         object_update(Turn, turn_id, ended_at=now, stop_reason=stop_reason, steps=steps, error="")
+        ended = stop_reason or ""
+        transaction.on_commit(lambda: metrics.turn_ended(stop_reason=ended))
     message = None
     if content:
         message = message_insert(
@@ -433,6 +465,9 @@ def tool_results_store(
             turn_id=turn_id,
             token_estimate=token_estimate,
         )
+        failed = [outcome.name for outcome in outcomes if outcome.is_error]
+        if failed:
+            transaction.on_commit(lambda: metrics.tool_errors_observed(names=failed))
     return message
 
 

@@ -27,6 +27,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from sessions_app.announce import announce_on_commit
+from sessions_app.common import metrics
 from sessions_app.common.processes import process_gone, process_host
 from sessions_app.common.types import PlannedToolCall, StoredMessage
 from sessions_app.fastpath.counters import session_update, session_update_if, session_update_if_read
@@ -401,6 +402,7 @@ def _dead_turn_close(session: AgentSession, now: Any) -> None:
         type="turn.completed",
         payload={"turn_id": str(dead), "stop_reason": stop_reason},
     )
+    transaction.on_commit(lambda: metrics.turn_ended(stop_reason=stop_reason))
 
 
 def turn_repair(
@@ -626,6 +628,7 @@ def turn_close(
     caller to emit with its own events."""
     now = timezone.now()
     Turn.objects.filter(pk=turn_id).update(ended_at=now, stop_reason=stop_reason, steps=steps, error=error)
+    transaction.on_commit(lambda: metrics.turn_ended(stop_reason=stop_reason))
     AgentSession.objects.filter(pk=session_id, current_turn_id=turn_id).update(
         **LEASE_RELEASED,
         status=SessionStatus.ERROR if stop_reason == "error" else SessionStatus.IDLE,

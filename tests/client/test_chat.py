@@ -334,26 +334,59 @@ async def test_a_line_ending_with_a_backslash_goes_on_with_the_message(daphne: D
     ]
 
 
-async def test_a_tool_call_that_asks_is_approved_then_denied_from_the_chat(daphne: Daphne, token: str):
+async def test_budget_shows_spend_sets_a_limit_and_lifts_it(daphne: Daphne, token: str):
+    """`/budget` (issue 36 item 8): the limits and the spend; a limit reached stops the next turn
+    with `budget_reached`; `/budget off` lets the next message go on."""
     out = io.StringIO()
     async with connect(daphne.ws_url, token) as client:
         chat = Chat(client, out, interactive=False)
-        chat.session = await client.create_session(settings={"approvals": {"count_words": "always_ask"}})
+        await chat.start(None)
         await chat.run(
             scripted(
-                "/approve",
-                'tool count_words {"text": "a b c"}',
-                "/approve",
-                'tool count_words {"text": "d"}',
-                "/deny not in this chat",
+                "/budget",
+                "echo spend something",
+                "/budget input 1",
+                "echo over the budget",
+                "/budget cost x",
+                "/budget off",
+                "echo on again",
             )
         )
     lines = out.getvalue().splitlines()
-    assert lines[0] == "No tool call waits for an approval."
-    asks = [line for line in lines if "waits for your approval" in line]
-    assert len(asks) == 2 and asks[0].startswith('  · tool count_words {"text": "a b c"} waits')
-    assert any(line.startswith("  · count_words approved by client:") for line in lines)
-    assert any(
-        line.startswith("  · count_words denied by client:") and "not in this chat" in line for line in lines
-    )
-    assert any(line.startswith("  · count_words failed ") and "not in this chat" in line for line in lines)
+    budgets = [line for line in lines if line.startswith("Budget:")]
+    # The scripted model has no price: its spend is in tokens only.
+    assert budgets[0] == "Budget: none. Spent: no price known, 0 input and 0 output tokens."
+    assert budgets[1].startswith("Budget: input 1. Spent: no price known, ")
+    assert "  · turn ended: budget_reached" in lines
+    assert "model> over the budget" not in lines
+    assert "Usage: /budget cost N (a number)" in lines
+    assert budgets[2].startswith("Budget: none.")
+    assert lines[-1] == "model> on again"
+
+
+async def test_export_then_import_attaches_to_the_copy(daphne: Daphne, token: str, tmp_path: Path):
+    """`/export FILE` and `/import FILE` (issue 36 item 8): the copy is a new session of this
+    token, attached, that remembers what the original's notepad holds."""
+    out = io.StringIO()
+    target = tmp_path / "exported.json"
+    async with connect(daphne.ws_url, token) as client:
+        chat = Chat(client, out, interactive=False)
+        await chat.start(None)
+        original = chat.session.id if chat.session else ""
+        await chat.run(
+            scripted(
+                "remember: the Q3 gap is in EMEA",
+                "/export",
+                f"/export {target}",
+                f"/import {tmp_path / 'missing.json'}",
+                f"/import {target}",
+                "/notepad",
+            )
+        )
+        copy = chat.session.id if chat.session else ""
+    lines = out.getvalue().splitlines()
+    assert "Usage: /export FILE" in lines
+    assert any(line.startswith(f"Exported session {original} to {target} (") for line in lines)
+    assert any(line.startswith(f"! cannot read {tmp_path / 'missing.json'}") for line in lines)
+    assert f"Imported {target} as session {copy}." in lines and copy != original
+    assert lines[-1] == "the Q3 gap is in EMEA"

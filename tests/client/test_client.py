@@ -14,6 +14,7 @@ import pytest
 from palimpsest_client import (
     AgentExists,
     AgentNotFound,
+    ApprovalRequested,
     AssistantDelta,
     AssistantMessage,
     AuthenticationError,
@@ -27,7 +28,6 @@ from palimpsest_client import (
     SessionEnded,
     SessionNotFound,
     SessionSpawned,
-    ToolApprovalRequested,
     ToolCall,
     ToolError,
     ToolResult,
@@ -392,7 +392,7 @@ async def test_a_call_that_asks_is_approved_or_denied_by_the_caller(daphne, toke
         seen: list[Event] = []
         async for event in session.send('tool count_words {"text": "a b c"}'):
             seen.append(event)
-            if isinstance(event, ToolApprovalRequested):
+            if isinstance(event, ApprovalRequested):
                 with pytest.raises(ProtocolError) as stale:
                     await session.approve(event.tool_use_id, input_sha256="0" * 64)
                 assert stale.value.code == "approval_input_mismatch"
@@ -404,7 +404,7 @@ async def test_a_call_that_asks_is_approved_or_denied_by_the_caller(daphne, toke
             await session.deny(result.tool_use_id)
         assert late.value.code == "approval_not_pending"
         async for event in session.send('tool count_words {"text": "x"}'):
-            if isinstance(event, ToolApprovalRequested):
+            if isinstance(event, ApprovalRequested):
                 denied = await session.deny(event.tool_use_id, "not now")
                 assert (denied.approved, denied.reason) == (False, "not now")
             if isinstance(event, ToolResult):

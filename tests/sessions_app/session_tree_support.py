@@ -8,10 +8,11 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.apps import apps
+from django.db import connection
 
 from sessions_app.engine import runner
 from sessions_app.engine.operator import compaction_operator_start
-from sessions_app.models import AgentSession
+from sessions_app.models import AgentSession, MaskedResult
 from tests.dashboard.conftest import chat, session_new
 from tests.memory_app.observation_helpers import big_log, use_fs_root
 
@@ -37,6 +38,10 @@ async def session_full(settings: Any, tmp_path: Path) -> AgentSession:
         await compaction_operator_start(session_id=session.pk)
         await runner.turns_wait_idle(timeout=10)
         await sync_to_async(chat)(session.pk, "remember: after a compaction")
+    # A masked result (the masking tier's record; the session's window is too large to mask).
+    await sync_to_async(MaskedResult.objects.create)(
+        session=session, epoch=2, tool_use_id="toolu_masked", size_chars=10, placeholder="[masked]"
+    )
     return session
 
 
@@ -51,4 +56,12 @@ def rows_left() -> dict[str, int]:
             count = model._default_manager.count()
             if count:
                 counts[model._meta.label_lower] = count
+    if connection.vendor == "sqlite":
+        # recall's full-text index on SQLite is an FTS5 table of its own, kept by triggers
+        # (PostgreSQL's is a column of the documents' rows, counted above).
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM sessions_app_recalldocument_fts")
+            (count,) = cursor.fetchone()
+        if count:
+            counts["sessions_app_recalldocument_fts"] = count
     return counts

@@ -29,6 +29,8 @@ EVERY_KIND = {
     "sessions_app.turn",
     "sessions_app.toolcall",
     "sessions_app.modelcall",
+    "sessions_app.maskedresult",
+    "sessions_app.recalldocument",
     "memory_app.notepadrevision",
     "memory_app.scratchpad",
     "memory_app.scratchpadrevision",

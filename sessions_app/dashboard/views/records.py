@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.http import Http404, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
@@ -14,6 +14,7 @@ from sessions_app import selectors as session_selectors
 from sessions_app.dashboard import panels, selectors
 from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.views.common import HtmxHttpRequest, session_or_404
+from sessions_app.engine import transfer
 
 
 # ---------------------------------------------------------------------------
@@ -86,4 +87,15 @@ def model_call_request_json(request: HtmxHttpRequest, session_id: uuid.UUID, cal
     body = session_selectors.model_call_request(call=call)
     response = JsonResponse(body, json_dumps_params={"ensure_ascii": False, "indent": 2})
     response["Content-Disposition"] = f'inline; filename="request-{call.pk}.json"'
+    return response
+
+
+@require_safe
+@operator_required
+def session_export(request: HtmxHttpRequest, session_id: uuid.UUID) -> StreamingHttpResponse:
+    """The session (with its sub-sessions) as one JSON document (docs/export.md), streamed: read
+    piece by piece in the engine's database threads, never held whole in memory."""
+    session = session_or_404(session_id)
+    response = StreamingHttpResponse(transfer.export_stream(session.pk), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="session-{session.pk}.json"'
     return response

@@ -22,6 +22,7 @@ from sessions_app import services
 from sessions_app.dashboard import panels, selectors
 from sessions_app.dashboard.auth import operator_required
 from sessions_app.dashboard.forms import MessageForm, SessionUpdateForm
+from sessions_app.dashboard.usage_panel import usage_panel_context
 from sessions_app.dashboard.views.common import HtmxHttpRequest, session_or_404
 from sessions_app.engine import agents as engine_agents
 from sessions_app.engine import runner
@@ -44,7 +45,7 @@ def session_page_context(session: AgentSession) -> dict[str, Any]:
         "page": selectors.transcript_page(session_id=session.pk, until_seq=last_seq),
         "streaming": selectors.stream_in_progress(session=session),
         "gauge": selectors.context_gauge(session=session),
-        "usage": session_usage(session, provider=provider_name_for_model(session.model)),
+        **usage_panel_context(session),
         "timeline": selectors.timeline(session_id=session.pk),
         "message_form": MessageForm(),
         "update_form": session_update_form(session),
@@ -58,13 +59,7 @@ def session_page_context(session: AgentSession) -> dict[str, Any]:
 
 def session_update_form(session: AgentSession) -> SessionUpdateForm:
     """The session's edit form, showing its current title, window and threshold."""
-    return SessionUpdateForm(
-        initial={
-            "title": session.title,
-            "context_window": session.context_window,
-            "compact_threshold": session.compact_threshold,
-        }
-    )
+    return SessionUpdateForm(initial=SessionUpdateForm.initial_of(session))
 
 
 @require_safe
@@ -241,7 +236,15 @@ def session_edit(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRespons
             if not request.htmx:
                 return redirect(reverse("dashboard:session", args=[session.pk]))
             context = {"session": session, "update_form": session_update_form(session), "update_saved": True}
-            return render(request, "dashboard/session.html#update-form", context)
+            # The usage panel too (out of band): it shows spend against the budget just changed.
+            form_html = render(request, "dashboard/session.html#update-form", context)
+            panel = render(
+                request,
+                "dashboard/usage.html#panel",
+                {"session": session, "oob": True, **usage_panel_context(session)},
+            )
+            form_html.content += panel.content
+            return form_html
     context = {"session": session, "update_form": form}
     return render(request, "dashboard/session.html#update-form", context, status=422)
 

@@ -133,6 +133,15 @@ class CompactionFailed(Exception):
     """The summary call kept failing (after its retries): nothing was compacted."""
 
 
+def summary_input_estimate(
+    session: SessionSnapshot, history: Sequence[StoredMessage], previous_summary: str | None
+) -> int:
+    """About how many input tokens summarizing `history` (after `previous_summary`) sends, in
+    all its calls (the budget's check before them)."""
+    local = sum(m.token_estimate for m in history) + estimate_text_tokens(previous_summary or "")
+    return round((session.token_ratio or 1.0) * local) + SUMMARY_REQUEST_OVERHEAD_TOKENS
+
+
 def _max_tokens(session: SessionSnapshot, input_tokens: int, limit: int) -> int:
     """The summary's own bound, lowered so that the call stays inside the window."""
     room = session.context_window - input_tokens - window_headroom(session, input_tokens)

@@ -30,10 +30,11 @@ from sessions_app import services
 from sessions_app.common.content import content_text, text_clip_middle
 from sessions_app.common.db import db, db_heavy
 from sessions_app.common.estimate import estimate_text_tokens
+from sessions_app.engine.budget_check import budget_guard
 from sessions_app.engine.compaction import budget
 from sessions_app.engine.compaction.budget import ContextWindowTooSmall
 from sessions_app.engine.compaction.masking import Masked, mask_candidates, results_mask
-from sessions_app.engine.compaction.summary import CompactionFailed, summarize
+from sessions_app.engine.compaction.summary import CompactionFailed, summarize, summary_input_estimate
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.engine.feature_set import FeatureSet
@@ -391,6 +392,9 @@ class Compactor:
         """Store seed 000's warning; the request of the warning step (before a compaction of
         `kind`: `compact_warned` makes it)."""
         runner = self.runner
+        # Not stored when the budget would not allow the warning step's call (`BudgetReached`):
+        # the next turn would give it again.
+        await budget_guard(snapshot, input_estimate=estimate)
         warning = await db(services.compaction_warning_store)(
             session_id=runner.session_id,
             turn_id=runner.turn_id,
@@ -455,10 +459,12 @@ class Compactor:
         and the running turn's messages (before the warning step). False when the summary kept
         failing: then nothing changed but the failure count (`compaction.failed`)."""
         runner = self.runner
-        await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.COMPACTING)
-        started = time.monotonic()
         # The summary the epoch starts with: what the last compaction of the history wrote.
         previous = self.lead_summary()
+        # The summary is a model call too: not made past a budget (`BudgetReached`).
+        await budget_guard(snapshot, input_estimate=summary_input_estimate(snapshot, self.older(), previous))
+        await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.COMPACTING)
+        started = time.monotonic()
         end = self.warning_position if self.warning_position is not None else self.history.last_position + 1
         carry = [m.position for m in self.history.stored if self.turn_start <= m.position < end]
         # What the next epoch's request leaves for the summary, so that it still fits the window
@@ -478,7 +484,7 @@ class Compactor:
                 )
             )
         except CompactionFailed as exc:
-            await self._failure_record(exc)
+            await self._failure_record(exc, trigger=trigger, kind=KIND_HISTORY)
             return False
         tokens_after = await db(self._estimate_after)(snapshot, self._history_after(summary, carry))
         archive_row, messages = await db(services.compaction_store)(
@@ -526,6 +532,9 @@ class Compactor:
         plan = self._turn_plan(snapshot, force=True, end=end)
         if plan is None:
             return False
+        await budget_guard(
+            snapshot, input_estimate=summary_input_estimate(snapshot, plan.steps, plan.previous)
+        )
         await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.COMPACTING)
         started = time.monotonic()
         fits = budget.fit_limit(replace(snapshot, last_prompt_tokens=None))
@@ -552,7 +561,7 @@ class Compactor:
                 )
             )
         except CompactionFailed as exc:
-            await self._failure_record(exc)
+            await self._failure_record(exc, trigger=trigger, kind=KIND_TURN)
             return False
         note = TURN_SUMMARY_MESSAGE.format(summary=summary)
         tokens_after = await db(self._estimate_after)(snapshot, self._turn_after(plan, note))
@@ -573,10 +582,12 @@ class Compactor:
         await self._epoch_begin(messages, turn_start=messages[len(plan.before) - 1].position)
         return True
 
-    async def _failure_record(self, exc: CompactionFailed) -> None:
+    async def _failure_record(self, exc: CompactionFailed, *, trigger: str, kind: str) -> None:
         self.failure = str(exc)
         runner = self.runner
-        await db(services.compaction_failure_record)(session_id=runner.session_id, message=str(exc))
+        await db(services.compaction_failure_record)(
+            session_id=runner.session_id, message=str(exc), trigger=trigger, kind=kind
+        )
         await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.RUNNING)
 
     async def _epoch_begin(self, messages: list[Message], *, turn_start: int | None) -> None:

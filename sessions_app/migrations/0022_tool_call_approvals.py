@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0020_agent_mcp_servers'),
+        ('sessions_app', '0021_session_root_ended_index'),
     ]
 
     operations = [
