@@ -345,7 +345,7 @@ class Chat:
                 await self.import_session(argument.strip())
             elif command == "/budget":
                 await self.budget(session, argument.split())
-            elif command in ("/approve", "/deny") or (self.approvals and text.lower() in YES_NO):
+            elif command in ("/approve", "/deny") or (self.approvals and command.lower() in YES_NO):
                 await self.answer_approval(command, argument.strip(), text)
             elif command == "/attach":
                 if not argument.strip():
@@ -409,7 +409,7 @@ class Chat:
         if not self.approvals:
             self.line("No tool call waits for approval.")
             return
-        allow = command == "/approve" or text.lower() in YES
+        allow = command == "/approve" or command.lower() in YES
         reason = argument if command == "/deny" else text.partition(" ")[2].strip()
         asked = next(iter(self.approvals.values()))
         if command == "/approve" and argument:

@@ -390,3 +390,27 @@ async def test_export_then_import_attaches_to_the_copy(daphne: Daphne, token: st
     assert any(line.startswith(f"! cannot read {tmp_path / 'missing.json'}") for line in lines)
     assert f"Imported {target} as session {copy}." in lines and copy != original
     assert lines[-1] == "the Q3 gap is in EMEA"
+
+
+async def test_a_tool_call_waiting_for_approval_is_answered_with_y_or_n(daphne: Daphne, token: str):
+    """Against the server's approvals (docs/approvals.md): piped input answers a waiting call with
+    the next line; `n REASON` refuses it with the reason, which the model reads."""
+    out = io.StringIO()
+    async with connect(daphne.ws_url, token) as client:
+        chat = Chat(client, out, interactive=False)
+        chat.session = await client.create_session(settings={"approvals": {"count_words": "always_ask"}})
+        await chat.run(
+            scripted(
+                'tool count_words {"text": "a b c"}',
+                "y",
+                'tool count_words {"text": "d"}',
+                "n not in this chat",
+            )
+        )
+    lines = out.getvalue().splitlines()
+    asks = [line for line in lines if "waits for your approval" in line]
+    assert len(asks) == 2 and asks[0].startswith('  · tool count_words {"text": "a b c"} waits')
+    assert any(line.startswith("Approved count_words (") for line in lines)
+    assert any(line.startswith("Denied count_words (") for line in lines)
+    assert any(line.startswith("  · count_words → ") for line in lines)
+    assert any(line.startswith("  · count_words failed ") and "not in this chat" in line for line in lines)
