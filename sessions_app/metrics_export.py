@@ -1,4 +1,4 @@
-"""The `/metrics` exposition (docs/operations.md): the counters and histograms of
+"""The `/metrics` exposition (docs/deploy.md, "Metrics"): the counters and histograms of
 `sessions_app.common.metrics` (summed over every server process in prometheus-client's
 multiprocess mode, `PROMETHEUS_MULTIPROC_DIR`), and the state read from the database at scrape
 time by `StateCollector`: sessions by status, the cache read share over every recorded call, and
@@ -16,19 +16,11 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from sessions_app import selectors
 from sessions_app.common.metrics import PREFIX
 from sessions_app.models import AgentSession, SessionStatus
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-
-
-def approvals_pending_count() -> int | None:
-    """The tool calls waiting for an approval (DESIGN.md, "Approvals"), across every session.
-
-    Approvals are being built (issue 36): until they are stored, there is nothing to count and
-    the gauge `palimpsest_approvals_pending` is not exported. Their selector plugs in here (a
-    `COUNT` of the pending approvals' rows), and the gauge appears with it."""
-    return None
 
 
 class StateCollector(Collector):
@@ -54,11 +46,11 @@ class StateCollector(Collector):
                 "cache; the counters' rate gives it over a window.",
                 value=read / prompt,
             )
-        pending = approvals_pending_count()
-        if pending is not None:
-            yield GaugeMetricFamily(
-                f"{PREFIX}_approvals_pending", "Tool calls waiting for an approval.", value=pending
-            )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_approvals_pending",
+            "Tool calls waiting for an approval.",
+            value=selectors.approvals_pending_count(),
+        )
 
 
 class _ThisProcess(Collector):

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db import connection
-from django.db.models import IntegerField, JSONField, Q, QuerySet
+from django.db.models import F, IntegerField, JSONField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -426,3 +426,14 @@ def sessions_lease_expired(*, limit: int) -> list[uuid.UUID]:
         .order_by("lease_expires_at")
         .values_list("pk", flat=True)[:limit]
     )
+
+
+def approvals_pending_count() -> int:
+    """The tool calls waiting for an approval across every session (their turn still runs and is
+    not asked to cancel): the dashboard's badge and the `palimpsest_approvals_pending` gauge."""
+    return ToolCall.objects.filter(
+        approval=APPROVAL_PENDING,
+        status=ToolCallStatus.PENDING,
+        turn_id=F("session__current_turn_id"),
+        session__cancel_requested=False,
+    ).count()

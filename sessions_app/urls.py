@@ -8,6 +8,6 @@ app_name = "sessions_app"
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
-    # Prometheus (docs/operations.md): staff, or the metrics token.
+    # Prometheus (docs/deploy.md, "Metrics"): staff, or the metrics token.
     path("metrics", views.metrics, name="metrics"),
 ]

@@ -30,7 +30,7 @@ def _metrics_token_ok(header: str) -> bool:
 
 @require_safe
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus's scrape (docs/operations.md): for `Authorization: Bearer
+    """Prometheus's scrape (docs/deploy.md, "Metrics"): for `Authorization: Bearer
     <PALIMPSEST_METRICS_TOKEN>` or a staff login. A wrong or missing token (and no staff login)
     is 401; a login that is not staff is 403."""
     header = request.headers.get("Authorization", "")

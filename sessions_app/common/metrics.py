@@ -1,4 +1,4 @@
-"""What an operator scrapes at `/metrics` (issue 36 item 6; docs/operations.md): the counters and
+"""What an operator scrapes at `/metrics` (issue 36 item 6; docs/deploy.md, "Metrics"): the counters and
 histograms of what happens, incremented where it happens, after its write commits.
 
 Every writer may import this module (it is on the neutral floor: it imports nothing of the

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,12 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from sessions_app import services
 from sessions_app.models import AgentSession, SessionStatus
 from tests.dashboard.conftest import chat, session_new
 from tests.fake_anthropic import text, tool_use
 from tests.servers import BASE_DIR, Daphne, manage, server_env
+from tests.sessions_app.test_approvals import _asked_step
 from tests.sessions_app.test_budgets import budget
 from tests.sessions_app.test_usage import PRICES
 
@@ -253,3 +256,18 @@ def test_a_metric_that_cannot_be_counted_is_logged_not_raised(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "went on"
     assert "could not be counted (turn_ended)" in done.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_approvals_waiting_are_a_gauge(operator_client: Client) -> None:
+    """`palimpsest_approvals_pending`: the calls waiting for an answer now, across sessions; an
+    answered one is not counted."""
+    assert value(scrape(operator_client), "palimpsest_approvals_pending") == 0
+    session = session_new()
+    turn = services.turn_begin(session_id=session.pk, content="ask me", holder=uuid.uuid4())
+    _asked_step(session.pk, turn.id, ("toolu_one", "pending"), ("toolu_two", "pending"))
+    assert value(scrape(operator_client), "palimpsest_approvals_pending") == 2
+    services.tool_call_approval_answer(
+        session_id=session.pk, tool_use_id="toolu_one", approved=False, author="operator:test"
+    )
+    assert value(scrape(operator_client), "palimpsest_approvals_pending") == 1

@@ -37,7 +37,6 @@ from sessions_app.dashboard.selectors.approvals import (
     APPROVALS_SHOWN,
     PendingApproval,
     approvals_pending,
-    approvals_pending_count,
 )
 from sessions_app.dashboard.selectors.common import NotFound, session_get_for_operator
 from sessions_app.dashboard.selectors.gauge import (
@@ -109,6 +108,7 @@ from sessions_app.dashboard.selectors.turn_usage import (
     TurnUsagePage,
     turn_usage_page,
 )
+from sessions_app.selectors import approvals_pending_count
 
 __all__ = [
     "APPROVALS_SHOWN",

@@ -73,12 +73,3 @@ def approvals_pending(
             )
         )
     return listed
-
-
-def approvals_pending_count() -> int:
-    return ToolCall.objects.filter(
-        approval=APPROVAL_PENDING,
-        status=ToolCallStatus.PENDING,
-        turn_id=F("session__current_turn_id"),
-        session__cancel_requested=False,
-    ).count()
