@@ -86,7 +86,10 @@ async def test_an_operator_approves_and_the_call_runs(operator_async, vendor):
         headers=HTMX,
     )
     assert response.status_code == 200
-    assert call.tool_use_id not in response.content.decode()
+    html = response.content.decode()
+    assert call.tool_use_id not in html
+    # The top bar's count comes along, out of band: nothing waits now.
+    assert '<span id="approvals-badge" hx-swap-oob="true"></span>' in html
     assert await runner.turn_wait(turn_id) == "end_turn"
     call = await ToolCall.objects.aget(pk=call.pk)
     assert (call.approval, call.approval_author, call.is_error) == ("approved", "operator:op", False)

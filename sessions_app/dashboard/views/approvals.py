@@ -41,8 +41,16 @@ class ApprovalAnswerForm(forms.Form):
 def approvals_list(request: HtmxHttpRequest) -> HttpResponse:
     """Every call waiting for an approval (htmx, e.g. the page's refresh: the list alone)."""
     context = {"approvals": selectors.approvals_pending()}
-    template = "dashboard/approvals.html#approval-list" if request.htmx else "dashboard/approvals.html"
-    return render(request, template, context)
+    if not request.htmx:
+        return render(request, "dashboard/approvals.html", context)
+    return _with_badge(request, render(request, "dashboard/approvals.html#approval-list", context))
+
+
+def _with_badge(request: HtmxHttpRequest, response: HttpResponse) -> HttpResponse:
+    """`response` with the top bar's count of waiting calls swapped in too (htmx out of band)."""
+    badge = render(request, "dashboard/_approvals_badge.html", {"oob": True})
+    response.content = response.content + badge.content
+    return response
 
 
 @require_POST
@@ -88,4 +96,5 @@ async def approval_answer(request: HtmxHttpRequest, session_id: uuid.UUID) -> Ht
         approvals = await sync_to_async(selectors.approvals_pending)()
         template = "dashboard/approvals.html#approval-list"
     context = {"approvals": approvals, "approval_error": error, "session": session}
-    return await sync_to_async(render)(request, template, context, status=409 if error else 200)
+    response = await sync_to_async(render)(request, template, context, status=409 if error else 200)
+    return await sync_to_async(_with_badge)(request, response)
