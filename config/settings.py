@@ -235,6 +235,9 @@ ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "") or None
 # OpenAI's Chat Completions, or any compatible server (vLLM, Ollama, llama.cpp's) at the base URL.
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "") or None
+# The openai provider streams its answers; 0 asks for each whole, for a server that cannot stream
+# a tool call (llama-cpp-python's `--chat_format chatml-function-calling`, docs/real-model.md).
+PALIMPSEST_OPENAI_STREAM = env_bool("PALIMPSEST_OPENAI_STREAM", True)
 # The provider of a model that neither names one (`openai/...`) nor is in the built-in table.
 # A provider is configured by its key or base URL, or by being named here; with none configured
 # the scripted model answers every session (engine/providers/choice.py).

@@ -361,6 +361,18 @@ class FakeOpenAIServer(FakeAnthropicServer):
         record.body = messages_view(chat)
         if self.string_contents and chat.get("stream") and _list_contents(chat):
             return _send_sse(handler, [], 0.0, None, self._stopping)
+        if self.string_contents and _null_assistant_content(chat):
+            # llama-cpp-python's request schema: an assistant message's content is a string.
+            return _send_error(
+                handler,
+                ErrorReply(
+                    500,
+                    "internal_server_error",
+                    "1 validation error: {'type': 'string_type', 'loc': ('body', 'messages', 'content'), "
+                    "'msg': 'Input should be a valid string', 'input': None}",
+                    {"x-should-retry": "false"},
+                ),
+            )
         prompt = self.count_prompt_tokens(chat)
         record.prompt_tokens = prompt
         budget = int(chat.get("max_completion_tokens") or chat.get("max_tokens") or 0)
@@ -404,6 +416,10 @@ class FakeOpenAIServer(FakeAnthropicServer):
             record.usage = usage if self.send_usage else None
             handler.send_json(200, _whole(chat["model"], answer, record.usage))
         record.ended = time.monotonic()
+
+
+def _null_assistant_content(chat: dict[str, Any]) -> bool:
+    return any(m.get("role") == "assistant" and m.get("content") is None for m in chat.get("messages") or [])
 
 
 def _list_contents(chat: dict[str, Any]) -> bool:

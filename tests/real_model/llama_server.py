@@ -65,7 +65,10 @@ def gguf_path(python: str) -> Path:
 class LlamaServer:
     """`python -m llama_cpp.server --model GGUF --n_ctx 8192` on 127.0.0.1; its log in `log_path`."""
 
-    def __init__(self, log_path: Path) -> None:
+    def __init__(self, log_path: Path, *, chat_format: str | None = None) -> None:
+        # `chat_format`: the server's own prompt format instead of the model's template, e.g.
+        # `chatml-function-calling`, which shows the model the tools (unstreamed answers only).
+        self.chat_format = chat_format
         self.python = server_python()
         self.gguf = gguf_path(self.python)
         self.port = free_port()
@@ -99,6 +102,7 @@ class LlamaServer:
             # cores): on a busy machine, threads that wait for each other are much slower.
             "--logits_all",
             "false",
+            *(["--chat_format", self.chat_format] if self.chat_format else []),
         ]
         self.process = subprocess.Popen(
             command, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent

@@ -1,10 +1,10 @@
 """A real model that no one here wrote, end to end and offline: llama-cpp-python's server with
 SmolLM2-135M-Instruct (`make test-real-model`; docs/real-model.md has what it found).
 
-The model is too small to use tools, and SmolLM2's chat template does not show it the tools at
-all, so these tests check the plumbing: a streamed answer, the server's own token counts feeding
-the estimate's calibration, compactions whose summaries the model writes inside a small window,
-and a session that goes on after them with no request over the window."""
+SmolLM2's own chat template does not show the model the tools (test_smollm2_tools.py uses the
+server's format that does), so these tests check the plumbing: a streamed answer, the server's
+own token counts feeding the estimate's calibration, compactions whose summaries the model writes
+inside a small window, and a session that goes on after them with no request over the window."""
 
 from __future__ import annotations
 

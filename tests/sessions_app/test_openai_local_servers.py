@@ -107,3 +107,29 @@ async def test_an_image_that_a_strings_only_template_refuses_is_a_stream_error_n
             await provider.complete(body)
         assert caught.value.kind == "stream"
         assert all(isinstance(r.chat["messages"][0]["content"], list) for r in fake.requests)
+
+
+async def test_a_server_that_refuses_null_assistant_content_gets_an_empty_string_from_then_on():
+    # llama-cpp-python's request schema wants an assistant message's content to be a string; OpenAI
+    # takes null for one that only calls tools. The refusal is a 500 naming the string.
+    called: dict[str, Any] = {
+        "model": MODEL,
+        "max_tokens": 10,
+        "messages": [
+            {"role": "user", "content": "read it"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "call_1", "name": "fs_read", "input": {}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "ok"}]},
+        ],
+    }
+    with FakeOpenAIServer(string_contents=True) as fake:
+        fake.enqueue(text("read"), text("again"))
+        provider = OpenAIProvider(api_key="", base_url=fake.url, stream_retry_seconds=0.01, stream=False)
+        response = await provider.complete(called)
+        assert response.content == [{"type": "text", "text": "read"}]
+        assert [r.chat["messages"][1]["content"] for r in fake.requests] == [None, ""]
+        fake.requests.clear()
+        await provider.complete(called)
+        assert [r.chat["messages"][1]["content"] for r in fake.requests] == [""]  # at once, from then on

@@ -85,9 +85,42 @@ async def test_the_request_is_chat_completions_with_the_system_message_first_and
             },
         }
     ]
+    # Said outright (OpenAI's default with tools): llama-cpp-python's chatml-function-calling shows
+    # the model the tools only when a request names a choice.
+    assert sent["tool_choice"] == "auto"
     assert b"cache_control" not in fake_openai.requests[0].raw
     assert sent["max_tokens"] > 0 and "max_completion_tokens" not in sent  # a compatible server
     await client.close()
+
+
+async def test_a_request_without_tools_names_no_tool_choice(fake_openai):
+    provider = _fast_provider(fake_openai.url)
+    await provider.complete(BODY)
+    assert "tool_choice" not in fake_openai.requests[0].chat and "tools" not in fake_openai.requests[0].chat
+
+
+async def test_unstreamed_answers_carry_text_tool_calls_and_the_servers_usage(connect, settings):
+    """PALIMPSEST_OPENAI_STREAM=0 (a server that cannot stream a tool call): each answer is asked
+    for whole; its text is announced once, its tool calls run, its usage is the server's."""
+    settings.PALIMPSEST_OPENAI_STREAM = False
+    with FakeOpenAIServer(strict=True) as fake:
+        settings.PALIMPSEST_PROVIDER, settings.OPENAI_BASE_URL = "openai", fake.url
+        fake.enqueue(tool_use("client_lookup", LOOKUP, id="call_one", text="Looking."), text("found it"))
+        client = await connect()
+        await client.create(model=MODEL, tools=[CLIENT_TOOL], settings=NO_MEMORY)
+        await client.send({"type": "user.message", "content": "look it up"})
+        frames = await client.until("tool.call")
+        assert [f["text"] for f in frames if f["type"] == "assistant.delta"] == ["Looking."]
+        assert (frames[-1]["tool_use_id"], frames[-1]["input"]) == ("call_one", LOOKUP)
+        await client.send({"type": "tool.result", "tool_use_id": "call_one", "content": "found"})
+        frames = await client.until("turn.completed")
+        assert frames[-1]["stop_reason"] == "end_turn"
+        assert [f["text"] for f in frames if f["type"] == "assistant.delta"] == ["found it"]
+        usage = [f for f in frames if f["type"] == "usage"][-1]
+        assert usage["input_tokens"] == (fake.requests[1].usage or {})["prompt_tokens"]
+        assert [r.chat.get("stream") for r in fake.requests] == [None, None]  # nothing streamed
+        assert len(fake.requests) == 2  # no second request to count the prompt: the answer had usage
+        await client.close()
 
 
 async def test_a_model_named_with_its_provider_is_sent_without_the_prefix(connect, fake_openai):

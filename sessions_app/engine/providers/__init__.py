@@ -145,6 +145,7 @@ def provider_for_model(
             base_url=settings.OPENAI_BASE_URL,
             idle_seconds=settings.PALIMPSEST_MODEL_IDLE_SECONDS,
             stream_retry_seconds=settings.PALIMPSEST_MODEL_STREAM_RETRY_SECONDS,
+            stream=settings.PALIMPSEST_OPENAI_STREAM,
         )
     from sessions_app.engine.providers.anthropic import AnthropicProvider
 

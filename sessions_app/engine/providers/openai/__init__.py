@@ -21,7 +21,10 @@ prompt's local estimate stands in.
 A stream that ends at once with no chunk, for a request holding a list of content parts, is the
 mark of a chat template that takes only strings (SmolLM2's under llama-cpp-python's server): the
 request is sent again at once with its text blocks joined into strings, and so is every later
-request to that server (`STRING_CONTENT_SERVERS`, per process).
+request to that server (`STRING_CONTENT_SERVERS`, per process). The same server refuses an
+assistant message whose content is null (one that only calls tools, as OpenAI takes it) with a
+validation error ("Input should be a valid string"): the request is sent again with "" there, and
+that server gets strings only from then on too.
 """
 
 from __future__ import annotations
@@ -40,7 +43,12 @@ import openai
 from sessions_app.engine.providers.base import ModelResponse, ProviderError, TextCallback
 from sessions_app.engine.providers.clients import pooled_client
 from sessions_app.engine.providers.openai.answer import ChatAnswer
-from sessions_app.engine.providers.openai.mapping import chat_request, has_parts_list, max_tokens_field
+from sessions_app.engine.providers.openai.mapping import (
+    chat_request,
+    has_null_content,
+    has_parts_list,
+    max_tokens_field,
+)
 
 __all__ = ["OpenAIProvider", "openai_client"]
 
@@ -124,7 +132,12 @@ class OpenAIProvider:
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
         stream_retries: int = STREAM_RETRIES,
         stream_retry_seconds: float = STREAM_RETRY_SECONDS,
+        stream: bool = True,
     ) -> None:
+        # `stream=False` (PALIMPSEST_OPENAI_STREAM=0): each answer is asked for whole, for servers
+        # that cannot stream a tool call (llama-cpp-python's `chatml-function-calling`); its text
+        # is announced at once, when it has come.
+        self.stream = stream
         self.api_key = api_key
         self.base_url = base_url
         self.max_retries = max_retries
@@ -148,6 +161,12 @@ class OpenAIProvider:
             except ProviderError as exc:
                 empty = exc.kind == "stream" and answer.started and not answer.chunks
                 if empty and not join_text and has_parts_list(params):
+                    STRING_CONTENT_SERVERS.add(self.base_url)
+                    join_text = True
+                    params = chat_request(body, base_url=self.base_url, join_text=True)
+                    continue
+                refused_null = exc.kind == "api" and exc.status in (422, 500) and "valid string" in str(exc)
+                if refused_null and not join_text and has_null_content(params):
                     STRING_CONTENT_SERVERS.add(self.base_url)
                     join_text = True
                     params = chat_request(body, base_url=self.base_url, join_text=True)
@@ -179,6 +198,17 @@ class OpenAIProvider:
         started = time.monotonic()
         first_token_ms: int | None = None
         try:
+            if not self.stream:
+                completion = await client.chat.completions.create(**params, timeout=timeout)
+                answer.started = True
+                text = answer.take(completion)
+                answer.check_complete()
+                if text:
+                    first_token_ms = int((time.monotonic() - started) * 1000)
+                    if on_text is not None:
+                        answer.streamed_text = True
+                        await on_text(text)
+                return self._response(answer, params, first_token_ms, counted=None)
             stream = await client.chat.completions.create(
                 **params, stream=True, stream_options={"include_usage": True}, timeout=timeout
             )
@@ -212,8 +242,14 @@ class OpenAIProvider:
         except ValueError as exc:
             # A chunk that is not JSON: a broken stream.
             raise ProviderError(f"the model's stream was malformed: {exc}", kind="stream") from exc
-        content = answer.content()
         counted = None if answer.has_usage() else await self._prompt_count(client, params, timeout)
+        return self._response(answer, params, first_token_ms, counted=counted)
+
+    @staticmethod
+    def _response(
+        answer: ChatAnswer, params: dict[str, Any], first_token_ms: int | None, *, counted: int | None
+    ) -> ModelResponse:
+        content = answer.content()
         usage, source = answer.usage_or_estimate(params, content, counted_prompt=counted)
         raw: dict[str, Any] = {"id": answer.id, "model": answer.model, "finish_reason": answer.finish_reason}
         if source == "estimated":

@@ -57,6 +57,29 @@ class ChatAnswer:
                 self.finish_reason = choice.finish_reason
         return text
 
+    def take(self, completion: Any) -> str:
+        """Take a whole answer in (the SDK's `ChatCompletion`, not streamed); its text."""
+        self.chunks += 1
+        self.id = getattr(completion, "id", None)
+        self.model = getattr(completion, "model", None)
+        self.usage = getattr(completion, "usage", None)
+        choices = [c for c in getattr(completion, "choices", None) or [] if getattr(c, "index", 0) == 0]
+        if not choices:
+            return ""
+        choice = choices[0]
+        self.finish_reason = choice.finish_reason or "stop"
+        message = choice.message
+        if message.content:
+            self.texts.append(message.content)
+        for index, call in enumerate(message.tool_calls or []):
+            function = getattr(call, "function", None)
+            self.calls[index] = {
+                "id": call.id,
+                "name": getattr(function, "name", "") or "",
+                "arguments": [getattr(function, "arguments", "") or ""],
+            }
+        return message.content or ""
+
     def _call_delta(self, call: Any) -> None:
         entry = self.calls.setdefault(call.index, {"id": None, "name": "", "arguments": []})
         if call.id:

@@ -96,7 +96,9 @@ def _user_messages(content: Any, join_text: bool) -> list[dict[str, Any]]:
     return messages
 
 
-def _assistant_message(content: Any) -> dict[str, Any]:
+def _assistant_message(content: Any, join_text: bool = False) -> dict[str, Any]:
+    """An assistant message; with `join_text` (a server that takes only strings) its content is
+    never null: "" when it only calls tools."""
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
     texts = [b.get("text", "") for b in content if b.get("type") == "text" and b.get("text")]
@@ -114,7 +116,7 @@ def _assistant_message(content: Any) -> dict[str, Any]:
     ]
     message: dict[str, Any] = {
         "role": "assistant",
-        "content": SYSTEM_SEPARATOR.join(texts) if texts else None,
+        "content": SYSTEM_SEPARATOR.join(texts) if texts else ("" if join_text else None),
     }
     if calls:
         message["tool_calls"] = calls
@@ -135,7 +137,7 @@ def chat_messages(body: dict[str, Any], *, join_text: bool = False) -> list[dict
         messages.append({"role": "system", "content": system})
     for message in body.get("messages") or []:
         if message.get("role") == "assistant":
-            messages.append(_assistant_message(message.get("content")))
+            messages.append(_assistant_message(message.get("content"), join_text))
         else:
             messages.extend(_user_messages(message.get("content"), join_text))
     return messages
@@ -161,6 +163,9 @@ def chat_request(body: dict[str, Any], *, base_url: str | None, join_text: bool 
     params: dict[str, Any] = {"model": model_name_split(str(body["model"]))[1]}
     if body.get("tools"):
         params["tools"] = chat_tools(body["tools"])
+        # OpenAI's default with tools, said outright: llama-cpp-python's `chatml-function-calling`
+        # shows the model the tools only when a request names a choice (docs/real-model.md).
+        params["tool_choice"] = "auto"
     params["messages"] = chat_messages(body, join_text=join_text)
     if body.get("max_tokens"):
         params[max_tokens_field(base_url)] = body["max_tokens"]
@@ -170,3 +175,10 @@ def chat_request(body: dict[str, Any], *, base_url: str | None, join_text: bool 
 def has_parts_list(params: dict[str, Any]) -> bool:
     """Whether a request sends some message's content as a list of parts."""
     return any(isinstance(m.get("content"), list) for m in params.get("messages") or [])
+
+
+def has_null_content(params: dict[str, Any]) -> bool:
+    """Whether a request sends an assistant message whose content is null (only tool calls)."""
+    return any(
+        m.get("role") == "assistant" and m.get("content") is None for m in params.get("messages") or []
+    )
