@@ -74,6 +74,7 @@ __all__ = [
     "strict_problems",
     "text",
     "tool_use",
+    "tool_use_raw",
     "truncated",
 ]
 
@@ -438,6 +439,21 @@ def _finish_reason(answer: Reply) -> str:
     return FINISH_REASONS.get(answer.stop_reason, "stop")
 
 
+def _arguments(block: dict[str, Any], *, ensure_ascii: bool = True) -> str:
+    """A tool call's arguments as sent: its input as JSON, or the block's `raw_arguments` as they
+    are (`tool_use_raw`)."""
+    raw = block.get("raw_arguments")
+    return raw if isinstance(raw, str) else json.dumps(block["input"], ensure_ascii=ensure_ascii)
+
+
+def tool_use_raw(name: str, arguments: str) -> Reply:
+    """A tool call whose arguments are sent as this text, exactly (what a server's grammar let a
+    model write: a raw newline inside a string, say); its `input` is what a lenient reading gives."""
+    reply = tool_use(name, json.loads(arguments, strict=False))
+    reply.content[-1]["raw_arguments"] = arguments
+    return reply
+
+
 def _chunks(model: str, answer: Reply, usage: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The chunks OpenAI streams for `answer`: the role, the text's pieces, each tool call (its id
     and name, then its arguments in pieces), the finish reason, then the usage when asked for."""
@@ -469,7 +485,7 @@ def _chunks(model: str, answer: Reply, usage: dict[str, Any] | None) -> list[dic
             "function": {"name": block["name"], "arguments": ""},
         }
         chunks.append(chunk({"tool_calls": [head]}))
-        arguments = json.dumps(block["input"], ensure_ascii=False)
+        arguments = _arguments(block, ensure_ascii=False)
         for start in range(0, len(arguments), 7):
             piece = {"index": index, "function": {"arguments": arguments[start : start + 7]}}
             chunks.append(chunk({"tool_calls": [piece]}))
@@ -485,7 +501,7 @@ def _whole(model: str, answer: Reply, usage: dict[str, Any] | None) -> dict[str,
         {
             "id": b["id"],
             "type": "function",
-            "function": {"name": b["name"], "arguments": json.dumps(b["input"])},
+            "function": {"name": b["name"], "arguments": _arguments(b)},
         }
         for b in answer.content
         if b.get("type") == "tool_use"

@@ -12,7 +12,7 @@ from sessions_app.engine.providers.base import ProviderError
 from sessions_app.engine.providers.openai import COUNT_MAX_TOKENS, OpenAIProvider
 from sessions_app.models import AgentSession, ModelCall
 from tests.conftest import alist, chat
-from tests.fake_openai import FakeOpenAIServer, text
+from tests.fake_openai import FakeOpenAIServer, text, tool_use_raw
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "openai/smollm2"
@@ -133,3 +133,18 @@ async def test_a_server_that_refuses_null_assistant_content_gets_an_empty_string
         fake.requests.clear()
         await provider.complete(called)
         assert [r.chat["messages"][1]["content"] for r in fake.requests] == [""]  # at once, from then on
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_tool_arguments_holding_a_raw_newline_in_a_string_are_taken(stream: bool):
+    # llama.cpp's JSON grammar lets the model write a raw newline inside a string, which strict
+    # JSON refuses: the answer was a stream error, retried to the same answer, then the turn failed.
+    arguments = '{ "text": "one\ntwo\tthree" } '
+    with FakeOpenAIServer() as fake:
+        fake.enqueue(tool_use_raw("count_words", arguments))
+        provider = OpenAIProvider(api_key="", base_url=fake.url, stream=stream)
+        response = await provider.complete(BODY)
+        (call,) = response.content
+        assert call["type"] == "tool_use" and call["name"] == "count_words"
+        assert call["input"] == {"text": "one\ntwo\tthree"}
+        assert len([r for r in fake.requests if bool(r.chat.get("stream")) == stream]) == 1

@@ -101,7 +101,9 @@ class ChatAnswer:
                 raise ProviderError("the model's stream sent a tool call without a name", kind="stream")
             text = "".join(entry["arguments"])
             try:
-                value = json.loads(text) if text.strip() else {}
+                # Not strict: a string may hold a raw control character (a newline), which a
+                # server's JSON grammar lets a model write (llama.cpp's); the value is unambiguous.
+                value = json.loads(text, strict=False) if text.strip() else {}
             except ValueError:
                 value = None
             if not isinstance(value, dict):
