@@ -72,9 +72,20 @@ def note(index: int, words: int) -> str:
     return " ".join(sentences)
 
 
-async def turn(client: Any, content: str) -> list[dict]:
+async def turn(client: Any, session_id: str, content: str) -> list[dict]:
+    """Send a user message and receive the frames up to the session's own `turn.completed`: a
+    sub-session's events reach its root's connection too, its `turn.completed` among them, and a
+    message sent when that one came would be refused while the session's own turn still runs. An
+    `error` frame of the session's own (the message refused, the turn failed) fails the test."""
     await client.send({"type": "user.message", "content": content})
-    return await client.until("turn.completed", timeout=TURN_SECONDS)
+    frames: list[dict] = []
+    while True:
+        frame = await client.recv(timeout=TURN_SECONDS)
+        frames.append(frame)
+        own = frame.get("session_id") in (None, session_id)
+        assert not (own and frame["type"] == "error"), f"{frame.get('code')}: {frame.get('message')}"
+        if own and frame["type"] == "turn.completed":
+            return frames
 
 
 def calls_of(session_id: Any) -> list[ModelCall]:
@@ -116,7 +127,7 @@ async def test_a_streamed_answer_with_the_servers_own_token_counts(connect, llam
     session = await client.create(model=MODEL, context_window=N_CTX)
     assert session["provider"] == "openai"
     started = time.monotonic()
-    frames = await turn(client, "Name three colours of the sea, in one short sentence.")
+    frames = await turn(client, session["id"], "Name three colours of the sea, in one short sentence.")
     seconds = time.monotonic() - started
     kinds = [f["type"] for f in frames]
     assert "assistant.delta" in kinds and "assistant.message" in kinds, kinds
@@ -161,13 +172,15 @@ async def test_a_long_session_compacts_with_the_models_summaries_and_no_request_
     compactions: list[dict] = []
     turns_after: list[str] = []
     for index in range(TURNS):
-        frames = await turn(client, f"{note(index, NOTE_WORDS)}\nReply with one sentence about this note.")
+        frames = await turn(
+            client, session["id"], f"{note(index, NOTE_WORDS)}\nReply with one sentence about this note."
+        )
         assert frames[-1]["stop_reason"] in ("end_turn", "max_tokens"), frames[-3:]
         done = [f for f in frames if f["type"] == "compaction.completed"]
         if compactions and not done:
             turns_after.append(frames[-1]["stop_reason"])
         compactions += done
-    frames = await turn(client, "Which cities did the field notes come from?")
+    frames = await turn(client, session["id"], "Which cities did the field notes come from?")
     assert frames[-1]["stop_reason"] in ("end_turn", "max_tokens")
     compactions += [f for f in frames if f["type"] == "compaction.completed"]
     seconds = time.monotonic() - started

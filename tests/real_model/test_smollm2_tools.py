@@ -89,13 +89,13 @@ async def test_the_model_reads_a_large_file_offloaded_and_starts_a_child(connect
     read: list[dict] = []
     for ask in READ_ASKS:
         asked.append(ask)
-        read = _called(await turn(client, ask), "fs_read")
+        read = _called(await turn(client, session["id"], ask), "fs_read")
         if read:
             break
     spawned: list[dict] = []
     for ask in SPAWN_ASKS:
         asked.append(ask)
-        frames = await turn(client, ask)
+        frames = await turn(client, session["id"], ask)
         spawned = [f for f in frames if f["type"] == "session.spawned"]
         if spawned:
             break
