@@ -522,15 +522,22 @@ class TurnRunner:
         return snapshot, self.build_with(snapshot, self.history)
 
     def build_with(
-        self, snapshot: SessionSnapshot, history: PreparedHistory, *, max_tokens: int | None = None
+        self,
+        snapshot: SessionSnapshot,
+        history: PreparedHistory,
+        *,
+        max_tokens: int | None = None,
+        question: bool = False,
     ) -> BuiltRequest:
-        """`history` as a request of this turn (runs in a DB thread: sections read the ORM)."""
+        """`history` as a request of this turn (runs in a DB thread: sections read the ORM);
+        `question`: its last message is a question for this call only (`build_request`)."""
         built = build_request(
             session=snapshot,
             history=history,
             server_tools=self.features.tools_for_session(snapshot, turn_id=self.turn_id),
             max_tokens=max_tokens or settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
             sections=self.features.sections,
+            question=question,
         )
         if built.pins_new is not None:
             # The epoch's first request (or a section switched on inside it): what the sections
@@ -747,6 +754,19 @@ class TurnRunner:
             body=body,
             response=response,
             purpose=purpose,
+            duration_ms=duration_ms,
+        )
+        await db(services.model_call_record)(session_id=self.session_id, turn_id=self.turn_id, data=data)
+
+    async def record_summary_built(
+        self, built: BuiltRequest, response: ModelResponse, duration_ms: int
+    ) -> None:
+        provider = (self.provider or provider_for_model(built.body["model"])).name
+        data = records.summary_call_built_data(
+            provider=provider,
+            step=self.steps,
+            built=built,
+            response=response,
             duration_ms=duration_ms,
         )
         await db(services.model_call_record)(session_id=self.session_id, turn_id=self.turn_id, data=data)
