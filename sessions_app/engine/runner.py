@@ -580,19 +580,25 @@ class TurnRunner:
             self.steps += 1
             try:
                 prepared = await self.compactor.prepare(provider)
-                snapshot, built = prepared.snapshot, prepared.built
-                await self.budget_guard(snapshot, built)
+                snapshot = prepared.snapshot
+                built = await self.budget_guard(snapshot, prepared.built)
             except BudgetReached:
                 self.steps -= 1  # the step's call was not made
                 raise
             try:
                 response, call_data, delta_text = await self._call_model(provider, snapshot, built)
             except ProviderError as exc:
-                # The estimate was wrong and the API says so: apply the tiers at once, retry once.
+                # The estimate was wrong and the API says so: apply the tiers at once, retry once
+                # (a call like any: checked against the budgets first).
                 if exc.kind != "prompt_too_long":
                     raise
                 prepared = await self.compactor.prepare(provider, force=True)
-                snapshot, built = prepared.snapshot, prepared.built
+                snapshot = prepared.snapshot
+                try:
+                    built = await self.budget_guard(snapshot, prepared.built)
+                except BudgetReached:
+                    self.steps -= 1
+                    raise
                 response, call_data, delta_text = await self._call_model(provider, snapshot, built)
             calls = tool_calls_plan(snapshot, response.content)
             if calls:  # an answer without tool calls has no inputs for the hooks
@@ -772,12 +778,16 @@ class TurnRunner:
         await db(services.model_call_record)(session_id=self.session_id, turn_id=self.turn_id, data=data)
 
     # -- the model call ----------------------------------------------------
-    async def budget_guard(self, snapshot: SessionSnapshot, built: BuiltRequest) -> None:
+    async def budget_guard(self, snapshot: SessionSnapshot, built: BuiltRequest) -> BuiltRequest:
         """`BudgetReached` when the budget forbids the call of `built` (its estimated input, as
-        the call's record predicts it)."""
-        await budget_guard(
+        the call's record predicts it); else `built`, its `max_tokens` lowered to the output the
+        budgets leave (the answer cannot pass them)."""
+        room = await budget_guard(
             snapshot, input_estimate=budget.estimate_prompt_tokens(snapshot, built.estimated_tokens)
         )
+        if room is not None and room < built.body["max_tokens"]:
+            built = await db(self.build_with)(snapshot, self.history, max_tokens=room)
+        return built
 
     async def _call_model(
         self, provider: Provider, snapshot: SessionSnapshot, built: BuiltRequest
