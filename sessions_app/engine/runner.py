@@ -554,6 +554,10 @@ class TurnRunner:
         checked = self.prebuilt is not None
         if self.prebuilt is not None:
             snapshot = self.prebuilt[0]
+            if await self.features.tool_sources_ready(snapshot):
+                # A tool source was not ready when the first request was built (an MCP server
+                # still starting): it is built again, with the tools offered now.
+                self.prebuilt = None
         else:
             snapshot = await db(self._load)()
             if self.features.hooks and self.resume is None:
