@@ -95,7 +95,7 @@ async def test_a_server_slow_to_start_holds_no_database_thread_and_the_first_req
     from sessions_app.engine import runner
     from sessions_app.engine import sessions as engine_sessions
     from sessions_app.engine.features import features
-    from sessions_app.models import AgentSession, ModelCall
+    from sessions_app.models import AgentSession, ModelCall, Turn
 
     settings.PALIMPSEST_MCP_SERVERS = {"slow": script_config("slow", "8")}
     pool = db_pool()
@@ -125,7 +125,8 @@ async def test_a_server_slow_to_start_holds_no_database_thread_and_the_first_req
     assert await db(AgentSession.objects.count)() == len(sessions)
     assert starting()
     for turn_id in turns:
-        assert await runner.turn_wait(turn_id) == "end_turn"
+        await runner.turn_wait(turn_id)  # None once it has ended
+        assert (await Turn.objects.aget(pk=turn_id)).stop_reason == "end_turn"
     assert not starting()
     for session in sessions:
         call = await ModelCall.objects.filter(session_id=session.pk).order_by("started_at").afirst()
