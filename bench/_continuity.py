@@ -18,6 +18,8 @@ from typing import Any
 
 from memory_app.notepad.prompts import NOTEPAD_CHANGED_LEAD, NOTEPAD_HEADING
 from memory_app.scratchpad.prompts import BLOCK_START
+from sessions_app.common.types import StoredMessage
+from sessions_app.engine.compaction.summary import is_shared_summary_text, transcript_lines
 from sessions_app.engine.prompts import (
     COMPACTION_COMBINE_INSTRUCTION,
     COMPACTION_PREVIOUS_SUMMARY_HEADING,
@@ -163,7 +165,31 @@ class Script:
 # Reading a request
 # ---------------------------------------------------------------------------
 def is_summary_request(body: dict[str, Any]) -> bool:
-    return body.get("system") == COMPACTION_SUMMARY_SYSTEM_PROMPT
+    """A summary call: the separate one (its own system prompt), or one in the session's layout
+    (`compaction.summary_call: "shared"`: its last message asks for the summary)."""
+    return body.get("system") == COMPACTION_SUMMARY_SYSTEM_PROMPT or shared_summary_request(body)
+
+
+def shared_summary_request(body: dict[str, Any]) -> bool:
+    last = _blocks(body["messages"][-1]) if body.get("messages") else []
+    return any(b.get("type") == "text" and is_shared_summary_text(b.get("text", "")) for b in last)
+
+
+def summary_request_text(body: dict[str, Any]) -> str:
+    """What a summary call asks to summarize, as the separate call's transcript: a shared call's
+    messages (but its question) rendered as the separate call renders the history, after the
+    summary the epoch starts with."""
+    if not shared_summary_request(body):
+        return str(body["messages"][0]["content"][0]["text"])
+    messages = body["messages"][:-1]
+    head = ""
+    first = _blocks(messages[0]) if messages else []
+    if first and first[0].get("type") == "text" and first[0].get("text", "").startswith(SUMMARY_PREFIX):
+        summary = first[0]["text"].split("\n\n", 1)[-1]
+        head = f"{COMPACTION_PREVIOUS_SUMMARY_HEADING}\n{summary}\n\n"
+        messages = [{"role": "user", "content": first[1:]}, *messages[1:]]
+    stored = [StoredMessage(i, m["role"], _blocks(m), 0) for i, m in enumerate(messages)]
+    return head + "Conversation:\n" + "\n".join(transcript_lines(stored))
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -345,7 +371,7 @@ class Agent:
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         if is_summary_request(body):
-            return text(self.summarize(body["messages"][0]["content"][0]["text"]))
+            return text(self.summarize(summary_request_text(body)))
         last = _blocks(body["messages"][-1])
         if any(b.get("type") == "text" and b.get("text") == PRE_COMPACTION_WARNING for b in last):
             return self.on_warning(body)

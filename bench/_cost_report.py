@@ -198,8 +198,11 @@ def causes(requests: list[Request]) -> tuple[dict[int, tuple[str, str, int]], di
     per: dict[int, tuple[str, str, int]] = {}
     totals: dict[str, Cause] = {}
     for request in requests:
-        if request.purpose == "summary":  # its own prompt: no prefix to share with a turn's
-            per[request.index] = ("summary call", "-", 0)
+        if request.purpose == "summary":
+            # Not a step of its stream (the next step is compared with the step before it): the
+            # separate call has its own prompt; the shared one is the session's prefix and a question.
+            shared = bool(request.body.get("tools"))
+            per[request.index] = ("summary call (the session's prefix)" if shared else "summary call", "-", 0)
             continue
         previous = last.get(request.stream)
         last[request.stream] = request

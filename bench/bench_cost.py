@@ -165,6 +165,7 @@ def run_palimpsest(args: argparse.Namespace, work: Any) -> Run:
     from django.conf import settings
 
     from sessions_app import selectors
+    from sessions_app.engine.compaction.summary import is_shared_summary_text
     from sessions_app.engine.prompts import PRE_COMPACTION_WARNING
     from sessions_app.models import Archive, MaskedResult, ModelCall
     from tests.fake_anthropic import FakeAnthropicServer
@@ -173,11 +174,19 @@ def run_palimpsest(args: argparse.Namespace, work: Any) -> Run:
         last = body["messages"][-1]["content"]
         return isinstance(last, list) and any(b.get("text") == PRE_COMPACTION_WARNING for b in last)
 
+    def summary_call(body: dict[str, Any]) -> bool:
+        """A summary call: the separate one (no tools), or one in the session's layout (its last
+        message asks for the summary)."""
+        if not body.get("tools"):
+            return True
+        last = body["messages"][-1]["content"]
+        return isinstance(last, list) and any(is_shared_summary_text(b.get("text", "")) for b in last)
+
     clock = Clock()
     model = Model(
         work,
         PALIMPSEST,
-        is_summary=lambda body: not body.get("tools"),
+        is_summary=summary_call,
         is_warning=warned,
         tick=clock.advance,
         step_seconds=args.step_seconds,
@@ -203,7 +212,7 @@ def run_palimpsest(args: argparse.Namespace, work: Any) -> Run:
         if record.usage is None:
             continue
         call = calls.get(selectors.request_sha256(record.body))
-        purpose = "summary" if not record.body.get("tools") else "turn"
+        purpose = "summary" if summary_call(record.body) else "turn"
         stream = "summary"
         if purpose == "turn":
             child = call is None or call.session_id != session_id

@@ -15,6 +15,7 @@ in a tree, none for a root without a budget.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -195,6 +196,74 @@ def _limit_passed(
     return None
 
 
+def _output_left(
+    limits: BudgetLimits, spend: BudgetSpend, *, input_estimate: int, price: ModelPrice | None
+) -> list[int]:
+    """The output tokens a call may still write under each of `limits` that bounds them: what
+    `max_output_tokens` leaves, and what `max_cost_usd` leaves once the call's input is paid
+    (priced output only)."""
+    left: list[int] = []
+    if limits.max_output_tokens is not None:
+        left.append(limits.max_output_tokens - spend.output_tokens)
+    if limits.max_cost_usd is not None and price is not None and price.output > 0:
+        money = (
+            limits.max_cost_usd
+            - (spend.cost_usd or 0.0)
+            - input_estimate * price.input / TOKENS_PER_PRICE_UNIT
+        )
+        left.append(math.floor(money * TOKENS_PER_PRICE_UNIT / price.output))
+    return left
+
+
+@dataclass(frozen=True)
+class BudgetVerdict:
+    """What the budgets say of the session's next model call: `stop` when it must not be made;
+    else `output_room`, the most output tokens it may write without passing one (None: no
+    budget bounds them), which the call's `max_tokens` is lowered to."""
+
+    stop: BudgetStop | None = None
+    output_room: int | None = None
+
+
+def budget_verdict(
+    *,
+    session_id: uuid.UUID,
+    root_id: uuid.UUID,
+    model: str,
+    input_estimate: int,
+    price_of: PriceOf,
+) -> BudgetVerdict:
+    """Whether the session's next model call, of about `input_estimate` input tokens, may be
+    made: not when a budget of the session or of one of its ancestors (each over its own
+    subtree) is reached, or would be passed by the call's input (its cost priced at `model`'s
+    uncached input price), or leaves no output token; else how many output tokens it may write.
+    One query (the tree's rows)."""
+    rows = _tree_rows(root_id)
+    price = price_of(model)
+    room: int | None = None
+    for row in _ancestry(rows, session_id):
+        if not row.limits.any:
+            continue
+        spend = _subtree_spend(rows, row.id, price_of)
+        passed = _limit_passed(
+            row.limits, spend, input_estimate=input_estimate, input_price=price.input if price else None
+        )
+        if (
+            passed is None
+            and min(_output_left(row.limits, spend, input_estimate=input_estimate, price=price), default=1)
+            < 1
+        ):
+            passed = "max_cost_usd", "the next call's input leaves nothing for its answer"
+        if passed is not None:
+            limit, detail = passed
+            whose = "this session's budget" if row.id == session_id else f"the budget of session {row.id}"
+            message = f"Budget reached: {whose}, {limit}: {detail}. Raise it to go on; nothing was lost."
+            return BudgetVerdict(stop=BudgetStop(session_id=row.id, limit=limit, message=message))
+        for left in _output_left(row.limits, spend, input_estimate=input_estimate, price=price):
+            room = left if room is None else min(room, left)
+    return BudgetVerdict(output_room=room)
+
+
 def budget_reached(
     *,
     session_id: uuid.UUID,
@@ -203,25 +272,10 @@ def budget_reached(
     input_estimate: int,
     price_of: PriceOf,
 ) -> BudgetStop | None:
-    """Whether the session's next model call, of about `input_estimate` input tokens, must not be
-    made: a budget of the session or of one of its ancestors (each over its own subtree) is
-    reached, or would be passed by the call's input (its cost priced at `model`'s uncached input
-    price). None when the call may go on. One query (the tree's rows)."""
-    rows = _tree_rows(root_id)
-    price = price_of(model)
-    for row in _ancestry(rows, session_id):
-        if not row.limits.any:
-            continue
-        spend = _subtree_spend(rows, row.id, price_of)
-        passed = _limit_passed(
-            row.limits, spend, input_estimate=input_estimate, input_price=price.input if price else None
-        )
-        if passed is not None:
-            limit, detail = passed
-            whose = "this session's budget" if row.id == session_id else f"the budget of session {row.id}"
-            message = f"Budget reached: {whose}, {limit}: {detail}. Raise it to go on; nothing was lost."
-            return BudgetStop(session_id=row.id, limit=limit, message=message)
-    return None
+    """`budget_verdict`'s stop: whether the session's next model call must not be made."""
+    return budget_verdict(
+        session_id=session_id, root_id=root_id, model=model, input_estimate=input_estimate, price_of=price_of
+    ).stop
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,10 @@ The rules, as Anthropic's prompt-caching documentation states them:
   ``cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``),
   ``input_tokens`` the rest, after the last breakpoint.
 Entries are per model, and a block's identity includes the role of the message holding it (the
-same text as a user's and as an assistant's is not the same prefix). What this does not model:
-the API's own per-request token overhead, ``tool_choice``/``thinking`` changes invalidating
-parts of the cache, and cache isolation between organisations (one fake, one cache).
+same text as a user's and as an assistant's is not the same prefix). A change of ``tool_choice``
+(absent counts as ``auto``) invalidates the cached messages, not the tools nor the system prompt.
+What this does not model: the API's own per-request token overhead, ``thinking`` changes
+invalidating parts of the cache, and cache isolation between organisations (one fake, one cache).
 """
 
 from __future__ import annotations
@@ -93,10 +94,17 @@ def request_blocks(body: dict[str, Any]) -> list[PromptBlock]:
 
 
 def prefix_hashes(body: dict[str, Any]) -> list[str]:
-    """hashes[i]: the identity of the prefix ending with block i (the model included)."""
+    """hashes[i]: the identity of the prefix ending with block i (the model included). The
+    request's ``tool_choice`` (absent: ``auto``) is part of every message block's identity:
+    changing it invalidates the cached messages, not the tools nor the system prompt."""
     digest = hashlib.sha256(str(body.get("model", "")).encode() + b"\x00")
+    choice = body.get("tool_choice") or {"type": "auto"}
     out = []
+    messages_begun = False
     for block in request_blocks(body):
+        if block.part == "messages" and not messages_begun:
+            messages_begun = True
+            digest.update(b"tool_choice:" + json.dumps(choice, sort_keys=True).encode() + b"\x00")
         digest.update(block.key + b"\x00")
         out.append(digest.copy().hexdigest())
     return out

@@ -264,3 +264,26 @@ def test_top_level_cache_control_marks_the_last_block_and_takes_a_slot(client: a
     with pytest.raises(anthropic.BadRequestError):
         call(client, messages=chat(*four), cache_control=CC)
     assert call(client, messages=chat(*four[:4]), cache_control=CC).cache_read_input_tokens == 0
+
+
+def test_a_changed_tool_choice_invalidates_the_messages_not_the_tools_nor_the_system(
+    client: anthropic.Anthropic,
+) -> None:
+    tools = [
+        {
+            "name": "t",
+            "description": "a tool " + "word " * 700,
+            "input_schema": {"type": "object", "properties": {}},
+            "cache_control": CC,
+        }
+    ]
+    system = [block(700, "sys", CC)]
+    history = chat(block(1500, "history"), block(20, "answer"), block(20, "q", CC))
+    first = call(client, tools=tools, system=system, messages=history)
+    assert usage_of(first)[0] == 0
+    same = call(client, tools=tools, system=system, messages=history, tool_choice={"type": "auto"})
+    assert usage_of(same) == (usage_of(first)[1], 0, 0)  # absent is auto: everything is read
+    other = call(client, tools=tools, system=system, messages=history, tool_choice={"type": "none"})
+    read, written, _ = usage_of(other)
+    assert read == count_tokens(tools[0]) + tokens(*system)
+    assert written == tokens(*[b for m in history for b in m["content"]])

@@ -3,16 +3,22 @@
 each as `mcp__<server>__<tool>` with the server's own description and input schema.
 
 Runs in a database thread for every request built: it reads what the manager holds (each
-server's last listing) and waits for nothing, except once per server and process: the first
-time a server is needed, its start and first listing (bounded by
-`PALIMPSEST_MCP_START_TIMEOUT_SECONDS`), so that the session's first request already offers its
-tools instead of changing the tool list (and the cached prefix) one request later. A server
+server's last listing) and waits for nothing (the database threads are every session's: a server
+slow to start held one for up to `PALIMPSEST_MCP_START_TIMEOUT_SECONDS`). A server's first start
+and listing is waited for by `mcp_ready`, the feature's `tool_source_ready`, on the event loop
+before the turn's first model call (bounded by `PALIMPSEST_MCP_START_TIMEOUT_SECONDS`): the
+turn's first request is then built again with its tools, so it already offers them instead of
+changing the tool list (and the cached prefix) one request later. A server
 that failed keeps its last listing offered (its calls are tool errors until it runs again), so
 a crash does not change the tool list; one that never started offers nothing. A change of a
 server's tools reaches the session's next model call (one rewrite of the prompt cache)."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+import uuid
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -27,6 +33,7 @@ from memory_app.mcp.schemas import checked_schema
 from memory_app.mcp.server import ListedTool, McpCallFailed, McpCallRefused, McpServer
 from sessions_app.agent_mcp_rules import McpServerConfig, mcp_servers_parse
 from sessions_app.agent_mcp_selectors import agent_mcp_configs
+from sessions_app.common.caches import LRUCache
 from sessions_app.engine.contract import Handler, SessionSnapshot, ToolContext, ToolError, ToolSpec
 
 # Each server's specs, made once per listing: the same `ToolSpec` objects keep their encoded
@@ -105,10 +112,38 @@ def session_servers(session: SessionSnapshot) -> list[McpServer]:
     return servers
 
 
+# The servers still starting when a session's request was built, by session (`mcp_ready` waits
+# for them). Bounded: a request built outside a turn (no `mcp_ready` follows) leaves its entry
+# until it is pushed out.
+STARTING_SESSIONS = 1024
+_starting: LRUCache[uuid.UUID, tuple[McpServer, ...]] = LRUCache(STARTING_SESSIONS)
+_starting_lock = threading.Lock()
+
+
 def mcp_tools(session: SessionSnapshot) -> list[ToolSpec]:
-    """The session's MCP tools, in server order (runs in a database thread)."""
+    """The session's MCP tools, in server order (runs in a database thread; waits for nothing:
+    a server still starting offers the tools of its last listing, none before its first)."""
     servers = session_servers(session)
-    for server in servers:
-        # Only the first need of a server in this process waits (see the module's docstring).
-        server.first_start_done.wait(settings.PALIMPSEST_MCP_START_TIMEOUT_SECONDS + 1)
+    starting = tuple(server for server in servers if not server.first_start_done.is_set())
+    if starting:
+        with _starting_lock:
+            _starting.set(session.id, starting)
     return [spec for server in servers for spec in server_specs(server)]
+
+
+def _first_starts_wait(servers: tuple[McpServer, ...]) -> None:
+    deadline = time.monotonic() + settings.PALIMPSEST_MCP_START_TIMEOUT_SECONDS + 1
+    for server in servers:
+        server.first_start_done.wait(max(0.0, deadline - time.monotonic()))
+
+
+async def mcp_ready(session: SessionSnapshot) -> bool:
+    """Wait for the first start and listing of the session's servers that were still starting
+    when its request was built (in a thread of the event loop's own, not a database thread);
+    True when there were any (the request is built again)."""
+    with _starting_lock:
+        starting = _starting.pop(session.id)
+    if not starting:
+        return False
+    await asyncio.to_thread(_first_starts_wait, starting)
+    return True

@@ -217,7 +217,7 @@ class AgentConsumer(AgentFrames, LoopDispatch, SessionEventStream, AsyncWebsocke
         except services.SessionQuotaExceeded as exc:
             raise FrameError("rate_limited", str(exc), request_id) from None
         await self.stream_join(session.id, since_seq=0)
-        state = await database_sync_to_async(engine_sessions.session_state)(session)
+        state = await engine_sessions.session_state_when_ready(session)
         await self._send({"type": "session.created", "session": state}, request_id)
 
     async def on_session_attach(self, frame: dict, request_id: Any) -> None:
@@ -412,7 +412,7 @@ class AgentConsumer(AgentFrames, LoopDispatch, SessionEventStream, AsyncWebsocke
         await self._send(
             {
                 "type": "session.state",
-                "session": await database_sync_to_async(engine_sessions.session_state)(session),
+                "session": await engine_sessions.session_state_when_ready(session),
             },
             request_id,
         )

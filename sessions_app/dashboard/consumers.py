@@ -8,7 +8,8 @@
   re-renders that session's row (or removes it when it no longer matches the list's filters).
 
 Both refuse anyone but an operator: the handshake is accepted and closed with 4403, the only way
-to hand a browser a close code.
+to hand a browser a close code. Both also keep the top bar's count of the tool calls waiting for
+an approval live (`ApprovalsBadge`): any session's call asked or answered, or a turn ended.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sessions_app.dashboard import fragments, selectors
 from sessions_app.dashboard.auth import is_operator
 from sessions_app.dashboard.list_filters import list_filters_of
 from sessions_app.engine import repair, runner
-from sessions_app.fastpath.channel_announcer import ALL_SESSIONS_GROUP
+from sessions_app.fastpath.channel_announcer import ALL_SESSIONS_GROUP, APPROVALS_GROUP
 from sessions_app.fastpath.compat import LoopDispatch
 
 CLOSE_FORBIDDEN = 4403
@@ -42,7 +43,20 @@ def _operator(scope: dict) -> Any:
     return user if is_operator(user) else None
 
 
-class DashboardSessionConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketConsumer):
+class ApprovalsBadge(AsyncWebsocketConsumer):
+    """The top bar's count, rendered again (an out-of-band swap) on each notice of a change."""
+
+    async def badge_join(self) -> None:
+        await self.channel_layer.group_add(APPROVALS_GROUP, self.channel_name)
+
+    async def badge_leave(self) -> None:
+        await self.channel_layer.group_discard(APPROVALS_GROUP, self.channel_name)
+
+    async def approvals_changed(self, message: dict) -> None:
+        await self.send(text_data=await database_sync_to_async(fragments.approvals_badge_fragment)())
+
+
+class DashboardSessionConsumer(LoopDispatch, SessionEventStream, ApprovalsBadge):
     operator_name: str = ""
 
     async def connect(self) -> None:
@@ -66,10 +80,12 @@ class DashboardSessionConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketC
         repair.sweeper_ensure()
         # A turn whose process died is repaired before the replay, which then shows its end.
         await runner.turn_repair_if_dead(session_id=session.pk)
+        await self.badge_join()
         await self.stream_join(session.pk, since_seq=since_seq)
         await self.stream_replay()
 
     async def disconnect(self, code: int) -> None:
+        await self.badge_leave()
         await self.stream_leave()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -88,7 +104,7 @@ class DashboardSessionConsumer(LoopDispatch, SessionEventStream, AsyncWebsocketC
         await self.send(text_data=html)
 
 
-class DashboardListConsumer(LoopDispatch, AsyncWebsocketConsumer):
+class DashboardListConsumer(LoopDispatch, ApprovalsBadge):
     filters: dict[str, Any]
 
     async def connect(self) -> None:
@@ -97,9 +113,11 @@ class DashboardListConsumer(LoopDispatch, AsyncWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.filters = list_filters_of(_query(self.scope)).selector_kwargs()
+        await self.badge_join()
         await self.channel_layer.group_add(ALL_SESSIONS_GROUP, self.channel_name)
 
     async def disconnect(self, code: int) -> None:
+        await self.badge_leave()
         await self.channel_layer.group_discard(ALL_SESSIONS_GROUP, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:

@@ -183,6 +183,11 @@ def _panels(session: AgentSession, touched: _Touched, base: dict) -> list[str]:
     return parts
 
 
+def approvals_badge_fragment() -> str:
+    """The top bar's count of the tool calls waiting for an approval, as an out-of-band swap."""
+    return render_to_string("dashboard/_approvals_badge.html", {"oob": True})
+
+
 def session_row_fragment(*, session_id: str, filters: dict[str, Any]) -> str:
     """The session list's row of `session_id`, or its removal when it no longer matches `filters`."""
     row = selectors.session_list_row(session_id=session_id, **filters)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from sessions_app.budgets import BudgetStop, budget_limits, budget_reached
+from sessions_app.budgets import BudgetStop, budget_limits, budget_verdict
 from sessions_app.common import metrics
 from sessions_app.common.db import db
 from sessions_app.common.model_names import PROVIDER_SCRIPTED
@@ -42,19 +42,21 @@ def budget_check_needed(snapshot: SessionSnapshot) -> bool:
     return snapshot.depth > 0 or budget_limits(snapshot.settings).any
 
 
-async def budget_guard(snapshot: SessionSnapshot, *, input_estimate: int) -> None:
+async def budget_guard(snapshot: SessionSnapshot, *, input_estimate: int) -> int | None:
     """Raise `BudgetReached` when the session's next model call, of about `input_estimate` input
-    tokens, must not be made (`budgets.budget_reached`)."""
+    tokens, must not be made (`budgets.budget_verdict`); else return the most output tokens it
+    may write inside every budget (None: no budget bounds them), for its `max_tokens`."""
     if not budget_check_needed(snapshot):
-        return
-    stop = await db(budget_reached)(
+        return None
+    verdict = await db(budget_verdict)(
         session_id=snapshot.id,
         root_id=snapshot.root_id or snapshot.id,
         model=snapshot.model,
         input_estimate=input_estimate,
         price_of=price_here,
     )
-    if stop is not None:
-        logger.info("session %s: %s", snapshot.id, stop.message)
-        metrics.budget_stopped(limit=stop.limit)
-        raise BudgetReached(stop)
+    if verdict.stop is not None:
+        logger.info("session %s: %s", snapshot.id, verdict.stop.message)
+        metrics.budget_stopped(limit=verdict.stop.limit)
+        raise BudgetReached(verdict.stop)
+    return verdict.output_room

@@ -162,12 +162,15 @@ def build_request(
     server_tools: Sequence[ToolSpec],
     max_tokens: int,
     sections: Sequence[ContextSection],
+    question: bool = False,
 ) -> BuiltRequest:
     """The next model request of `session`: what the model sees (`_prompt_assemble`: the
     sections' texts, tools, system blocks, the history with this call's blocks and the cache
     breakpoints), then how it is recorded (`_prompt_encode`: its canonical bytes, the record that
-    names stored messages by position, and the token breakdown). Runs in a DB thread (sections
-    may read the ORM)."""
+    names stored messages by position, and the token breakdown). `question`: the history's last
+    message is a question for this call only (compaction's summary call in the session's layout):
+    no transient blocks, and the last breakpoint on the block before it. Runs in a DB thread
+    (sections may read the ORM)."""
     prepared = history if isinstance(history, PreparedHistory) else PreparedHistory(history)
     prompt = _prompt_assemble(
         session=session,
@@ -175,6 +178,7 @@ def build_request(
         server_tools=server_tools,
         max_tokens=max_tokens,
         sections=sections,
+        question=question,
     )
     return _prompt_encode(prompt, prepared)
 
@@ -186,6 +190,7 @@ def _prompt_assemble(
     server_tools: Sequence[ToolSpec],
     max_tokens: int,
     sections: Sequence[ContextSection],
+    question: bool = False,
 ) -> _Prompt:
     """The request as the model reads it. Order (and so the cached prefix): tools, then the
     system prompt with the sections' stable guidance (ending with the first cache breakpoint),
@@ -218,7 +223,7 @@ def _prompt_assemble(
         static, dynamic, prefix = (
             section.static_system(session),
             section.dynamic_system(session),
-            section.message_prefix(session),
+            () if question else section.message_prefix(session),
         )
         static_parts += static
         pinned_parts += [p for p in pinned if p]
@@ -256,7 +261,9 @@ def _prompt_assemble(
     system += [_text_block(p) for p in dynamic_parts if p]
 
     anchors = _mask_anchors(session, prepared)
-    messages, changed = _messages_for_call(prepared, [_text_block(p) for p in prefix_parts if p], anchors)
+    messages, changed = _messages_for_call(
+        prepared, [_text_block(p) for p in prefix_parts if p], anchors, question=question
+    )
     # The request asks for the stream itself: its bytes (`encoded`, which the record hashes) are
     # then exactly what the provider sends.
     head: dict[str, Any] = {"model": session.model, "max_tokens": max_tokens, "stream": True}
@@ -278,12 +285,20 @@ def _prompt_assemble(
 
 
 def _mask_anchors(session: SessionSnapshot, prepared: PreparedHistory) -> list[tuple[int, int]]:
-    """Where the history's cache breakpoints before masked results go (merged message index,
-    block index), oldest first: before the result the latest masking batch began at (where the
-    requests before the batch had theirs), and before the oldest result masking may take next."""
+    """Where the history's cache breakpoints before the last go (merged message index, block
+    index): before the result the latest masking batch began at (where the requests before the
+    batch had theirs), and before the oldest result masking may take next; in the warning step
+    before a summary of the history, at the end of that history instead of the latter."""
     keep_recent = int(session.setting("compaction", "mask_keep_recent"))
     anchors: list[tuple[int, int]] = []
-    for tool_use_id in (prepared.mask_anchor, prepared.first_unmasked_result(keep_recent)):
+    candidates: tuple[str | None, ...] = (prepared.mask_anchor, prepared.first_unmasked_result(keep_recent))
+    if prepared.summary_anchor is not None:
+        # The warning step before a summary of the history: one breakpoint where the summary
+        # call's shared prefix ends (no masking comes before the summary).
+        at = prepared.block_before_position(prepared.summary_anchor)
+        anchors += [at] if at is not None else []
+        candidates = (prepared.mask_anchor,)
+    for tool_use_id in candidates:
         at = prepared.block_before_result(tool_use_id) if tool_use_id else None
         if at is not None and at not in anchors:
             anchors.append(at)
@@ -291,7 +306,11 @@ def _mask_anchors(session: SessionSnapshot, prepared: PreparedHistory) -> list[t
 
 
 def _messages_for_call(
-    prepared: PreparedHistory, prefix_blocks: list[dict], anchors: Sequence[tuple[int, int]] = ()
+    prepared: PreparedHistory,
+    prefix_blocks: list[dict],
+    anchors: Sequence[tuple[int, int]] = (),
+    *,
+    question: bool = False,
 ) -> tuple[list[dict], set[int]]:
     """The history's messages for this call: the sections' transient blocks put into the latest
     user message, a cache breakpoint on each of `anchors` before the last one, and the last on
@@ -311,6 +330,12 @@ def _messages_for_call(
         merged[latest_user] = {"role": "user", "content": content[:split] + prefix_blocks + content[split:]}
         changed.add(latest_user)
         target_message, target_block = (latest_user, split - 1) if split > 0 else (latest_user - 1, -1)
+    elif question and merged and prepared.shown_length and prepared.shown_length[-1]:
+        # The question is the last message's last blocks: the breakpoint goes before them.
+        last = len(merged) - 1
+        split = len(merged[last]["content"]) - prepared.shown_length[-1]
+        target_message, target_block = (last, split - 1) if split > 0 else (last - 1, -1)
+        changed.add(last)
     if target_message < 0:
         return merged, changed
     tail = (target_message, target_block % len(merged[target_message]["content"]))

@@ -650,6 +650,12 @@ class Feature:
     # tool, in feature order; one whose name a static tool of any feature, a client tool of the
     # session or an earlier source's tool has is left out. Called in a DB thread.
     tool_source: ToolSource | None = None
+    # Awaited on the event loop before a turn's first model call: `tool_source` never waits (it
+    # runs in a database thread, which every session shares), so what its tools need before they
+    # can be listed (an MCP server's first start) is waited for here, in no database thread.
+    # True when the tools it offers may have changed since the turn's first request was built
+    # (that request is then built again).
+    tool_source_ready: Callable[[SessionSnapshot], Awaitable[bool]] | None = None
     # Context sections, in prompt order within the feature.
     sections: Sequence[ContextSection] = ()
     hooks: Sequence[ToolCallHook] = ()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from sessions_app.budgets import BUDGET_DEFAULTS, BUDGET_RULES, BUDGET_SETTING
 from sessions_app.engine.archive import SESSION_ARCHIVE_READ
 from sessions_app.engine.compaction.scripted import answer_the_compaction_warning, summarize
+from sessions_app.engine.compaction.summary import SUMMARY_CALL_SEPARATE, SUMMARY_CALL_SHARED
 from sessions_app.engine.contract import Feature
 
 MAX_STEPS_PER_TURN_LIMIT = 1_000
@@ -14,6 +15,7 @@ MAX_STEPS_PER_TURN_LIMIT = 1_000
 # The share of the compaction threshold that masking brings a request down to (1.0: just under
 # the threshold, the smallest batch). Measured by `bench/bench_cost.py`.
 MASK_LOW_WATER = 0.6
+
 
 CORE_FEATURE = Feature(
     name="core",
@@ -29,6 +31,7 @@ CORE_FEATURE = Feature(
             "mask_keep_recent": 3,
             "mask_low_water": MASK_LOW_WATER,
             "summary_max_tokens": 2000,
+            "summary_call": SUMMARY_CALL_SHARED,
             "turn_keep_steps": 2,
         },
         # PROTOCOL.md v1.2: limits on what the session's tree spends (`sessions_app.budgets`).
@@ -42,6 +45,7 @@ CORE_FEATURE = Feature(
             "mask_keep_recent": ("int", 0, 1000),
             "mask_low_water": ("number", 0.1, 1.0),
             "summary_max_tokens": ("int", 100, 32_000),
+            "summary_call": ("choice", {SUMMARY_CALL_SHARED, SUMMARY_CALL_SEPARATE}),
             "turn_keep_steps": ("int", 1, 100),
         },
         BUDGET_SETTING: BUDGET_RULES,

@@ -5,6 +5,7 @@ an argument."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import uuid
 from collections.abc import Callable, Collection, Sequence
@@ -196,6 +197,12 @@ class FeatureSet:
             hidden |= view.hidden
             replacements.update(view.replacements)
         return HistoryView(frozenset(hidden), replacements)
+
+    async def tool_sources_ready(self, session: SessionSnapshot) -> bool:
+        """Await every feature's `tool_source_ready` (on the event loop, together): True when one
+        says the session's tools may have changed since its request was built."""
+        waits = [f.tool_source_ready(session) for f in self.features if f.tool_source_ready is not None]
+        return any(await asyncio.gather(*waits)) if waits else False
 
     def warning_notes(self, session: SessionSnapshot) -> list[str]:
         """What features add to the pre-compaction warning (runs in a DB thread)."""

@@ -81,10 +81,10 @@ class OperatorCompaction(TurnRunner):
         client is there to run its own: those calls are answered with an error). A failed model
         call is logged and the summary goes on."""
         snapshot = prepared.snapshot
-        await self.budget_guard(snapshot, prepared.built)
+        built = await self.budget_guard(snapshot, prepared.built)
         self.steps = 1
         try:
-            response, call_data, delta_text = await self._call_model(provider, snapshot, prepared.built)
+            response, call_data, delta_text = await self._call_model(provider, snapshot, built)
         except ProviderError:
             logger.warning("the warning step of session %s failed", self.session_id, exc_info=True)
             return snapshot

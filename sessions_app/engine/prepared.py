@@ -81,6 +81,10 @@ class PreparedHistory:
         # request right after the batch keeps a cache breakpoint before it, where the earlier
         # requests had theirs, so that it reads the unchanged prefix from the cache.
         self.mask_anchor: str | None = None
+        # The position the history summarized next ends before (set with the warning step of a
+        # compaction of the history): the request keeps a cache breakpoint on the block before
+        # it, where the summary call in the session's layout reads its prefix from the cache.
+        self.summary_anchor: int | None = None
         self.view = view or HistoryView()
         self.result_at: dict[str, int] = {}  # tool_use_id → stored index of its tool_result
         self.tool_names: dict[str, str] = {}  # tool_use_id → the tool's name
@@ -310,6 +314,21 @@ class PreparedHistory:
         if index == 0 or not self.messages[index - 1]["content"]:
             return None
         return index - 1, len(self.messages[index - 1]["content"]) - 1
+
+    def block_before_position(self, position: int) -> tuple[int, int] | None:
+        """(merged message index, block index) of the last block shown of the stored messages
+        before `position`; None when none is shown."""
+        for stored_index in range(len(self.stored) - 1, -1, -1):
+            if self.stored[stored_index].position >= position:
+                continue
+            index = self.owner[stored_index]
+            if index < 0 or not self.shown_length[stored_index]:
+                continue
+            members = self.members[index]
+            upto = members.index(stored_index)
+            block = sum(self.shown_length[m] for m in members[: upto + 1] if self.owner[m] == index) - 1
+            return index, block
+        return None
 
     def result_content(self, tool_use_id: str) -> Any:
         """The stored content of a tool result (what a mask hides)."""

@@ -89,6 +89,21 @@ COMPACTION_MERGE_INSTRUCTION = (
 # Appended to every summary instruction: the summary's bound.
 COMPACTION_LENGTH_LIMIT = "Keep the summary under {words} words."
 
+# The summary call in the session's own layout (`compaction.summary_call: "shared"`): the
+# session's tools, system prompt and history as its last request sent them (so the provider reads
+# them from the prompt cache), then one user message with these words, seed 002's summary prompt
+# and the instruction. No tool is run: an answer that calls one is not taken, and the summary is
+# asked again of the separate call (own system prompt, no tools).
+COMPACTION_SHARED_HEAD = (
+    "[System] Compaction: the conversation above is about to be replaced by a summary. Do not call "
+    "any tool and do not go on with the work: answer with the summary only, as text, by these rules."
+)
+COMPACTION_SHARED_MERGE_INSTRUCTION = (
+    "The conversation above starts with a summary of its earlier part. Write one updated summary "
+    "of the whole conversation: merge that summary with the conversation after it into a single "
+    "summary (do not quote or nest the earlier summary)."
+)
+
 
 # ---------------------------------------------------------------------------
 # A text cut in the middle (seed 004)

@@ -87,3 +87,35 @@ def summary_call_data(
         stop_reason=response.stop_reason,
         usage=response.usage.as_dict(),
     )
+
+
+def summary_call_built_data(
+    *,
+    provider: str,
+    step: int,
+    built: BuiltRequest,
+    response: ModelResponse,
+    duration_ms: int,
+) -> ModelCallData:
+    """The record of a summary call in the session's layout (`compaction.summary_call: "shared"`):
+    like a turn's, its record names the stored messages it sent by position. Its stable prefix is
+    not measured (its `max_tokens` differs from the turn's, and the canonical bytes start with
+    it): the prompt inspector compares its blocks with the turn's call before it."""
+    return ModelCallData(
+        provider=provider,
+        model=built.body["model"],
+        step=step,
+        purpose="summary",
+        request_record=built.record,
+        request_parts=built.parts,
+        request_sha256=built.sha256,
+        request_bytes=len(built.encoded),
+        stable_prefix_bytes=0,
+        estimated_prompt_tokens=built.estimated_tokens,
+        started_at=timezone.now() - timedelta(milliseconds=duration_ms),
+        duration_ms=duration_ms,
+        first_token_ms=response.first_token_ms,
+        response={"content": response.content, "stop_reason": response.stop_reason, **response.raw},
+        stop_reason=response.stop_reason,
+        usage=response.usage.as_dict(),
+    )

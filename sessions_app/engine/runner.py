@@ -522,15 +522,22 @@ class TurnRunner:
         return snapshot, self.build_with(snapshot, self.history)
 
     def build_with(
-        self, snapshot: SessionSnapshot, history: PreparedHistory, *, max_tokens: int | None = None
+        self,
+        snapshot: SessionSnapshot,
+        history: PreparedHistory,
+        *,
+        max_tokens: int | None = None,
+        question: bool = False,
     ) -> BuiltRequest:
-        """`history` as a request of this turn (runs in a DB thread: sections read the ORM)."""
+        """`history` as a request of this turn (runs in a DB thread: sections read the ORM);
+        `question`: its last message is a question for this call only (`build_request`)."""
         built = build_request(
             session=snapshot,
             history=history,
             server_tools=self.features.tools_for_session(snapshot, turn_id=self.turn_id),
             max_tokens=max_tokens or settings.PALIMPSEST_MAX_OUTPUT_TOKENS,
             sections=self.features.sections,
+            question=question,
         )
         if built.pins_new is not None:
             # The epoch's first request (or a section switched on inside it): what the sections
@@ -547,6 +554,10 @@ class TurnRunner:
         checked = self.prebuilt is not None
         if self.prebuilt is not None:
             snapshot = self.prebuilt[0]
+            if await self.features.tool_sources_ready(snapshot):
+                # A tool source was not ready when the first request was built (an MCP server
+                # still starting): it is built again, with the tools offered now.
+                self.prebuilt = None
         else:
             snapshot = await db(self._load)()
             if self.features.hooks and self.resume is None:
@@ -573,19 +584,25 @@ class TurnRunner:
             self.steps += 1
             try:
                 prepared = await self.compactor.prepare(provider)
-                snapshot, built = prepared.snapshot, prepared.built
-                await self.budget_guard(snapshot, built)
+                snapshot = prepared.snapshot
+                built = await self.budget_guard(snapshot, prepared.built)
             except BudgetReached:
                 self.steps -= 1  # the step's call was not made
                 raise
             try:
                 response, call_data, delta_text = await self._call_model(provider, snapshot, built)
             except ProviderError as exc:
-                # The estimate was wrong and the API says so: apply the tiers at once, retry once.
+                # The estimate was wrong and the API says so: apply the tiers at once, retry once
+                # (a call like any: checked against the budgets first).
                 if exc.kind != "prompt_too_long":
                     raise
                 prepared = await self.compactor.prepare(provider, force=True)
-                snapshot, built = prepared.snapshot, prepared.built
+                snapshot = prepared.snapshot
+                try:
+                    built = await self.budget_guard(snapshot, prepared.built)
+                except BudgetReached:
+                    self.steps -= 1
+                    raise
                 response, call_data, delta_text = await self._call_model(provider, snapshot, built)
             calls = tool_calls_plan(snapshot, response.content)
             if calls:  # an answer without tool calls has no inputs for the hooks
@@ -751,13 +768,30 @@ class TurnRunner:
         )
         await db(services.model_call_record)(session_id=self.session_id, turn_id=self.turn_id, data=data)
 
+    async def record_summary_built(
+        self, built: BuiltRequest, response: ModelResponse, duration_ms: int
+    ) -> None:
+        provider = (self.provider or provider_for_model(built.body["model"])).name
+        data = records.summary_call_built_data(
+            provider=provider,
+            step=self.steps,
+            built=built,
+            response=response,
+            duration_ms=duration_ms,
+        )
+        await db(services.model_call_record)(session_id=self.session_id, turn_id=self.turn_id, data=data)
+
     # -- the model call ----------------------------------------------------
-    async def budget_guard(self, snapshot: SessionSnapshot, built: BuiltRequest) -> None:
+    async def budget_guard(self, snapshot: SessionSnapshot, built: BuiltRequest) -> BuiltRequest:
         """`BudgetReached` when the budget forbids the call of `built` (its estimated input, as
-        the call's record predicts it)."""
-        await budget_guard(
+        the call's record predicts it); else `built`, its `max_tokens` lowered to the output the
+        budgets leave (the answer cannot pass them)."""
+        room = await budget_guard(
             snapshot, input_estimate=budget.estimate_prompt_tokens(snapshot, built.estimated_tokens)
         )
+        if room is not None and room < built.body["max_tokens"]:
+            built = await db(self.build_with)(snapshot, self.history, max_tokens=room)
+        return built
 
     async def _call_model(
         self, provider: Provider, snapshot: SessionSnapshot, built: BuiltRequest

@@ -17,6 +17,7 @@ from django.db import transaction
 
 from sessions_app import selectors, services
 from sessions_app.budgets import session_spend
+from sessions_app.common.db import db
 from sessions_app.engine.budget_check import price_here
 from sessions_app.engine.features import features
 from sessions_app.engine.providers import (
@@ -158,6 +159,18 @@ def session_delete(*, session_id: uuid.UUID) -> list[uuid.UUID]:
                 hook(deleted)
 
     return services.session_tree_delete(session_id=session_id, before_delete=features_delete)
+
+
+async def session_state_when_ready(session: AgentSession) -> dict[str, Any]:
+    """`session_state` (`session.created`, `session.state`), read again once the tool sources
+    that were not ready when it was first read are (an MCP server's first start, waited for on
+    the event loop, in no database thread: `Feature.tool_source_ready`), so that its
+    `server_tools` already names their tools."""
+    state = await db(session_state)(session)
+    current = features()
+    if await current.tool_sources_ready(current.snapshot(session)):
+        state = await db(session_state)(session)
+    return state
 
 
 def session_state(session: AgentSession) -> dict[str, Any]:

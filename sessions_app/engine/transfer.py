@@ -309,6 +309,8 @@ def _tree_import(
     # The top session is the imported tree's root, at the depth it had (checked by now).
     below = root if root is not None else (session.pk, depth)
     import_services.session_tables_import(session_id=session.pk, data=tree, where=where, tree=sessions)
+    # Exported while a turn ran: the copy's turn ends (its history stays valid for the API).
+    services.imported_turns_close(session_id=session.pk)
     feature_data = tree["features"]
     for name, lifecycle in features().lifecycles:
         data = feature_data.get(name)

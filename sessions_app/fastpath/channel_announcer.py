@@ -2,7 +2,9 @@
 
 Every event goes to its session's group (agent clients, the operator's session page). All but
 the frequent `assistant.delta` also go, as a small notice (session id, type, seq: no payload), to
-one global group that the dashboard's session list watches.
+one global group that the dashboard's session list watches. A write that may change how many tool
+calls wait for an approval (one asked, one answered, a turn ended) also sends a bare notice to
+the group every dashboard page's socket joins, for the top bar's count.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from sessions_app.fastpath.compat import sync_thread_event_loop
 logger = logging.getLogger("palimpsest.announce")
 
 ALL_SESSIONS_GROUP = "sessions.all"
+APPROVALS_GROUP = "approvals.all"
+# The events after which the count of calls waiting for an approval may differ.
+APPROVAL_COUNT_EVENTS = frozenset({"tool.approval_requested", "tool.approval_answered", "turn.completed"})
 # Streamed text changes nothing the session list shows; the message that follows it does.
 NOT_NOTICED = frozenset({"assistant.delta"})
 
@@ -38,6 +43,8 @@ async def _broadcast(layer: Any, frames: list[dict]) -> None:
     session_id = frames[0]["session_id"]
     await layer.group_send(session_group_name(session_id), {"type": "session.events", "events": frames})
     noticed = [frame for frame in frames if frame["type"] not in NOT_NOTICED]
+    if any(frame["type"] in APPROVAL_COUNT_EVENTS for frame in frames):
+        await layer.group_send(APPROVALS_GROUP, {"type": "approvals.changed"})
     if noticed:
         await layer.group_send(
             ALL_SESSIONS_GROUP,

@@ -112,6 +112,7 @@ from sessions_app.services.turns import (
     TurnNeedsRepair,
     TurnRepair,
     UnknownToolUse,
+    imported_turns_close,
     lease_hold,
     lease_lapsed,
     lease_takeover_at,
@@ -226,6 +227,7 @@ __all__ = [
     "turn_heartbeat",
     "turn_is_cancelled",
     "turn_repair",
+    "imported_turns_close",
     "turns_cancel_for_owners",
     "turns_stop_asked",
 ]

@@ -405,6 +405,59 @@ def _dead_turn_close(session: AgentSession, now: Any) -> None:
     transaction.on_commit(lambda: metrics.turn_ended(stop_reason=stop_reason))
 
 
+IMPORTED_STOPPED_MESSAGE = (
+    "The session was exported while this turn ran; the imported copy does not run it on."
+)
+
+
+def imported_turns_close(*, session_id: uuid.UUID) -> list[uuid.UUID]:
+    """End the turns of an imported session that the export caught running, inside the import's
+    transaction (the copy is idle, with no lease): the last step's unanswered calls get an error
+    result (so the next request is valid for the API), their rows and any call that waited for an
+    approval are done with that error, and each turn ends with `error`, announced in the copy's
+    events as a dead turn's end is. Returns the turns ended."""
+    open_turns = list(
+        Turn.objects.filter(session_id=session_id, ended_at__isnull=True)
+        .order_by("started_at")
+        .values_list("pk", flat=True)
+    )
+    if not open_turns:
+        return []
+    session = AgentSession.objects.get(pk=session_id)
+    now = timezone.now()
+    dangling = dangling_tool_uses(session)
+    if dangling:
+        message_write(
+            session_id=session_id,
+            epoch=session.epoch,
+            role=MessageRole.USER,
+            content=[
+                {
+                    "type": "tool_result",
+                    "tool_use_id": t,
+                    "content": INTERRUPTED_TOOL_RESULT,
+                    "is_error": True,
+                }
+                for t in dangling
+            ],
+            turn_id=open_turns[-1],
+            metadata={"repair": "interrupted_turn"},
+        )
+    ToolCall.objects.filter(
+        session_id=session_id, turn_id__in=open_turns, status=ToolCallStatus.PENDING
+    ).update(status=ToolCallStatus.DONE, result=INTERRUPTED_TOOL_RESULT, is_error=True, completed_at=now)
+    Turn.objects.filter(pk__in=open_turns).update(
+        ended_at=now, stop_reason="error", error=IMPORTED_STOPPED_MESSAGE
+    )
+    for turn_id in open_turns:
+        event_emit(
+            session_id=session_id,
+            type="turn.completed",
+            payload={"turn_id": str(turn_id), "stop_reason": "error"},
+        )
+    return open_turns
+
+
 def turn_repair(
     *, session_id: uuid.UUID, holder: uuid.UUID, alive: Callable[[uuid.UUID], bool] | None = None
 ) -> TurnRepair | None:

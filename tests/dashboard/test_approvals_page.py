@@ -16,7 +16,7 @@ from sessions_app.common.approvals import input_sha256
 from sessions_app.engine import runner
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.features import features
-from sessions_app.models import SessionEvent, ToolCall
+from sessions_app.models import SessionEvent, ToolCall, Turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -145,3 +145,43 @@ async def test_only_operators_see_or_answer(django_user_model):
     assert answered.status_code == 302
     assert (await ToolCall.objects.aget(pk=call.pk)).approval == "pending"
     await runner.EngineTurns().cancel(session_id=session.pk, turn_id=turn_id, wait_seconds=10)
+
+
+# -- the top bar's count, live ------------------------------------------------------------------
+async def _badge(communicator: Any, shows: str, timeout: float = 10) -> str:
+    """The first frame of `communicator` whose top bar's count holds `shows` (rows, events and
+    counts sent before, say at the end of an earlier test's turn, aside)."""
+    while True:
+        html = await communicator.receive_from(timeout=timeout)
+        if 'id="approvals-badge"' in html and shows in html:
+            return html
+
+
+async def test_the_top_bars_count_follows_calls_asked_and_answered_on_every_open_page(operator_async):
+    from tests.dashboard.test_live import socket
+
+    watched = await asyncio.to_thread(
+        engine_sessions.session_create,
+        owner=None,
+        title="watched",
+        reserved_tool_names=features().tool_names(),
+    )
+    # The session list and another session's page are open; a call waits in a third session.
+    listing = await socket("/ws/dashboard/", operator_async)
+    page = await socket(f"/ws/dashboard/sessions/{watched.pk}/", operator_async)
+    session, turn_id, call = await _waiting("Asks")
+    for communicator in (listing, page):
+        html = await _badge(communicator, 'title="Tool calls waiting for an approval">1</span>')
+        assert 'hx-swap-oob="true"' in html
+    # Denied from the Approvals page: the count goes, on every page.
+    response = await operator_async.post(
+        _answer_url(session),
+        {"tool_use_id": call.tool_use_id, "decision": "deny", "reason": "no", "where": "list"},
+        headers=HTMX,
+    )
+    assert response.status_code == 200
+    for communicator in (listing, page):
+        await _badge(communicator, '<span id="approvals-badge" hx-swap-oob="true"></span>')
+        await communicator.disconnect()
+    await runner.turn_wait(turn_id)  # None once it has ended: it ends as soon as the call is denied
+    assert (await Turn.objects.aget(pk=turn_id)).stop_reason == "end_turn"

@@ -180,7 +180,21 @@ def test_a_compaction_between_two_calls_is_named(operator_client):
     archive = Archive.objects.filter(session=session).latest("epoch")
     assert found is not None and found.reason == "compaction"
     assert found.detail == f"epoch {archive.epoch} was archived before this call"
-    # A summary call is compared with the summary call before it, not with a turn's request.
+    # A summary call in the session's layout (the default) is compared with the turn's call
+    # before it (the warning step), and parts from it at its question.
+    summaries = calls_of(session, "summary")
+    found = break_of(summaries[-1])
+    turn_before = [c for c in calls_of(session) if c.started_at <= summaries[-1].started_at][-1]
+    assert found is not None and found.previous_id == turn_before.pk
+    assert found.reason == "compaction" and "question" in found.detail
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_separate_summary_call_is_compared_with_the_summary_call_before_it(operator_client):
+    session = session_new(settings={"compaction": {"summary_call": "separate"}})
+    for word in ("first", "second"):
+        chat(session.pk, word)
+        compact(session)
     summaries = calls_of(session, "summary")
     found = break_of(summaries[-1])
     assert found is not None and found.previous_id == summaries[0].pk

@@ -14,7 +14,6 @@ from memory_app.scratchpad import services as scratchpad_services
 from memory_app.scratchpad.prompts import BLOCK_START
 from memory_app.subsessions.services import tool_pairs_complete
 from sessions_app.common.db import db
-from sessions_app.engine.prompts import COMPACTION_SUMMARY_SYSTEM_PROMPT
 from sessions_app.models import AgentSession, Archive, Message
 from tests.conftest import alist
 from tests.fake_anthropic import Reply, text, tool_use
@@ -35,6 +34,7 @@ from tests.memory_app.subsessions_support import (
     turn_of,
     user_texts,
 )
+from tests.sessions_app.conftest import is_summary_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -221,7 +221,7 @@ async def test_a_fork_over_its_threshold_compacts_its_own_history(connect, model
     router = (
         Router()
         .on(
-            lambda body: body.get("system") == COMPACTION_SUMMARY_SYSTEM_PROMPT,
+            is_summary_call,
             text("summary"),
             text("summary"),
         )

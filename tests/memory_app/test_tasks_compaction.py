@@ -25,7 +25,7 @@ from tests.memory_app.tasks_support import (
     tool_results,
     tool_uses,
 )
-from tests.sessions_app.conftest import echo_tool
+from tests.sessions_app.conftest import echo_tool, is_summary_call
 
 __all__ = ["echo_tool", "strict_fake"]
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,8 +34,7 @@ INNER_A = "inner A " * 40
 
 
 def is_summary(body: dict) -> bool:
-    system = body.get("system")
-    return isinstance(system, str) and system.startswith("Summarize this conversation")
+    return is_summary_call(body)
 
 
 def is_warning(body: dict) -> bool:

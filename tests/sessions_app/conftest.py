@@ -58,3 +58,18 @@ def postgres_redis_env(tmp_path) -> Iterator[dict[str, str]]:
     yield env
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def is_summary_call(body: dict) -> bool:
+    """A compaction's summary call, in either layout (`compaction.summary_call`): the separate one
+    (seed 002's own system prompt) or the shared one (the session's layout, its last message the
+    summary instruction)."""
+    from sessions_app.engine.compaction.summary import is_shared_summary_text
+    from sessions_app.engine.prompts import COMPACTION_SUMMARY_SYSTEM_PROMPT
+
+    if body.get("system") == COMPACTION_SUMMARY_SYSTEM_PROMPT:
+        return True
+    last = body["messages"][-1]["content"] if body.get("messages") else None
+    return isinstance(last, list) and any(
+        isinstance(b, dict) and is_shared_summary_text(b.get("text", "")) for b in last
+    )

@@ -17,7 +17,7 @@ from sessions_app.engine.operator import compaction_operator_start
 from sessions_app.models import AgentSession, Archive, Message, ModelCall, SessionEvent, Turn
 from sessions_app.validation import SpecError
 from tests.dashboard.conftest import session_new
-from tests.fake_anthropic import text, tool_use
+from tests.fake_anthropic import error, text, tool_use
 from tests.sessions_app.test_usage import PRICES
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -323,3 +323,79 @@ def test_no_compaction_warning_is_stored_when_the_budget_forbids_its_step() -> N
     assert chat(session.pk, "go on").stop_reason == "end_turn"
     assert warnings_of(session) == 1
     assert Archive.objects.filter(session=session).exists()
+
+
+# ---------------------------------------------------------------------------
+# The answer cannot pass the budget: max_tokens is lowered to what it leaves
+# ---------------------------------------------------------------------------
+def test_a_calls_max_tokens_is_lowered_to_the_output_tokens_the_budget_leaves(strict_fake: Any) -> None:
+    fake = strict_fake()
+    fake.default_reply = text("Noted.")
+    session = session_new(model="claude-sonnet-4-6", settings={"budget": {"max_output_tokens": 40}})
+    chat(session.pk, "first question")
+    assert fake.requests[0].body["max_tokens"] == 40
+    used = spent(session).usage_output_tokens
+    assert 0 < used < 40
+    chat(session.pk, "second question")
+    assert fake.requests[1].body["max_tokens"] == 40 - used
+    budget(session, max_output_tokens=None)
+    chat(session.pk, "third question")
+    assert fake.requests[2].body["max_tokens"] > 40  # no budget: the usual bound
+
+
+def test_a_cost_budget_lowers_max_tokens_to_what_its_money_leaves_after_the_input(
+    strict_fake: Any, priced: None
+) -> None:
+    fake = strict_fake()
+    fake.default_reply = text("Noted.")
+    session = session_new(model="claude-sonnet-4-6")
+    chat(session.pk, "first question")
+    cost = cost_of(session)
+    # Enough for the next request's input (about 3,500 tokens at $3 per million) and about 100
+    # output tokens at $15 per million.
+    row = spent(session)
+    next_input = (
+        row.usage_input_tokens + row.usage_cache_creation_tokens + row.usage_cache_read_tokens
+    ) * 1.1
+    allowed = cost + next_input * 3.0 / 1_000_000 + 100 * 15.0 / 1_000_000
+    budget(session, max_cost_usd=allowed)
+    chat(session.pk, "second question")
+    lowered = fake.requests[1].body["max_tokens"]
+    assert 50 < lowered < 200
+    assert cost_of(session) <= allowed
+
+
+def test_a_childs_calls_are_held_to_what_its_roots_budget_leaves() -> None:
+    root = session_new(settings={"budget": {"max_output_tokens": 1_000}})
+    chat(root.pk, "spawn echo 42")
+    (child,) = AgentSession.objects.filter(parent_session=root)
+    calls = list(ModelCall.objects.filter(session=child).order_by("started_at", "pk"))
+    assert calls and all(c.request["max_tokens"] <= 1_000 for c in calls)
+    root_first = ModelCall.objects.filter(session=root).order_by("started_at", "pk").first()
+    assert root_first is not None
+    spent_before_child = root_first.output_tokens
+    assert calls[0].request["max_tokens"] == 1_000 - spent_before_child
+
+
+def test_the_retry_after_a_prompt_too_long_refusal_is_checked_against_the_budget(strict_fake: Any) -> None:
+    fake = strict_fake()
+    fake.default_reply = text("Noted.")
+    session = session_new(model="claude-sonnet-4-6", context_window=20_000)
+    for index in range(3):
+        chat(session.pk, f"question {index}: " + "palimpsest " * 300)
+    row = spent(session)
+    so_far = row.usage_input_tokens + row.usage_cache_creation_tokens + row.usage_cache_read_tokens
+    last = row.last_prompt_tokens
+    assert last is not None
+    # Room for the next request and for the summary call (each about the last request), not for
+    # the retry after them.
+    budget(session, max_input_tokens=so_far + int(1.2 * last))
+    requests_before = len(fake.requests)
+    fake.enqueue(error(400, "invalid_request_error", "prompt is too long: 250000 tokens > 200000 maximum"))
+    turn = chat(session.pk, "one more")
+    assert turn.stop_reason == "budget_reached"
+    # The refused call and the summary call were made; the retry was not.
+    assert len(fake.requests) == requests_before + 2
+    assert spent(session).usage_input_tokens + spent(session).usage_cache_creation_tokens + spent(
+        session
+    ).usage_cache_read_tokens <= so_far + int(1.2 * last)

@@ -1,4 +1,8 @@
-"""Compaction (seeds 002 and 000) through the fake Messages API: what the model receives at each step."""
+"""Compaction (seeds 002 and 000) through the fake Messages API: what the model receives at each step.
+
+These sessions ask for seed 002's separate summary call (`compaction.summary_call: "separate"`: its
+own system prompt, no tools); the default, the summary asked in the session's own layout, is
+`test_compaction_shared_summary.py`'s."""
 
 from __future__ import annotations
 
@@ -11,18 +15,15 @@ from sessions_app.engine.prompts import COMPACTION_SUMMARY_SYSTEM_PROMPT, PRE_CO
 from sessions_app.models import AgentSession, Archive, Message, ModelCall
 from tests.conftest import alist
 from tests.fake_anthropic import FakeAnthropicServer, error, text, tool_use
-from tests.sessions_app.conftest import CLIENT_TOOL, NO_MEMORY
+from tests.sessions_app.conftest import CLIENT_TOOL, NO_MEMORY, is_summary_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "claude-sonnet-4-6"
 # About 900 tokens a message: four turns cross a 3,000-token threshold, and the whole history
 # still fits one summary call (half of a 10,000-token window).
 FILLER = "palimpsest " * 300
-SMALL = {"context_window": 10_000, "compact_threshold": 0.3, "settings": NO_MEMORY}
-
-
-def is_summary_call(body: dict) -> bool:
-    return body.get("system") == COMPACTION_SUMMARY_SYSTEM_PROMPT
+SEPARATE = {"compaction": {"summary_call": "separate"}}
+SMALL = {"context_window": 10_000, "compact_threshold": 0.3, "settings": {**NO_MEMORY, **SEPARATE}}
 
 
 async def chat(client, content: str) -> list[dict]:

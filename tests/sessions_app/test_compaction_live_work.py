@@ -11,11 +11,16 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from memory_app.observations.models import Observation
-from sessions_app.engine.prompts import COMPACTION_PREVIOUS_SUMMARY_HEADING, PRE_COMPACTION_WARNING
+from sessions_app.engine.prompts import (
+    COMPACTION_PREVIOUS_SUMMARY_HEADING,
+    COMPACTION_SHARED_MERGE_INSTRUCTION,
+    COMPACTION_SUMMARY_MESSAGE,
+    PRE_COMPACTION_WARNING,
+)
 from sessions_app.models import AgentSession, Archive, MaskedResult, Message
 from tests.conftest import alist, chat
 from tests.fake_anthropic import ErrorReply, FakeAnthropicServer, Reply, error, text, tool_use
-from tests.sessions_app.conftest import NO_MEMORY
+from tests.sessions_app.conftest import NO_MEMORY, is_summary_call
 
 # The bare engine with the observation store, which keeps masked results whole.
 WITH_STORE = {**NO_MEMORY, "offload": {"enabled": True}}
@@ -33,8 +38,7 @@ def log_text(lines: int, tag: str) -> str:
 
 
 def is_summary(body: dict) -> bool:
-    system = body.get("system")
-    return isinstance(system, str) and system.startswith("Summarize this conversation")
+    return is_summary_call(body)
 
 
 def last_block(body: dict) -> dict:
@@ -318,13 +322,16 @@ async def test_repeated_summary_failures_trip_a_breaker_until_a_new_turn(connect
     assert len(summary_calls) > 9
 
 
-async def test_three_chained_compactions_merge_their_summaries_without_nesting(connect, strict_fake):
+@pytest.mark.parametrize("summary_call", ["separate", "shared"])
+async def test_three_chained_compactions_merge_their_summaries_without_nesting(
+    connect, strict_fake, summary_call
+):
     fake = strict_fake(4000)
-    summaries: list[str] = []
+    summaries: list[dict] = []
 
     def model(body: dict) -> Reply | ErrorReply:
         if is_summary(body):
-            summaries.append(body["messages"][0]["content"][0]["text"])
+            summaries.append(body)
             return text(f"S{len(summaries)}")
         if last_block(body).get("text") == PRE_COMPACTION_WARNING:
             return text("Notepad is up to date.")
@@ -332,18 +339,34 @@ async def test_three_chained_compactions_merge_their_summaries_without_nesting(c
 
     fake.default_reply = model
     client = await connect()
-    await client.create(model=MODEL, compact_threshold=0.5, context_window=4000, settings=NO_MEMORY)
+    await client.create(
+        model=MODEL,
+        compact_threshold=0.5,
+        context_window=4000,
+        settings={**NO_MEMORY, "compaction": {"summary_call": summary_call}},
+    )
     index = 0
     while len(summaries) < 3 and index < 20:
         await chat(client, f"message {index}: {FILLER}")
         index += 1
     assert len(summaries) == 3
-    assert COMPACTION_PREVIOUS_SUMMARY_HEADING not in summaries[0]
-    for number in (2, 3):
-        request = summaries[number - 1]
-        # The previous summary is given once, as such; the new one replaces it (no quoting).
-        assert request.count(f"{COMPACTION_PREVIOUS_SUMMARY_HEADING}\nS{number - 1}\n") == 1
-        assert "[Summary of the conversation so far" not in request
+    if summary_call == "separate":
+        requests = [body["messages"][0]["content"][0]["text"] for body in summaries]
+        assert COMPACTION_PREVIOUS_SUMMARY_HEADING not in requests[0]
+        for number in (2, 3):
+            request = requests[number - 1]
+            # The previous summary is given once, as such; the new one replaces it (no quoting).
+            assert request.count(f"{COMPACTION_PREVIOUS_SUMMARY_HEADING}\nS{number - 1}\n") == 1
+            assert "[Summary of the conversation so far" not in request
+    else:
+        assert COMPACTION_SHARED_MERGE_INSTRUCTION not in json.dumps(summaries[0]["messages"])
+        for number in (2, 3):
+            messages = summaries[number - 1]["messages"]
+            # The epoch starts with the previous summary, once; the question asks to merge it.
+            head = COMPACTION_SUMMARY_MESSAGE.format(summary=f"S{number - 1}")
+            assert messages[0]["content"][0]["text"] == head
+            assert json.dumps(messages).count("[Summary of the conversation so far") == 1
+            assert COMPACTION_SHARED_MERGE_INSTRUCTION in messages[-1]["content"][-1]["text"]
     epoch_heads = await alist(
         Message.objects.filter(metadata__type="compact")
         .order_by("position")

@@ -23,7 +23,7 @@ from sessions_app.models import AgentSession, Archive, Message
 from tests.conftest import chat
 from tests.fake_anthropic import ErrorReply, FakeAnthropicServer, Reply, text, tool_use
 from tests.features import FILL_ROOMS
-from tests.sessions_app.conftest import NO_MEMORY
+from tests.sessions_app.conftest import NO_MEMORY, is_summary_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "claude-sonnet-4-6"
@@ -35,8 +35,7 @@ NO_OFFLOAD = {**NO_MEMORY, "offload": {"threshold_bytes": 1 << 30}}
 
 
 def is_summary(body: dict) -> bool:
-    system = body.get("system")
-    return isinstance(system, str) and system.startswith("Summarize this conversation")
+    return is_summary_call(body)
 
 
 def last_block(body: dict) -> dict:

@@ -163,3 +163,63 @@ def test_the_export_reads_page_by_page_whatever_the_number_of_rows(django_assert
         document = json.loads(export_text(session.pk))
     assert [m["position"] for m in document["session"]["messages"]] == list(range(1000))
     assert document["session"]["messages"][999]["content"] == [{"type": "text", "text": "m999"}]
+
+
+async def test_a_session_exported_while_its_turn_waits_imports_idle_with_a_valid_history(
+    strict_fake, make_token
+):
+    """The export is not a snapshot: caught while a turn waits for an approval, its last step's
+    call has no result. The copy's turn ends (error) and the call gets an error result, so the
+    copy's next turn makes a request the real API takes (the strict fake refuses an unanswered
+    tool_use), and its events show the turn's end."""
+    import asyncio
+
+    from sessions_app.engine import runner
+    from sessions_app.engine import sessions as engine_sessions
+    from sessions_app.engine.features import features
+    from sessions_app.models import SessionEvent, ToolCall, Turn
+    from sessions_app.services.turns import IMPORTED_STOPPED_MESSAGE, INTERRUPTED_TOOL_RESULT
+    from tests.fake_anthropic import text, tool_use
+
+    fake = strict_fake()
+    await make_token("importer")
+    session = await asyncio.to_thread(
+        engine_sessions.session_create,
+        owner=None,
+        title="waits",
+        model="claude-sonnet-4-6",
+        settings={"approvals": {"count_words": "always_ask"}},
+        reserved_tool_names=features().tool_names(),
+    )
+    fake.enqueue(tool_use("count_words", {"text": "a b"}))
+    turn_id = await runner.turn_start(session_id=session.pk, content="count these")
+    asked = SessionEvent.objects.filter(session_id=session.pk, type="tool.approval_requested")
+    while not await asked.aexists():
+        await asyncio.sleep(0.01)
+    text_document = await sync_to_async(export_text)(session.pk)
+    await runner.EngineTurns().cancel(session_id=session.pk, turn_id=turn_id, wait_seconds=10)
+
+    imported = await sync_to_async(import_text)(text_document, "importer")
+    assert (imported.status, imported.current_turn_id) == ("idle", None)
+    (turn,) = [t async for t in Turn.objects.filter(session_id=imported.pk)]
+    assert (turn.stop_reason, turn.error) == ("error", IMPORTED_STOPPED_MESSAGE) and turn.ended_at
+    call = await ToolCall.objects.aget(session_id=imported.pk)
+    assert (call.status, call.is_error, call.result) == ("done", True, INTERRUPTED_TOOL_RESULT)
+    types = [
+        e
+        async for e in SessionEvent.objects.filter(session_id=imported.pk)
+        .order_by("seq")
+        .values_list("type", flat=True)
+    ]
+    assert types[-2:] == ["tool.approval_requested", "turn.completed"]
+
+    fake.enqueue(text("Counted nothing: the call was interrupted."))
+    next_turn = await runner.turn_start(session_id=imported.pk, content="go on")
+    assert await runner.turn_wait(next_turn) == "end_turn"
+    last = fake.requests[-1].body["messages"]
+    assert last[-1]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": call.tool_use_id,
+        "content": INTERRUPTED_TOOL_RESULT,
+        "is_error": True,
+    }

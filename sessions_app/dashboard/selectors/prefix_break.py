@@ -3,14 +3,16 @@
 The prompt cache reads a request's longest prefix that an earlier request wrote: everything
 after the first block that differs from the previous request is written again (or sent
 uncached). `prefix_break` compares a call with the session's previous call of the same purpose
-(a summary call's request is unlike a turn's; the cache keeps both) in prefix order, tools,
+(a separate summary call's request is unlike a turn's; the cache keeps both; a summary call in
+the session's layout is compared with the turn's call before it) in prefix order, tools,
 system blocks, then messages block by block (`cache_control` aside: moving a breakpoint changes
 no content), and names the first point that differs and why:
 
 - `tools`: the tool list changed (a tool added, removed or redefined);
 - `system`: the stable system prompt changed; `memory` when the changed block is a per-call
   section (after the system prompt's first cache breakpoint, or the `## Session Notepad`);
-- `compaction`: an archive was made between the two calls (the epoch changed);
+- `compaction`: an archive was made between the two calls (the epoch changed), or the call is a
+  summary call in the session's layout, which parts from the turn's request at its question;
 - `masking`: a tool result became its placeholder (the session's `MaskedResult` rows);
 - `task`: a tool call of the previous request is gone from this one (a finished task's calls
   collapsed into its record);
@@ -137,8 +139,12 @@ def _tool_ids(messages: Iterable[dict]) -> set[str]:
 
 
 def previous_call(*, call: ModelCall) -> ModelCall | None:
-    """The session's call of the same purpose before `call` (its request record only)."""
-    earlier = ModelCall.objects.filter(session_id=call.session_id, purpose=call.purpose).filter(
+    """The session's call of the same purpose before `call` (its request record only); for a
+    summary call in the session's layout (it offers the session's tools), the turn's call before
+    it, whose prefix it shares."""
+    record = call.request if isinstance(call.request, dict) else {}
+    purpose = "turn" if call.purpose == "summary" and record.get("tools") else call.purpose
+    earlier = ModelCall.objects.filter(session_id=call.session_id, purpose=purpose).filter(
         Q(started_at__lt=call.started_at) | Q(started_at=call.started_at, pk__lt=call.pk)
     )
     return earlier.order_by("-started_at", "-pk").only("pk", "request", "started_at").first()
@@ -245,6 +251,10 @@ class _Comparison:
     def _message_reason(
         self, index: int, block: int, old_message: dict | None, old_slots: list[_Slot]
     ) -> PrefixBreak:
+        if self.call.purpose == "summary" and self.record.get("tools"):
+            # A summary call in the session's layout: the history it summarizes, then its question.
+            detail = "the summary call's question, where the running turn began in the turn's request"
+            return self._made("messages", index, block, "compaction", detail)
         archive = self.archive_between()
         if archive is not None or (index == 0 and self._starts_with_summary()):
             return self._made("messages", index, block, "compaction", self._compaction_detail(archive))

@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 
 from sessions_app.common.estimate import estimate_text_tokens
+from sessions_app.engine.compaction.summary import is_shared_summary_text
 from sessions_app.engine.contract import ScriptedInput, ScriptedReply, scripted_rule
 from sessions_app.engine.prompts import (
     COMPACTION_COMBINE_INSTRUCTION,
     COMPACTION_PREVIOUS_SUMMARY_HEADING,
+    COMPACTION_SUMMARY_MESSAGE,
     COMPACTION_SUMMARY_SYSTEM_PROMPT,
     PRE_COMPACTION_WARNING,
 )
@@ -63,8 +65,42 @@ def _render(requests: list[str], last_reply: str, words: int | None, max_tokens:
     return text(requests, dropped)
 
 
+_SUMMARY_HEAD = COMPACTION_SUMMARY_MESSAGE.split("{summary}")[0]
+
+
+def _text_blocks(content: object) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+
+
+def _summarize_shared(inp: ScriptedInput, words: int | None, max_tokens: int | None) -> ScriptedReply:
+    """The summary call in the session's layout: the history is the request's own messages
+    (the last one, the instruction with this call's memory blocks, is not read)."""
+    requests: list[str] = []
+    last_reply = ""
+    messages = inp.body.get("messages", [])
+    for index, message in enumerate(messages[:-1]):
+        for text in _text_blocks(message.get("content")):
+            if message.get("role") == "assistant":
+                last_reply = _short(text) if text.strip() else last_reply
+            elif index == 0 and text.startswith(_SUMMARY_HEAD):
+                # Merge, never nest: the earlier summary's requests come first, in one list.
+                found, reply = _parse(text[len(_SUMMARY_HEAD) :])
+                requests += found
+                last_reply = reply or last_reply
+            elif not text.startswith(PRE_COMPACTION_WARNING[:20]):
+                requests.append(_short(text))
+    return ScriptedReply(text=_render(requests, last_reply, words, max_tokens))
+
+
 @scripted_rule()
 def summarize(inp: ScriptedInput) -> ScriptedReply | None:
+    if inp.user_text is not None and is_shared_summary_text(inp.user_text):
+        limit = _LIMIT_RE.search(inp.user_text)
+        return _summarize_shared(inp, int(limit.group(1)) if limit else None, inp.body.get("max_tokens"))
     if inp.system_text != COMPACTION_SUMMARY_SYSTEM_PROMPT or inp.user_text is None:
         return None
     limit = _LIMIT_RE.search(inp.user_text)

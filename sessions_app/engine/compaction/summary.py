@@ -19,17 +19,27 @@ from django.conf import settings
 from sessions_app.common.content import content_text, text_clip_middle
 from sessions_app.common.estimate import estimate_text_tokens
 from sessions_app.engine.compaction.budget import window_headroom
-from sessions_app.engine.context import StoredMessage
+from sessions_app.engine.context import BuiltRequest, StoredMessage
 from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.engine.prompts import (
     COMPACTION_COMBINE_INSTRUCTION,
     COMPACTION_LENGTH_LIMIT,
     COMPACTION_MERGE_INSTRUCTION,
     COMPACTION_PREVIOUS_SUMMARY_HEADING,
+    COMPACTION_SHARED_HEAD,
+    COMPACTION_SHARED_MERGE_INSTRUCTION,
     COMPACTION_SUMMARY_INSTRUCTION,
     COMPACTION_SUMMARY_SYSTEM_PROMPT,
 )
 from sessions_app.engine.providers.base import ModelResponse, Provider, ProviderError
+
+# How a compaction's summary of the history is asked (`compaction.summary_call`): "shared", in the
+# session's own layout after its cached prefix (one user message of instructions at the end; the
+# separate call when that does not fit or the answer calls a tool); "separate", seed 002's call
+# of its own (its own system prompt, no tools, the history as a transcript). Measured by
+# `bench/bench_cost.py` and `bench/bench_continuity.py`.
+SUMMARY_CALL_SHARED = "shared"
+SUMMARY_CALL_SEPARATE = "separate"
 
 # A summary call is tried this many times (waiting PALIMPSEST_COMPACTION_RETRY_SECONDS, doubling)
 # beyond the SDK's own retries, then the compaction has failed.
@@ -54,6 +64,9 @@ SUMMARY_SHRINK_FACTOR = 0.7
 TRANSCRIPT_ITEM_MAX_CHARS = 4000
 # record(body, response, purpose, duration_ms): store the summary call like any model call.
 RecordCall = Callable[[dict, ModelResponse, str, int], Awaitable[None]]
+# record(built, response, duration_ms): store a summary call in the session's layout (its record
+# names the stored messages it sent by position, as a turn's call does).
+RecordBuilt = Callable[[BuiltRequest, ModelResponse, int], Awaitable[None]]
 
 
 def _clip(text: str) -> str:
@@ -123,6 +136,49 @@ def summary_request(
             {"role": "user", "content": [{"type": "text", "text": f"{text}\n\n{instruction} {length_limit}"}]}
         ],
     }
+
+
+def shared_instruction(limit: int, *, merge: bool) -> str:
+    """The user message that ends a summary call in the session's layout: what is asked (seed
+    002's summary prompt, merging when the epoch starts with a summary) and the summary's bound."""
+    words = max(50, int(limit * SUMMARY_WORDS_PER_TOKEN))
+    instruction = COMPACTION_SHARED_MERGE_INSTRUCTION if merge else COMPACTION_SUMMARY_INSTRUCTION
+    return (
+        f"{COMPACTION_SHARED_HEAD}\n\n{COMPACTION_SUMMARY_SYSTEM_PROMPT}\n\n"
+        f"{instruction} {COMPACTION_LENGTH_LIMIT.format(words=words)}"
+    )
+
+
+def is_shared_summary_text(text: str) -> bool:
+    """Whether a user text is the instruction of a summary call in the session's layout."""
+    return text.startswith(COMPACTION_SHARED_HEAD)
+
+
+async def summarize_shared(*, provider: Provider, built: BuiltRequest, record: RecordBuilt) -> str | None:
+    """The summary answered to `built` (a request in the session's layout: its tools, system
+    prompt and history as cached, then `shared_instruction`), or None when it must be asked of the
+    separate call instead: the provider found the prompt too long, or the answer called a tool
+    (none is run) or held no text. API errors are retried with backoff, as the separate call's
+    (`CompactionFailed` when they persist)."""
+    delay = settings.PALIMPSEST_COMPACTION_RETRY_SECONDS
+    problem = ""
+    for attempt in range(SUMMARY_ATTEMPTS):
+        if attempt:
+            await asyncio.sleep(delay)
+            delay *= 2
+        started = time.monotonic()
+        try:
+            response = await provider.complete(built.body, encoded=built.encoded)
+        except ProviderError as exc:
+            if exc.kind == "prompt_too_long":
+                return None
+            problem = f"the summary call failed: {exc}"
+            continue
+        await record(built, response, int((time.monotonic() - started) * 1000))
+        if any(block.get("type") == "tool_use" for block in response.content):
+            return None
+        return _text(response) or None
+    raise CompactionFailed(f"{problem} ({SUMMARY_ATTEMPTS} attempts); the history was not compacted")
 
 
 def _text(response: ModelResponse) -> str:

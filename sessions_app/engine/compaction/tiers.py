@@ -34,7 +34,16 @@ from sessions_app.engine.budget_check import budget_guard
 from sessions_app.engine.compaction import budget
 from sessions_app.engine.compaction.budget import ContextWindowTooSmall
 from sessions_app.engine.compaction.masking import Masked, mask_candidates, results_mask
-from sessions_app.engine.compaction.summary import CompactionFailed, summarize, summary_input_estimate
+from sessions_app.engine.compaction.summary import (
+    SUMMARY_CALL_SHARED,
+    SUMMARY_MIN_OUTPUT_TOKENS,
+    CompactionFailed,
+    shared_instruction,
+    summarize,
+    summarize_shared,
+    summary_input_estimate,
+    summary_limit,
+)
 from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
 from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.engine.feature_set import FeatureSet
@@ -70,13 +79,22 @@ class CompactingTurn(Protocol):
     def build(self) -> tuple[SessionSnapshot, BuiltRequest]: ...
 
     def build_with(
-        self, snapshot: SessionSnapshot, history: PreparedHistory, *, max_tokens: int | None = None
+        self,
+        snapshot: SessionSnapshot,
+        history: PreparedHistory,
+        *,
+        max_tokens: int | None = None,
+        question: bool = False,
     ) -> BuiltRequest: ...
 
     async def cancellable(self, awaitable: Awaitable[T]) -> T: ...
 
     async def record_summary(
         self, body: dict, response: ModelResponse, purpose: str, duration_ms: int
+    ) -> None: ...
+
+    async def record_summary_built(
+        self, built: BuiltRequest, response: ModelResponse, duration_ms: int
     ) -> None: ...
 
 
@@ -409,6 +427,8 @@ class Compactor:
         self.warned = True
         self.warning_kind = kind
         self.warning_position = warning.position
+        if kind == KIND_HISTORY:
+            self.history.summary_anchor = self.turn_start
         snapshot, built, warned_estimate = await self.estimate()
         prepared = await self._fit(Prepared(snapshot, built, warned_estimate))
         prepared.warned = True
@@ -461,10 +481,6 @@ class Compactor:
         runner = self.runner
         # The summary the epoch starts with: what the last compaction of the history wrote.
         previous = self.lead_summary()
-        # The summary is a model call too: not made past a budget (`BudgetReached`).
-        await budget_guard(snapshot, input_estimate=summary_input_estimate(snapshot, self.older(), previous))
-        await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.COMPACTING)
-        started = time.monotonic()
         end = self.warning_position if self.warning_position is not None else self.history.last_position + 1
         carry = [m.position for m in self.history.stored if self.turn_start <= m.position < end]
         # What the next epoch's request leaves for the summary, so that it still fits the window
@@ -472,18 +488,37 @@ class Compactor:
         fits = budget.fit_limit(replace(snapshot, last_prompt_tokens=None))
         after = await db(self._estimate_after)(snapshot, self._history_after("", carry))
         room = int((fits - after) * (1 - budget.ESTIMATE_ERROR_SHARE))
+        shared = None
+        if snapshot.setting("compaction", "summary_call") == SUMMARY_CALL_SHARED:
+            shared = await db(self._shared_request)(snapshot, merge=previous is not None, room=room)
+        # The summary is a model call too: not made past a budget (`BudgetReached`).
+        await budget_guard(
+            snapshot,
+            input_estimate=budget.estimate_prompt_tokens(snapshot, shared.estimated_tokens)
+            if shared is not None
+            else summary_input_estimate(snapshot, self.older(), previous),
+        )
+        await db(services.session_status_set)(session_id=runner.session_id, status=SessionStatus.COMPACTING)
+        started = time.monotonic()
         try:
-            summary = await runner.cancellable(
-                summarize(
-                    provider=provider,
-                    session=snapshot,
-                    previous_summary=previous,
-                    history=self.older(),
-                    record=runner.record_summary,
-                    room=room,
+            summary = None
+            if shared is not None:
+                summary = await runner.cancellable(
+                    summarize_shared(provider=provider, built=shared, record=runner.record_summary_built)
                 )
-            )
+            if summary is None:
+                summary = await runner.cancellable(
+                    summarize(
+                        provider=provider,
+                        session=snapshot,
+                        previous_summary=previous,
+                        history=self.older(),
+                        record=runner.record_summary,
+                        room=room,
+                    )
+                )
         except CompactionFailed as exc:
+            self.history.summary_anchor = None
             await self._failure_record(exc, trigger=trigger, kind=KIND_HISTORY)
             return False
         tokens_after = await db(self._estimate_after)(snapshot, self._history_after(summary, carry))
@@ -502,6 +537,32 @@ class Compactor:
         )
         await self._epoch_begin(messages, turn_start=messages[1].position if len(messages) > 1 else None)
         return True
+
+    def _shared_request(self, snapshot: SessionSnapshot, *, merge: bool, room: int) -> BuiltRequest | None:
+        """The summary call in the session's layout (`compaction.summary_call: "shared"`): the
+        tools, system prompt and history before the running turn exactly as the session's
+        requests send them (read from the prompt cache: the warning step put a breakpoint where
+        this history ends), then one user message asking for the summary. None when it would not
+        fit the window with the summary's room (the separate call, which can split the history,
+        is made instead). Runs in a DB thread."""
+        before = [m for m in self.history.stored if m.position < self.turn_start]
+        if not before:
+            return None
+        limit = summary_limit(snapshot, room)
+        text = shared_instruction(limit, merge=merge)
+        # Not a stored message (position -1): the record carries it whole.
+        ask = StoredMessage(-1, "user", [{"type": "text", "text": text}], budget.message_estimate(text))
+        prepared = PreparedHistory(
+            [*before, ask], epoch=self.history.epoch, masks=self.history.masks, view=self.history.view
+        )
+        built = self.runner.build_with(snapshot, prepared, max_tokens=limit, question=True)
+        estimate = budget.estimate_prompt_tokens(snapshot, built.estimated_tokens)
+        output = min(limit, budget.output_room(snapshot, estimate))
+        if output < min(limit, SUMMARY_MIN_OUTPUT_TOKENS):
+            return None
+        if output < limit:
+            built = self.runner.build_with(snapshot, prepared, max_tokens=output, question=True)
+        return built
 
     async def compact_warned(
         self, provider: Provider, snapshot: SessionSnapshot, *, tokens_before: int, trigger: str

@@ -79,3 +79,57 @@ async def test_a_server_that_cannot_start_offers_nothing_and_fails_no_turn(
     assert manager is not None
     status = manager.status(SERVICE_SCOPE, "gone")
     assert status is not None and status.state == "failed" and "nonexistent" in status.error
+
+
+async def test_a_server_slow_to_start_holds_no_database_thread_and_the_first_request_offers_its_tools(
+    settings: Any,
+) -> None:
+    """The database threads are every session's (`PALIMPSEST_DB_THREADS`): while as many
+    sessions' first turns as there are threads wait for a server's first start, other work still
+    gets a thread (before the server is up). The turns' first model calls then offer its tools."""
+    import asyncio
+
+    from memory_app.mcp.server import STARTING
+    from sessions_app import selectors
+    from sessions_app.common.db import db, db_pool
+    from sessions_app.engine import runner
+    from sessions_app.engine import sessions as engine_sessions
+    from sessions_app.engine.features import features
+    from sessions_app.models import AgentSession, ModelCall, Turn
+
+    settings.PALIMPSEST_MCP_SERVERS = {"slow": script_config("slow", "8")}
+    pool = db_pool()
+    assert pool is not None
+    threads = pool._max_workers  # noqa: SLF001 (one session per database thread)
+    sessions = [
+        await asyncio.to_thread(
+            engine_sessions.session_create,
+            owner=None,
+            title=f"s{i}",
+            reserved_tool_names=features().tool_names(),
+        )
+        for i in range(threads)
+    ]
+    turns = await asyncio.gather(
+        *(runner.turn_start(session_id=s.pk, content="echo hello") for s in sessions)
+    )
+    manager = mcp_manager(create=False)
+    assert manager is not None
+
+    def starting() -> bool:
+        status = manager.status(SERVICE_SCOPE, "slow")
+        return status is not None and status.state == STARTING
+
+    # The turns began, and a database thread answers, while the server is still starting.
+    assert starting()
+    assert await db(AgentSession.objects.count)() == len(sessions)
+    assert starting()
+    for turn_id in turns:
+        await runner.turn_wait(turn_id)  # None once it has ended
+        assert (await Turn.objects.aget(pk=turn_id)).stop_reason == "end_turn"
+    assert not starting()
+    for session in sessions:
+        call = await ModelCall.objects.filter(session_id=session.pk).order_by("started_at").afirst()
+        assert call is not None
+        body = await asyncio.to_thread(selectors.model_call_request, call=call)
+        assert "mcp__slow__echo" in [tool["name"] for tool in body["tools"]]

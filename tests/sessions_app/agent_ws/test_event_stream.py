@@ -58,8 +58,9 @@ async def test_a_writes_events_overtaking_earlier_ones_come_after_them(connect):
 
 async def test_a_writes_events_are_one_message_to_the_session_and_one_notice(transactional_db, monkeypatch):
     """A write's events reach the session's group as one message (each member woken once, not
-    once an event), and the session list as one notice, of the last event it cares about; a
-    write of many sessions' deltas is one message to each session, and no notice."""
+    once an event), and the session list as one notice, of the last event it cares about (and,
+    as it ends a turn, the dashboard's approvals count one bare notice); a write of many
+    sessions' deltas is one message to each session, and no notice."""
     from sessions_app.fastpath import channel_announcer
 
     sent: list[tuple[str, dict]] = []
@@ -80,6 +81,7 @@ async def test_a_writes_events_are_one_message_to_the_session_and_one_notice(tra
     await _outbox_drained()
     assert sent == [
         (session_group_name(a), {"type": "session.events", "events": write}),
+        (channel_announcer.APPROVALS_GROUP, {"type": "approvals.changed"}),
         (
             channel_announcer.ALL_SESSIONS_GROUP,
             {"type": "session.notice", "session_id": a, "event_type": "turn.completed", "seq": 10},
