@@ -104,6 +104,11 @@ def figures(calls: list[ModelCall]) -> list[dict[str, Any]]:
             "duration_ms": c.duration_ms,
             "first_token_ms": c.first_token_ms,
             "counted": bool(c.response and c.response.get("prompt_tokens_counted")),
+            # What the answer was: its blocks' kinds (a tool call by its name).
+            "answer": [
+                b.get("name", "") if b.get("type") == "tool_use" else b.get("type", "")
+                for b in (c.response or {}).get("content") or []
+            ],
         }
         for c in calls
     ]
