@@ -4,7 +4,7 @@ answer to a message or a call (with `tool_choice`, which the openai provider nam
 stream a call, so the provider asks for whole answers: `PALIMPSEST_OPENAI_STREAM=0`). A session
 reads a large file (its result is offloaded) and starts a child session, which makes its own model
 calls, with no request over the window; and one session does all of issue 35 at once: the file
-offloaded, a child, and a compaction by the threshold whose summary the model writes, then a turn
+offloaded, a child, and two compactions by the threshold whose summaries the model writes, then a turn
 in the new epoch (docs/real-model.md).
 The format does not show the model the results of its calls (no `tool` role in it): what is
 checked is the service's side of each call."""
@@ -128,12 +128,14 @@ async def test_the_model_reads_a_large_file_offloaded_and_starts_a_child(connect
     await client.close()
 
 
-# The whole of issue 35 in one session: the file read (offloaded), a child, and compaction. The
+# The whole of issue 35 in one session: the file read (offloaded), a child, and compactions. The
 # window is the server's; the threshold is low enough that a few notes on top of the fixed part
 # (the tools and system prompt: about 2,000 of the server's tokens) cross it, and high enough that
 # the epoch after a compaction (the fixed part, the summary, the carried turn) starts under it.
 ONE_SESSION_THRESHOLD = 0.45
-MAX_NOTES = 6
+MAX_NOTES = 10
+# Compactions asked of the one session (the issue: "a long session with compactions").
+COMPACTIONS_WANTED = 2
 # Asked in turn until the model does it (one call each, a few seconds from the server's cached
 # prefix). The model picks a tool's name greedily and copies the calls its history holds: asked to
 # read first, it calls fs_read (its paths vary: asked until a read is offloaded); with reads in its
@@ -180,7 +182,7 @@ async def test_one_session_reads_offloaded_starts_a_child_and_compacts_inside_th
         assert _own(got, sid, "turn.completed")[-1]["stop_reason"] in ("end_turn", "max_steps"), got[-3:]
         return got
 
-    compacted_at = None
+    compacted_at: list[int] = []
     try:
         for content in ONE_SESSION_READ_ASKS * ASK_ROUNDS:
             if await offloaded.aexists():
@@ -196,8 +198,9 @@ async def test_one_session_reads_offloaded_starts_a_child_and_compacts_inside_th
         for index in range(MAX_NOTES if ready else 0):
             got = await ask(f"{note(index, NOTE_WORDS)}\nReply with one sentence about this note.")
             if _own(got, sid, "compaction.completed"):
-                compacted_at = len(asked)
-                break
+                compacted_at.append(len(asked))
+                if len(compacted_at) >= COMPACTIONS_WANTED:
+                    break
         if ready:
             await ask("Which cities did the field notes come from?")
         await runner.turns_wait_idle(timeout=TURN_SECONDS)
@@ -233,7 +236,8 @@ async def test_one_session_reads_offloaded_starts_a_child_and_compacts_inside_th
     assert observations, "the file's result was not offloaded"
     assert spawned, "the model never started a child"
     assert [c for c in calls if str(c.session_id) != sid], "the child made no model call"
-    assert any(f.get("trigger") == "threshold" for f in compactions), "no compaction by the threshold"
+    by_threshold = [f for f in compactions if f.get("trigger") == "threshold"]
+    assert len(by_threshold) >= COMPACTIONS_WANTED, f"{len(by_threshold)} compactions by the threshold"
     own_calls = [c for c in calls if str(c.session_id) == sid]
     summaries = [c for c in own_calls if c.purpose == "summary"]
     assert summaries and all(c.output_tokens > 0 for c in summaries)
