@@ -337,6 +337,11 @@ def _interrupted_results_write(session: AgentSession, turn_id: uuid.UUID | None)
     or a cancel's, at worst), so its history is not searched."""
     if session.status == SessionStatus.IDLE and session.current_turn_id is None:
         return
+    _interrupted_results_store(session, turn_id)
+
+
+def _interrupted_results_store(session: AgentSession, turn_id: uuid.UUID | None) -> None:
+    """An error result for each call of the epoch's last step that has none (one user message)."""
     dangling = dangling_tool_uses(session)
     if not dangling:
         return
@@ -425,24 +430,7 @@ def imported_turns_close(*, session_id: uuid.UUID) -> list[uuid.UUID]:
         return []
     session = AgentSession.objects.get(pk=session_id)
     now = timezone.now()
-    dangling = dangling_tool_uses(session)
-    if dangling:
-        message_write(
-            session_id=session_id,
-            epoch=session.epoch,
-            role=MessageRole.USER,
-            content=[
-                {
-                    "type": "tool_result",
-                    "tool_use_id": t,
-                    "content": INTERRUPTED_TOOL_RESULT,
-                    "is_error": True,
-                }
-                for t in dangling
-            ],
-            turn_id=open_turns[-1],
-            metadata={"repair": "interrupted_turn"},
-        )
+    _interrupted_results_store(session, open_turns[-1])
     ToolCall.objects.filter(
         session_id=session_id, turn_id__in=open_turns, status=ToolCallStatus.PENDING
     ).update(status=ToolCallStatus.DONE, result=INTERRUPTED_TOOL_RESULT, is_error=True, completed_at=now)
