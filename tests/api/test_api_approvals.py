@@ -12,6 +12,7 @@ from sessions_app.common.approvals import input_sha256
 from sessions_app.engine import runner
 from sessions_app.models import SessionEvent, ToolCall
 from tests.api.conftest import body, error
+from tests.turns import turn_stop_reason
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,7 +46,7 @@ async def test_approve_runs_the_call(api_client: Any, vendor: str) -> None:
     answered = body(response)
     assert answered["approval"] == "approved" and answered["author"] == f"client:{client.token.name}"
     assert answered["input"] == {"text": "ping"}
-    assert await runner.turn_wait(turn_id) == "end_turn"
+    assert await turn_stop_reason(turn_id) == "end_turn"
     call = await ToolCall.objects.aget(pk=call.pk)
     assert (call.status, call.is_error) == ("done", False)
     assert call.result == {"echo": "ping", "step": 1}
@@ -59,7 +60,7 @@ async def test_deny_with_a_reason_and_without_a_body(api_client: Any) -> None:
         f"/sessions/{session.pk}/tool_calls/{call.tool_use_id}/deny", {"reason": "no"}
     )
     assert body(response)["approval"] == "denied" and body(response)["reason"] == "no"
-    assert await runner.turn_wait(turn_id) == "end_turn"
+    assert await turn_stop_reason(turn_id) == "end_turn"
     call = await ToolCall.objects.aget(pk=call.pk)
     assert call.is_error is True
     # Another turn's call, denied without a body.
@@ -72,7 +73,7 @@ async def test_deny_with_a_reason_and_without_a_body(api_client: Any) -> None:
     )
     assert response.status_code == 200, response.content
     assert body(response)["approval"] == "denied" and body(response)["reason"] == ""
-    assert await runner.turn_wait(turn_id) == "end_turn"
+    assert await turn_stop_reason(turn_id) == "end_turn"
 
 
 async def _waiting_again(session_id: Any) -> tuple[Any, int]:
@@ -106,7 +107,7 @@ async def test_errors_change_nothing(api_client: Any, vendor: str) -> None:
     assert (call.approval, call.approval_author) == ("pending", "")
     assert not await SessionEvent.objects.filter(type="tool.approval_answered").aexists()
     assert body(await client.post(f"{path}/approve", {}))["approval"] == "approved"
-    assert await runner.turn_wait(turn_id) == "end_turn"
+    assert await turn_stop_reason(turn_id) == "end_turn"
     assert error(await client.post(f"{path}/deny", {})) == (409, "approval_not_pending")
 
 

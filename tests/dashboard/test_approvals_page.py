@@ -17,6 +17,7 @@ from sessions_app.engine import runner
 from sessions_app.engine import sessions as engine_sessions
 from sessions_app.engine.features import features
 from sessions_app.models import SessionEvent, ToolCall, Turn
+from tests.turns import turn_stop_reason
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -90,7 +91,7 @@ async def test_an_operator_approves_and_the_call_runs(operator_async, vendor):
     assert call.tool_use_id not in html
     # The top bar's count comes along, out of band: nothing waits now.
     assert '<span id="approvals-badge" hx-swap-oob="true"></span>' in html
-    assert await runner.turn_wait(turn_id) == "end_turn"
+    assert await turn_stop_reason(turn_id) == "end_turn"
     call = await ToolCall.objects.aget(pk=call.pk)
     assert (call.approval, call.approval_author, call.is_error) == ("approved", "operator:op", False)
 
@@ -104,7 +105,7 @@ async def test_an_operator_denies_from_the_session_page(operator_async):
     assert response.status_code == 302 and response["Location"] == reverse(
         "dashboard:session", args=[session.pk]
     )
-    assert await runner.turn_wait(turn_id) == "end_turn"
+    assert await turn_stop_reason(turn_id) == "end_turn"
     call = await ToolCall.objects.aget(pk=call.pk)
     assert (call.approval, call.approval_reason, call.is_error) == ("denied", "no", True)
 

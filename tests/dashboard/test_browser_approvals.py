@@ -47,7 +47,11 @@ def ask(page: Any, words: str) -> None:
     before = page.locator("#session-approvals .approval").count()
     page.fill("#id_content", "tool count_words " + json.dumps({"text": words}))
     page.click("#message-form button:has-text('Send')")
-    page.wait_for_function(f"document.querySelectorAll('#session-approvals .approval').length > {before}")
+    page.wait_for_function(
+        f"document.querySelectorAll('#session-approvals .approval').length > {before}"
+        " || document.querySelector('#message-form .error-text')"
+    )
+    assert page.locator("#message-form .error-text").count() == 0, page.locator("#message-form").inner_text()
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -92,6 +96,9 @@ def test_approvals_at_800_and_1440_px(new_page, approvals_server, screenshots, w
     # Back on the session's page: the call ran (its result, not an error), and nothing waits.
     page.goto(session_url)
     page.wait_for_selector("details.tool-result:has-text('count_words')")
+    # The model's step after the result may still run: a message sent now would be refused.
+    page.wait_for_selector("#session-status.status-idle")
+    page.wait_for_selector("#live-dot.live")
     assert page.locator("details.tool-result.is-error").count() == 0
     assert page.locator("#session-approvals .approval").count() == 0
 

@@ -22,6 +22,7 @@ from tests.sessions_app.transfer_support import (
     normalised,
     one_more_result,
 )
+from tests.turns import turn_stop_reason
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -215,7 +216,7 @@ async def test_a_session_exported_while_its_turn_waits_imports_idle_with_a_valid
 
     fake.enqueue(text("Counted nothing: the call was interrupted."))
     next_turn = await runner.turn_start(session_id=imported.pk, content="go on")
-    assert await runner.turn_wait(next_turn) == "end_turn"
+    assert await turn_stop_reason(next_turn) == "end_turn"
     last = fake.requests[-1].body["messages"]
     assert last[-1]["content"][0] == {
         "type": "tool_result",
