@@ -37,9 +37,10 @@ def notepad_section_text(content: str) -> str:
 class NotepadSection:
     """The seed's guidance in the stable system prompt; the `## Session Notepad` section, in
     full on every call: in position `epoch` pinned in the system prompt as of the epoch's start
-    (inside the cached prefix) and, once it changed since, the current one before the latest
-    user message for this call only; in position `system` after the cache breakpoint of the
-    system prompt; in position `message` before the latest user message for this call only."""
+    (inside the cached prefix) and, each time it changes, the current one with the latest message
+    (`pinned_changed`, anchored there by the engine: DESIGN.md's cache-aware placement); in
+    position `system` after the cache breakpoint of the system prompt; in position `message`
+    before the latest user message for this call only."""
 
     name = "notepad"
 
@@ -62,24 +63,18 @@ class NotepadSection:
     def pinned_system(self, session: SessionSnapshot) -> list[str]:
         return self._section(session, NOTEPAD_POSITION_EPOCH)
 
+    def pinned_changed(self, session: SessionSnapshot, texts: tuple[str, ...]) -> str | None:
+        # The words come before the heading: the last `## Session Notepad` the model reads is
+        # the current one, its content from the heading's next line.
+        if not texts or notepad_position(session) != NOTEPAD_POSITION_EPOCH:
+            return None
+        return f"{NOTEPAD_CHANGED_LEAD}\n\n{texts[0]}"
+
     def dynamic_system(self, session: SessionSnapshot) -> list[str]:
         return self._section(session, NOTEPAD_POSITION_SYSTEM)
 
     def message_prefix(self, session: SessionSnapshot) -> list[str]:
-        if not notepad_enabled(session):
-            return []
-        position = notepad_position(session)
-        if position == NOTEPAD_POSITION_MESSAGE:
-            return [self._current(session)]
-        if position != NOTEPAD_POSITION_EPOCH:
-            return []
-        pinned = session.pinned(self.name)
-        if pinned is None:  # this request pins the current notepad
-            return []
-        current = self._current(session)
-        if pinned == (current,):
-            return []
-        return [f"{NOTEPAD_CHANGED_LEAD}\n\n{current}"]
+        return self._section(session, NOTEPAD_POSITION_MESSAGE)
 
 
 NOTEPAD_SECTION = NotepadSection()

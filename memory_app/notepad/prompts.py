@@ -18,12 +18,13 @@ NOTEPAD_EMPTY_HINT = (
 )
 
 # Ours (DESIGN.md's cache-aware placement, position `epoch`): before the current notepad shown
-# with the latest message when it changed since the system prompt's copy was taken. It goes
-# before the heading, so that the last `## Session Notepad` the model reads is the current one,
-# its content from the next line.
+# with the latest message each time it changes after the system prompt's copy was taken, where
+# it stays for the rest of the epoch (so that the cache keeps it). It goes before the heading, so
+# that the last `## Session Notepad` the model reads is the current one, its content from the
+# next line; it says so, since earlier copies stay where they were shown.
 NOTEPAD_CHANGED_LEAD = (
-    "The session notepad has changed since the copy in the system prompt; this is its current "
-    "content, which replaces that copy:"
+    "The session notepad has changed since the copy in the system prompt. This copy replaces "
+    "that one and any earlier copy; the last one you read is the current notepad:"
 )
 
 # "System prompt instruction": the guidance of the default system prompt.

@@ -31,9 +31,16 @@ def _visible_notepad(inp: ScriptedInput) -> str:
     the blocks after it (other sections, the user's own words) are no part of it, and the
     empty-notepad hint is no note."""
     messages = inp.body.get("messages") or [{}]
-    blocks = [*_text_blocks(inp.body.get("system")), *_text_blocks(messages[-1].get("content"))]
-    # The last section is the current one (position `epoch`: the system prompt holds the
-    # epoch's copy, the latest message the current one, after words that say so).
+    # Position `epoch`: the system prompt holds the epoch's copy, and each change since is a
+    # copy in the history, after words that say so, where it was first shown.
+    copies = [
+        block
+        for message in messages[:-1]
+        for block in _text_blocks(message.get("content"))
+        if block.startswith(NOTEPAD_CHANGED_LEAD)
+    ]
+    blocks = [*_text_blocks(inp.body.get("system")), *copies, *_text_blocks(messages[-1].get("content"))]
+    # The last section is the current one.
     content = None
     for block in blocks:
         if block.startswith(NOTEPAD_HEADING + "\n"):

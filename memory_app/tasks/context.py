@@ -24,6 +24,9 @@ class TasksSection:
     def pinned_system(self, session: SessionSnapshot) -> list[str]:
         return []
 
+    def pinned_changed(self, session: SessionSnapshot, texts: tuple[str, ...]) -> str | None:
+        return None
+
     def dynamic_system(self, session: SessionSnapshot) -> list[str]:
         return []
 

@@ -32,7 +32,7 @@ from sessions_app.common.canonical import PROMPT_ORDER, canonical_json, sorted_j
 from sessions_app.common.estimate import estimate_text_tokens, json_text
 from sessions_app.common.types import StoredMessage
 from sessions_app.engine.agent_context import AGENT_PIN, agent_texts
-from sessions_app.engine.contract import ContextSection, SessionSnapshot, ToolSpec
+from sessions_app.engine.contract import ContextAnchor, ContextSection, SessionSnapshot, ToolSpec
 from sessions_app.engine.prepared import PreparedHistory
 
 __all__ = [
@@ -66,6 +66,9 @@ class BuiltRequest:
     # The sections' pinned texts for the session's epoch when this request pinned them (none were
     # stored for the epoch yet): the engine stores them with the call (`context_pins_store`).
     pins_new: dict[str, list[str]] | None = None
+    # The epoch's anchored changes (`ContextAnchor.stored()` of each) when this request anchored
+    # one: the engine stores them with the call, as `pins_new`.
+    anchors_new: list[list[Any]] | None = None
     _sha256: str = field(default="", repr=False, compare=False)
 
     @property
@@ -153,6 +156,7 @@ class _Prompt:
     transient_tokens: int
     by_section: dict[str, int]
     pins_new: dict[str, list[str]] | None
+    anchors_new: list[list[Any]] | None = None
 
 
 def build_request(
@@ -212,25 +216,30 @@ def _prompt_assemble(
     if agent is not None and agent.sections:
         by_section[AGENT_PIN] = sum(_text_tokens(p) for p in agent.sections)
         dynamic_tokens += by_section[AGENT_PIN]
+    anchoring = _Anchoring(session, prepared, question=question)
     for section in sections:
         name = section_name(section)
         pinned = session.pinned(name)
+        changed_texts: list[str] = []
         if pinned is None:
             # Nothing pinned for this section in this epoch yet: what it gives now is pinned.
             pinned = tuple(section.pinned_system(session))
             pins_new = pins_new if pins_new is not None else {}
             pins_new[name] = list(pinned)
+        else:
+            changed_texts = anchoring.section_show(section, name, pinned)
         static, dynamic, prefix = (
             section.static_system(session),
             section.dynamic_system(session),
             () if question else section.message_prefix(session),
         )
+        prefix = [*anchoring.transient.pop(name, ()), *prefix]
         static_parts += static
         pinned_parts += [p for p in pinned if p]
         dynamic_parts += dynamic
         prefix_parts += prefix
         # Each part is counted once, here; the breakdown adds these counts up.
-        section_dynamic = sum(_text_tokens(p) for p in (*pinned, *dynamic) if p)
+        section_dynamic = sum(_text_tokens(p) for p in (*pinned, *dynamic, *changed_texts) if p)
         section_transient = sum(_text_tokens(p) for p in prefix if p)
         dynamic_tokens += section_dynamic
         transient_tokens += section_transient
@@ -260,9 +269,13 @@ def _prompt_assemble(
         tool_texts[-1] = (json_text(tools[-1]), sorted_json(tools[-1]))
     system += [_text_block(p) for p in dynamic_parts if p]
 
-    anchors = _mask_anchors(session, prepared)
+    breakpoints = _mask_anchors(session, prepared)
     messages, changed = _messages_for_call(
-        prepared, [_text_block(p) for p in prefix_parts if p], anchors, question=question
+        prepared,
+        [_text_block(p) for p in prefix_parts if p],
+        breakpoints,
+        question=question,
+        inserted=anchoring.inserted,
     )
     # The request asks for the stream itself: its bytes (`encoded`, which the record hashes) are
     # then exactly what the provider sends.
@@ -281,7 +294,100 @@ def _prompt_assemble(
         transient_tokens=transient_tokens,
         by_section=by_section,
         pins_new=pins_new,
+        anchors_new=anchoring.anchors_new,
     )
+
+
+# The share of the context window the epoch's anchored changes may take (`_Anchoring`): beyond
+# it, a section's change is shown with the latest message for one call only, as it was before
+# anchoring (each copy then costs its tokens uncached on every call, but no more room).
+ANCHORED_WINDOW_SHARE = 0.1
+
+
+class _Anchoring:
+    """The sections' changes inside the epoch, shown where the cache keeps them.
+
+    A section whose pinned text (`ContextSection.pinned_system`) changed since what the epoch's
+    requests showed of it last (its latest anchored change still shown, or else its pin) shows
+    the change under its words (`pinned_changed`) with the latest message. The first request
+    that shows it anchors it there (`ContextAnchor`, stored with the call): every later request
+    of the epoch shows it with that same stored message, so that the prefix up to the latest
+    message stays what the previous request sent and is read from the cache, and the last copy
+    the model reads is the current one. An anchored change no request shows any more (its
+    message left out by the view, e.g. a finished task) is not counted as shown. Once the epoch's
+    anchored changes would take more than ANCHORED_WINDOW_SHARE of the window, a change is shown
+    with the latest message for this call only. The summary call in the session's layout
+    (`question`) shows the anchored changes before its question and anchors none."""
+
+    def __init__(self, session: SessionSnapshot, prepared: PreparedHistory, *, question: bool) -> None:
+        self.session, self.prepared, self.question = session, prepared, question
+        self.anchors = list(session.anchors)
+        self.anchors_new: list[list[Any]] | None = None
+        # Merged message index -> [(block index, text block)], in position order.
+        self.inserted: dict[int, list[tuple[int, dict]]] = {}
+        # Section name -> its change shown for this call only.
+        self.transient: dict[str, list[str]] = {}
+        self._latest = self._latest_point()
+        self._room = int(ANCHORED_WINDOW_SHARE * session.context_window) - sum(
+            _text_tokens("\n\n".join(a.texts)) for a in self.anchors
+        )
+
+    def _latest_point(self) -> tuple[int, int, int] | None:
+        """(position, merged index, block index) of where this call's blocks go: the latest user
+        message's latest stored message, after its tool results."""
+        merged = self.prepared.messages
+        latest = next((i for i in range(len(merged) - 1, -1, -1) if merged[i]["role"] == "user"), None)
+        if latest is None:
+            return None
+        members = self.prepared.members[latest]
+        stored_index = members[-1] if latest == len(merged) - 1 else members[0]
+        point = self.prepared.insertion_point(stored_index)
+        if point is None:
+            return None
+        return self.prepared.stored[stored_index].position, point[0], point[1]
+
+    def section_show(self, section: ContextSection, name: str, pinned: tuple[str, ...]) -> list[str]:
+        """Place section `name`'s anchored changes (and a new one, when it changed since) into
+        this call; the texts shown, for the count."""
+        shown: list[str] = []
+        last = pinned
+        for anchor in self.anchors:
+            if anchor.section != name:
+                continue
+            stored_index = self.prepared.stored_index_at(anchor.position)
+            point = None if stored_index is None else self.prepared.insertion_point(stored_index)
+            text = section.pinned_changed(self.session, anchor.texts) if point is not None else None
+            if point is None or text is None:
+                continue  # not shown in this call: the latest shown decides whether to show again
+            self.inserted.setdefault(point[0], []).append((point[1], _text_block(text)))
+            shown.append(text)
+            last = anchor.texts
+        if self.question:
+            return shown
+        now = tuple(section.pinned_system(self.session))
+        text = section.pinned_changed(self.session, now) if now != last else None
+        if text is None:
+            return shown
+        cost = _text_tokens("\n\n".join(now))
+        if self._latest is None or cost > self._room:
+            self.transient[name] = [text]
+            return shown
+        position, index, at = self._latest
+        self._room -= cost
+        self.anchors.append(ContextAnchor(position, name, now))
+        self.anchors_new = [anchor.stored() for anchor in self.anchors]
+        self.inserted.setdefault(index, []).append((at, _text_block(text)))
+        return [*shown, text]
+
+
+def anchors_stale_after(session: SessionSnapshot, position: int) -> tuple[list[ContextAnchor], int]:
+    """The epoch's anchored changes a masking batch that rewrites the prefix from `position` on
+    may drop at no further cost: those at or after it that a later change of their section
+    replaces (the last of each section stays, so the last copy the model reads is still the
+    current one). With about the tokens they take (local estimate)."""
+    last = {anchor.section: anchor for anchor in session.anchors}
+    stale = [a for a in session.anchors if a.position >= position and last[a.section] is not a]
+    return stale, sum(_text_tokens("\n\n".join(a.texts)) for a in stale)
 
 
 def _mask_anchors(session: SessionSnapshot, prepared: PreparedHistory) -> list[tuple[int, int]]:
@@ -308,17 +414,21 @@ def _mask_anchors(session: SessionSnapshot, prepared: PreparedHistory) -> list[t
 def _messages_for_call(
     prepared: PreparedHistory,
     prefix_blocks: list[dict],
-    anchors: Sequence[tuple[int, int]] = (),
+    breakpoints: Sequence[tuple[int, int]] = (),
     *,
     question: bool = False,
+    inserted: dict[int, list[tuple[int, dict]]] | None = None,
 ) -> tuple[list[dict], set[int]]:
-    """The history's messages for this call: the sections' transient blocks put into the latest
-    user message, a cache breakpoint on each of `anchors` before the last one, and the last on
-    the last stored block before the transient blocks. The prepared messages are shared with
-    later steps: only copies are changed. Returns the messages and the indexes of those changed."""
+    """The history's messages for this call: the sections' anchored changes put in (`inserted`:
+    by merged message, (block index, block) to go before that block), the transient blocks put
+    into the latest user message after them, a cache breakpoint on each of `breakpoints` (given
+    before any insertion) before the last one, and the last on the last block before the
+    transient blocks. The prepared messages are shared with later steps: only copies are
+    changed. Returns the messages and the indexes of those changed."""
     merged = list(prepared.messages)
+    inserted = {index: list(blocks) for index, blocks in (inserted or {}).items()}
     latest_user = next((i for i in range(len(merged) - 1, -1, -1) if merged[i]["role"] == "user"), None)
-    changed: set[int] = set()
+    transient_at: tuple[int, int] | None = None
     target_message, target_block = len(merged) - 1, -1
     if prefix_blocks and latest_user is not None:
         content = merged[latest_user]["content"]
@@ -327,19 +437,50 @@ def _messages_for_call(
         split = len(content) - prepared.shown_length[-1] if latest_user == len(merged) - 1 else 0
         while split < len(content) and content[split].get("type") == "tool_result":
             split += 1
-        merged[latest_user] = {"role": "user", "content": content[:split] + prefix_blocks + content[split:]}
-        changed.add(latest_user)
+        transient_at = (latest_user, split)
         target_message, target_block = (latest_user, split - 1) if split > 0 else (latest_user - 1, -1)
     elif question and merged and prepared.shown_length and prepared.shown_length[-1]:
         # The question is the last message's last blocks: the breakpoint goes before them.
         last = len(merged) - 1
         split = len(merged[last]["content"]) - prepared.shown_length[-1]
         target_message, target_block = (last, split - 1) if split > 0 else (last - 1, -1)
-        changed.add(last)
-    if target_message < 0:
-        return merged, changed
-    tail = (target_message, target_block % len(merged[target_message]["content"]))
-    for message_index, block_index in [*(a for a in anchors if a < tail), tail]:
+
+    def shifted(message_index: int, block_index: int) -> int:
+        # A block's index once the insertions are in; a breakpoint on a block moves onto the
+        # blocks inserted right after it (they end the same prefix).
+        return block_index + sum(1 for at, _ in inserted.get(message_index, ()) if at <= block_index + 1)
+
+    changed: set[int] = set()
+    tail: tuple[int, int] | None = None
+    if (
+        transient_at is not None
+        and transient_at[1] == 0
+        and any(at == 0 for at, _ in inserted.get(transient_at[0], ()))
+    ):
+        # Inserted blocks open the latest message: the last breakpoint goes on the last of them.
+        tail = (transient_at[0], -1)
+    elif target_message >= 0 and merged[target_message]["content"]:
+        tail = (target_message, target_block % len(merged[target_message]["content"]))
+    marks = [*(b for b in breakpoints if b < tail), tail] if tail is not None else []
+    moved = [(m, shifted(m, b)) for m, b in marks]
+    for index, blocks in inserted.items():
+        before: dict[int, list[dict]] = {}
+        for at, block in blocks:
+            before.setdefault(at, []).append(block)
+        original = merged[index]["content"]
+        content = [b for i, block in enumerate(original) for b in (*before.get(i, ()), block)]
+        content += before.get(len(original), [])
+        merged[index] = {"role": merged[index]["role"], "content": content}
+        changed.add(index)
+    if transient_at is not None:
+        index, at = transient_at
+        at += sum(1 for where, _ in inserted.get(index, ()) if where <= at)
+        content = merged[index]["content"]
+        merged[index] = {"role": "user", "content": content[:at] + prefix_blocks + content[at:]}
+        changed.add(index)
+    elif question and merged:
+        changed.add(len(merged) - 1)
+    for message_index, block_index in moved:
         marked = merged[message_index]
         content = list(marked["content"])
         content[block_index] = _with_cache_control(copy.copy(content[block_index]))
@@ -396,4 +537,5 @@ def _prompt_encode(prompt: _Prompt, prepared: PreparedHistory) -> BuiltRequest:
         sections=prompt.by_section,
         parts=request_parts,
         pins_new=prompt.pins_new,
+        anchors_new=prompt.anchors_new,
     )

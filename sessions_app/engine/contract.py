@@ -111,6 +111,9 @@ class SessionSnapshot:
     # `context_pins` when they are this epoch's), None when none are pinned for it yet: the
     # next request pins what the sections give now (`ContextSection.pinned_system`).
     pins: Mapping[str, tuple[str, ...]] | None = None
+    # The sections' changed texts anchored in this epoch's history (`ContextAnchor`), oldest
+    # first: each shown, for the rest of the epoch, with the stored message it was anchored at.
+    anchors: tuple[ContextAnchor, ...] = ()
     # The session's agent (DESIGN.md, "Agents"), or None: a session without one.
     agent_id: int | None = None
     # The features' default settings: `setting`'s answer where `settings` lacks a key (a session
@@ -148,6 +151,7 @@ class SessionSnapshot:
             # Read with the row, not deferred (`get_deferred_fields` walks every field).
             notepad=(session.notepad or "") if with_notepad and "notepad" in vars(session) else None,
             pins=_epoch_pins(vars(session).get("context_pins"), session.epoch),
+            anchors=_epoch_anchors(vars(session).get("context_pins"), session.epoch),
             agent_id=vars(session).get("agent_id"),
             defaults=defaults,
         )
@@ -188,6 +192,43 @@ def _epoch_pins(stored: Any, epoch: int) -> Mapping[str, tuple[str, ...]] | None
         for name, texts in sections.items()
         if isinstance(texts, list)
     }
+
+
+@dataclass(frozen=True)
+class ContextAnchor:
+    """A section's pinned texts as they were when they changed inside the epoch (`texts`, what
+    `ContextSection.pinned_system` gave then), shown under the section's words
+    (`ContextSection.pinned_changed`) with the stored message at `position`, the latest message
+    of the request that first showed them, in every later request of the epoch: inside the
+    cached prefix, where an edit shown with the latest message for one call only would be read
+    from the cache by no request."""
+
+    position: int
+    section: str
+    texts: tuple[str, ...]
+
+    def stored(self) -> list[Any]:
+        return [self.position, self.section, list(self.texts)]
+
+
+def _epoch_anchors(stored: Any, epoch: int) -> tuple[ContextAnchor, ...]:
+    """A session row's anchored texts when they were anchored in `epoch`, in position order
+    (entries of another shape, e.g. from an edited export, are left out)."""
+    if not isinstance(stored, dict) or stored.get("epoch") != epoch:
+        return ()
+    anchors: list[ContextAnchor] = []
+    for entry in stored.get("anchors") or ():
+        if (
+            isinstance(entry, list)
+            and len(entry) == 3
+            and isinstance(entry[0], int)
+            and not isinstance(entry[0], bool)
+            and isinstance(entry[1], str)
+            and isinstance(entry[2], list)
+            and all(isinstance(text, str) for text in entry[2])
+        ):
+            anchors.append(ContextAnchor(entry[0], entry[1], tuple(entry[2])))
+    return tuple(sorted(anchors, key=lambda anchor: anchor.position))
 
 
 # ---------------------------------------------------------------------------
@@ -395,8 +436,18 @@ class ContextSection(Protocol):
         """System-prompt text pinned for an epoch: what this gives at the epoch's first request
         is stored (`AgentSession.context_pins`) and shown unchanged, inside the cached prefix,
         until the next compaction starts a new epoch (`SessionSnapshot.pinned` says what is
-        pinned). A section whose text changed since shows the change elsewhere for this call
-        (`message_prefix`), so that an edit never rewrites the cached prefix."""
+        pinned). When what this gives changes inside the epoch, the engine shows the change
+        with the latest message (`pinned_changed`), so that an edit never rewrites the cached
+        prefix."""
+        ...
+
+    def pinned_changed(self, session: SessionSnapshot, texts: tuple[str, ...]) -> str | None:
+        """How the section shows `texts`, what `pinned_system` gives now, when they differ from
+        what the epoch's requests showed of it last (its pinned texts, or its latest anchored
+        change): one text block whose words say it replaces the earlier copies. The engine
+        anchors it at the latest message for the rest of the epoch (`ContextAnchor`), or, once
+        the epoch's anchored changes fill their share of the window, shows it for this call
+        only. None: the section shows nothing of the change (it has its own way, or none)."""
         ...
 
     def dynamic_system(self, session: SessionSnapshot) -> list[str]:

@@ -3,6 +3,7 @@ requests are hashed and compared in. Split out of `context.py`, which re-exports
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -329,6 +330,28 @@ class PreparedHistory:
             block = sum(self.shown_length[m] for m in members[: upto + 1] if self.owner[m] == index) - 1
             return index, block
         return None
+
+    def stored_index_at(self, position: int) -> int | None:
+        """The stored index of the message at `position` (None: no such message here)."""
+        at = bisect.bisect_left(self.stored, position, key=lambda message: message.position)
+        return at if at < len(self.stored) and self.stored[at].position == position else None
+
+    def insertion_point(self, stored_index: int) -> tuple[int, int] | None:
+        """Where blocks shown with stored message `stored_index` go: (merged message index,
+        block index) after its tool results and before its other blocks (the API wants
+        tool_result blocks first in a user message). None when the view leaves it out."""
+        index = self.owner[stored_index]
+        if index < 0:
+            return None
+        members = self.members[index]
+        at = sum(
+            self.shown_length[m] for m in members[: members.index(stored_index)] if self.owner[m] == index
+        )
+        end = at + self.shown_length[stored_index]
+        content = self.messages[index]["content"]
+        while at < end and content[at].get("type") == "tool_result":
+            at += 1
+        return index, at
 
     def result_content(self, tool_use_id: str) -> Any:
         """The stored content of a tool result (what a mask hides)."""

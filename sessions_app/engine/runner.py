@@ -528,9 +528,12 @@ class TurnRunner:
         *,
         max_tokens: int | None = None,
         question: bool = False,
+        keep: bool = True,
     ) -> BuiltRequest:
         """`history` as a request of this turn (runs in a DB thread: sections read the ORM);
-        `question`: its last message is a question for this call only (`build_request`)."""
+        `question`: its last message is a question for this call only (`build_request`);
+        `keep`: what the request pins or anchors for the epoch is stored (False: an estimate's
+        request of a history the session does not have)."""
         built = build_request(
             session=snapshot,
             history=history,
@@ -539,11 +542,14 @@ class TurnRunner:
             sections=self.features.sections,
             question=question,
         )
-        if built.pins_new is not None:
+        if keep and (built.pins_new is not None or built.anchors_new is not None):
             # The epoch's first request (or a section switched on inside it): what the sections
-            # pinned is kept for the rest of the epoch.
+            # pinned is kept for the rest of the epoch; so is a change anchored in its history.
             services.session_context_pins_store(
-                session_id=self.session_id, epoch=snapshot.epoch, sections=built.pins_new
+                session_id=self.session_id,
+                epoch=snapshot.epoch,
+                sections=built.pins_new,
+                anchors=built.anchors_new,
             )
         return built
 

@@ -99,12 +99,41 @@ def session_status_set(*, session_id: uuid.UUID, status: str) -> None:
         event_emit(session_id=session_id, type="session.status", payload={"status": status})
 
 
-def session_context_pins_store(*, session_id: uuid.UUID, epoch: int, sections: dict[str, list[str]]) -> None:
-    """Store what the context sections pinned for `epoch` (`AgentSession.context_pins`), while the
-    session is still in that epoch. No event: what the model is shown is recorded with each call."""
-    AgentSession.objects.filter(pk=session_id, epoch=epoch).update(
-        context_pins={"epoch": epoch, "sections": sections}
-    )
+def session_context_pins_store(
+    *,
+    session_id: uuid.UUID,
+    epoch: int,
+    sections: dict[str, list[str]] | None = None,
+    anchors: list[list[Any]] | None = None,
+) -> None:
+    """Store what the context sections pinned for `epoch` (`sections`) and the changes anchored
+    in its history (`anchors`, `ContextAnchor.stored()` of each) in `AgentSession.context_pins`,
+    while the session is still in that epoch; what is not given is kept when it is that epoch's.
+    No event: what the model is shown is recorded with each call."""
+    with transaction.atomic():
+        row = AgentSession.objects.select_for_update().filter(pk=session_id, epoch=epoch).first()
+        if row is None:
+            return
+        stored = row.context_pins if isinstance(row.context_pins, dict) else {}
+        pins: dict[str, Any] = dict(stored) if stored.get("epoch") == epoch else {"epoch": epoch}
+        if sections is not None:
+            pins["sections"] = sections
+        if anchors is not None:
+            pins["anchors"] = anchors
+        row.context_pins = pins
+        row.save(update_fields=["context_pins"])
+
+
+def session_context_anchors_remove(*, session_id: uuid.UUID, epoch: int, anchors: list[list[Any]]) -> None:
+    """Take `anchors` (as stored) out of the changes anchored in `epoch`'s history, while the
+    session is still in that epoch; the others stay, those anchored since included."""
+    with transaction.atomic():
+        row = AgentSession.objects.select_for_update().filter(pk=session_id, epoch=epoch).first()
+        if row is None or not isinstance(row.context_pins, dict) or row.context_pins.get("epoch") != epoch:
+            return
+        kept = [a for a in row.context_pins.get("anchors") or [] if a not in anchors]
+        row.context_pins = {**row.context_pins, "anchors": kept}
+        row.save(update_fields=["context_pins"])
 
 
 # The fields of a session a client or operator may change after creating it (PROTOCOL.md v1.2's

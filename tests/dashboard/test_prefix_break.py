@@ -119,15 +119,18 @@ def test_the_notepad_in_message_position_is_a_memory_break_in_the_messages():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_notepad_pinned_per_epoch_changes_no_system_block_and_its_update_is_memory():
+def test_the_notepad_pinned_per_epoch_changes_no_system_block_and_its_update_breaks_nothing():
+    # Its change is anchored where it was first shown: the requests after it send it there again.
     session = session_new(settings={"notepad": {"position": "epoch"}})
     chat(session.pk, "remember: alpha")
     chat(session.pk, "hello")
-    found = [b for b in map(break_of, calls_of(session)) if b is not None]
+    calls = calls_of(session)
+    found = [b for b in map(break_of, calls) if b is not None]
     assert all(b.where != "system" for b in found)
-    last = found[-1]
-    assert (last.where, last.reason) == ("messages", "memory")
-    assert last.detail.startswith("per-call block of the previous request: The session notepad has changed")
+    assert not any("The session notepad has changed" in b.detail for b in found)
+    last = session_selectors.model_call_request(call=calls[-1])
+    earlier = [b.get("text", "") for m in last["messages"][:-1] for b in m["content"]]
+    assert any(text.startswith("The session notepad has changed") for text in earlier)
 
 
 @pytest.mark.django_db(transaction=True)

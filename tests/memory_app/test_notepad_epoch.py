@@ -39,6 +39,10 @@ def last_notepad_read(body: dict) -> str:
     return found[-1].rsplit("## Session Notepad\n", 1)[1]
 
 
+def texts_of(message: dict) -> list[str]:
+    return [b["text"] for b in message["content"] if b.get("type") == "text"]
+
+
 def transient_texts(body: dict) -> list[str]:
     return [b["text"] for b in body["messages"][-1]["content"] if b.get("type") == "text"]
 
@@ -70,7 +74,7 @@ async def test_an_edit_leaves_the_prefix_and_shows_the_current_notepad_with_the_
     connect: Any, fake_anthropic: FakeAnthropicServer
 ) -> None:
     client = await connect()
-    await client.create(settings=EPOCH)
+    session = await client.create(settings=EPOCH)
     fake_anthropic.enqueue(
         tool_use("update_notepad", {"operation": "append", "content": "found it\n"}),
         tool_use("read_notepad", {}),
@@ -88,10 +92,17 @@ async def test_an_edit_leaves_the_prefix_and_shows_the_current_notepad_with_the_
     # The words saying which copy is current come before the heading: the content starts on the
     # heading's next line, as in the system prompt.
     assert current.index(NOTEPAD_CHANGED_LEAD) < current.index("## Session Notepad")
-    # The history's breakpoint is on the stored block before the current notepad.
+    # The copy is anchored where it was first shown, after the edit's result: the history's last
+    # breakpoint ends it, and the next request shows it there again (so the cache reads it) and
+    # not with its own latest message.
     blocks = second["messages"][-1]["content"]
     assert [b["type"] for b in blocks] == ["tool_result", "text"]
-    assert blocks[0]["cache_control"] == CACHE_CONTROL and "cache_control" not in blocks[1]
+    assert "cache_control" not in blocks[0] and blocks[1]["cache_control"] == CACHE_CONTROL
+    again = third["messages"][len(second["messages"]) - 1]["content"]
+    assert [b.get("text") for b in again] == [None, current]
+    assert transient_texts(third) == []
+    row = await sync_to_async(AgentSession.objects.get)(pk=uuid.UUID(session["id"]))
+    assert row.context_pins["anchors"] == [[2, "notepad", ["## Session Notepad\nfound it\n"]]]
 
 
 async def test_the_pin_outlives_the_turn_and_a_new_turn_still_shows_the_current_notepad(
@@ -110,7 +121,7 @@ async def test_the_pin_outlives_the_turn_and_a_new_turn_still_shows_the_current_
     assert [b["text"] for b in later["messages"][0]["content"]] == ["one"]
 
 
-async def test_a_notepad_back_to_its_pinned_text_is_not_shown_twice(
+async def test_a_notepad_back_to_its_pinned_text_is_shown_again_after_the_copy_that_changed_it(
     connect: Any, fake_anthropic: FakeAnthropicServer
 ) -> None:
     client = await connect()
@@ -120,10 +131,17 @@ async def test_a_notepad_back_to_its_pinned_text_is_not_shown_twice(
         tool_use("write_notepad", {"content": "other"}),
         tool_use("write_notepad", {"content": "same"}),
         text("done"),
+        text("still"),
     )
     await turn(client)
-    assert transient_texts(fake_anthropic.requests[1].body)[-1].endswith("## Session Notepad\nother")
-    assert not any("Session Notepad" in t for t in transient_texts(fake_anthropic.requests[2].body))
+    await turn(client, "again")
+    second, third, fourth = (r.body for r in fake_anthropic.requests[1:])
+    assert transient_texts(second)[-1].endswith("## Session Notepad\nother")
+    # The copy saying "other" stays where it was shown: the pinned text is shown again after it,
+    # so that the last notepad the model reads is the current one; then neither is shown again.
+    assert last_notepad_read(third) == last_notepad_read(fourth) == "same"
+    copies = [t for m in fourth["messages"] for t in texts_of(m) if "## Session Notepad" in t]
+    assert len(copies) == 2
 
 
 async def test_a_compaction_pins_the_notepad_of_the_new_epoch(

@@ -51,6 +51,9 @@ class Section:
     def pinned_system(self, session):
         return []
 
+    def pinned_changed(self, session, texts):
+        return None
+
     def dynamic_system(self, session):
         return self.dynamic
 

@@ -26,6 +26,9 @@ class Pinning:
         self.calls += 1
         return self.pinned
 
+    def pinned_changed(self, session: SessionSnapshot, texts: tuple[str, ...]) -> str | None:
+        return None  # `test_context_anchors.py` shows changes
+
     def dynamic_system(self, session: SessionSnapshot) -> list[str]:
         return []
 
@@ -78,7 +81,9 @@ def test_what_is_pinned_for_the_epoch_is_shown_whatever_the_section_gives_now() 
     session = snapshot(pins={"pinning": ("## Pinned\nv1",)})
     built = build(session, PreparedHistory([msg(0, "user", t("hi"))]), [section])
     assert built.body["system"][-1]["text"] == "## Pinned\nv1"
-    assert (built.pins_new, section.calls) == (None, 0)
+    # The section is asked what it gives now only to show a change (`pinned_changed`; this
+    # section shows none): nothing is pinned again.
+    assert (built.pins_new, built.anchors_new, section.calls) == (None, None, 1)
 
 
 def test_a_section_without_a_pin_in_an_epoch_with_pins_is_added_to_them() -> None:

@@ -44,7 +44,13 @@ from sessions_app.engine.compaction.summary import (
     summary_input_estimate,
     summary_limit,
 )
-from sessions_app.engine.context import BuiltRequest, PreparedHistory, StoredMessage, build_request
+from sessions_app.engine.context import (
+    BuiltRequest,
+    PreparedHistory,
+    StoredMessage,
+    anchors_stale_after,
+    build_request,
+)
 from sessions_app.engine.contract import SessionSnapshot
 from sessions_app.engine.feature_set import FeatureSet
 from sessions_app.engine.history import history_remember, history_view
@@ -85,6 +91,7 @@ class CompactingTurn(Protocol):
         *,
         max_tokens: int | None = None,
         question: bool = False,
+        keep: bool = True,
     ) -> BuiltRequest: ...
 
     async def cancellable(self, awaitable: Awaitable[T]) -> T: ...
@@ -235,6 +242,16 @@ class Compactor:
         self.masked += masked
         if masked:
             self.history.mask_anchor = anchor
+            # The prefix is rewritten from the first result masked: the sections' stale
+            # anchored changes after it go too, at no further cost.
+            first = self.history.stored[self.history.result_at[masked[0].tool_use_id]].position
+            stale, _ = anchors_stale_after(snapshot, first)
+            if stale:
+                await db(services.session_context_anchors_remove)(
+                    session_id=self.runner.session_id,
+                    epoch=snapshot.epoch,
+                    anchors=[a.stored() for a in stale],
+                )
         return masked
 
     def _masking_pays(self, snapshot: SessionSnapshot, ids: list[str], estimate: int, low_water: int) -> bool:
@@ -247,6 +264,8 @@ class Compactor:
             return True
         ratio = snapshot.token_ratio or 1.0
         saving = self.history.mask_saving_estimate(ids, MASK_PLACEHOLDER_TOKENS)
+        first = self.history.stored[self.history.result_at[ids[0]]].position
+        saving += anchors_stale_after(snapshot, first)[1]
         return estimate - round(ratio * saving) <= low_water
 
     async def _mask_announced(
@@ -688,7 +707,8 @@ class Compactor:
         """The calibrated size of the next request once the history is `messages` (runs in a DB
         thread)."""
         history = PreparedHistory(messages, masks=self.history.masks)
-        after = self.runner.build_with(snapshot, history)
+        # A history that is not the session's: nothing it would pin or anchor is kept.
+        after = self.runner.build_with(snapshot, history, keep=False)
         return round((snapshot.token_ratio or 1.0) * after.estimated_tokens)
 
 
