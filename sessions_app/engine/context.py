@@ -342,9 +342,10 @@ class _Anchoring:
         members = self.prepared.members[latest]
         stored_index = members[-1] if latest == len(merged) - 1 else members[0]
         point = self.prepared.insertion_point(stored_index)
-        if point is None:
+        position = self.prepared.stored[stored_index].position
+        if point is None or position < 0:  # left out, or a message of this call only
             return None
-        return self.prepared.stored[stored_index].position, point[0], point[1]
+        return position, point[0], point[1]
 
     def section_show(self, section: ContextSection, name: str, pinned: tuple[str, ...]) -> list[str]:
         """Place section `name`'s anchored changes (and a new one, when it changed since) into
