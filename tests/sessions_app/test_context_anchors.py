@@ -18,8 +18,9 @@ from sessions_app.engine.context import (
     build_request,
 )
 from sessions_app.engine.contract import ContextAnchor, HistoryView, SessionSnapshot
+from tests.sessions_app.test_compaction_shared_summary import stripped
 from tests.sessions_app.test_context import msg, snapshot, t
-from tests.sessions_app.test_context_cache_layout import breakpoints, result, use
+from tests.sessions_app.test_context_cache_layout import breakpoints, result, session_row, use
 
 CC = CACHE_CONTROL
 LEAD = "Changed since the system prompt's copy; the last copy is current:"
@@ -72,15 +73,7 @@ def texts(message: dict) -> list[str]:
 
 def unmarked(value: Any) -> bytes:
     """`value`'s canonical JSON without its cache_control markers."""
-
-    def strip(item: Any) -> Any:
-        if isinstance(item, list):
-            return [strip(v) for v in item]
-        if isinstance(item, dict):
-            return {k: strip(v) for k, v in item.items() if k != "cache_control"}
-        return item
-
-    return canonical_json(strip(value))
+    return canonical_json(stripped(value))
 
 
 def stored_anchors(built: Any) -> tuple[ContextAnchor, ...]:
@@ -189,32 +182,9 @@ def test_stale_anchored_copies_after_a_position_are_those_a_later_copy_replaces(
 
 
 def test_anchors_are_read_for_their_epoch_only_and_odd_entries_are_left_out() -> None:
-    class Row:
-        pass
-
-    row = Row()
-    vars(row).update(
-        {
-            "id": snapshot().id,
-            "model": "m",
-            "system_prompt": "",
-            "context_window": 1000,
-            "compact_threshold": 0.8,
-            "settings": {},
-            "client_tools": [],
-            "epoch": 2,
-            "last_prompt_tokens": None,
-            "last_estimated_tokens": None,
-            "token_ratio": 1.0,
-            "compaction_failures": 0,
-            "depth": 0,
-            "parent_session_id": None,
-            "root_session_id": None,
-        }
-    )
     good = [7, "notepad", ["## Session Notepad\nx"]]
     odd = [[True, "notepad", []], ["7", "notepad", []], [1, 2, []], [1, "notepad", [3]], [1, "notepad"], "x"]
-    vars(row)["context_pins"] = {"epoch": 2, "sections": {}, "anchors": [good, *odd, [3, "notepad", []]]}
+    row = session_row(context_pins={"epoch": 2, "sections": {}, "anchors": [good, *odd, [3, "notepad", []]]})
     anchors = SessionSnapshot.from_session(row, defaults={}).anchors
     assert anchors == (
         ContextAnchor(3, "notepad", ()),

@@ -101,7 +101,9 @@ def test_pinned_text_alone_carries_the_systems_breakpoint() -> None:
     assert built.body["system"] == [{"type": "text", "text": "pinned", "cache_control": CC}]
 
 
-def test_pins_of_another_epoch_are_not_this_epochs() -> None:
+def session_row(**fields: Any) -> Any:
+    """A stand-in for a session row, as `SessionSnapshot.from_session` reads it."""
+
     class Row:
         pass
 
@@ -122,9 +124,13 @@ def test_pins_of_another_epoch_are_not_this_epochs() -> None:
         "depth": 0,
         "parent_session_id": None,
         "root_session_id": None,
-        "context_pins": {"epoch": 1, "sections": {"notepad": ["old"]}},
     }
-    vars(row).update(values)
+    vars(row).update({**values, **fields})
+    return row
+
+
+def test_pins_of_another_epoch_are_not_this_epochs() -> None:
+    row = session_row(context_pins={"epoch": 1, "sections": {"notepad": ["old"]}})
     assert SessionSnapshot.from_session(row, defaults={}).pins is None
     vars(row)["context_pins"] = {"epoch": 2, "sections": {"notepad": ["now"]}}
     assert SessionSnapshot.from_session(row, defaults={}).pinned("notepad") == ("now",)
