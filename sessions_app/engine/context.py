@@ -302,6 +302,11 @@ def _prompt_assemble(
 # it, a section's change is shown with the latest message for one call only, as it was before
 # anchoring (each copy then costs its tokens uncached on every call, but no more room).
 ANCHORED_WINDOW_SHARE = 0.1
+# And at most this many in an epoch, each at a message of at most this many tokens: a request
+# sends each message holding one as changed (encoded again, and recorded whole), so their number
+# and size are what an anchored change costs the server on every later call of the epoch.
+ANCHORED_MAX_PER_EPOCH = 8
+ANCHORED_MESSAGE_MAX_TOKENS = 4096
 
 
 class _Anchoring:
@@ -315,8 +320,9 @@ class _Anchoring:
     message stays what the previous request sent and is read from the cache, and the last copy
     the model reads is the current one. An anchored change no request shows any more (its
     message left out by the view, e.g. a finished task) is not counted as shown. Once the epoch's
-    anchored changes would take more than ANCHORED_WINDOW_SHARE of the window, a change is shown
-    with the latest message for this call only. The summary call in the session's layout
+    anchored changes would take more than ANCHORED_WINDOW_SHARE of the window or number
+    ANCHORED_MAX_PER_EPOCH, or when the latest message is over ANCHORED_MESSAGE_MAX_TOKENS, a
+    change is shown with the latest message for this call only. The summary call in the session's layout
     (`question`) shows the anchored changes before its question and anchors none."""
 
     def __init__(self, session: SessionSnapshot, prepared: PreparedHistory, *, question: bool) -> None:
@@ -342,10 +348,12 @@ class _Anchoring:
         members = self.prepared.members[latest]
         stored_index = members[-1] if latest == len(merged) - 1 else members[0]
         point = self.prepared.insertion_point(stored_index)
-        position = self.prepared.stored[stored_index].position
-        if point is None or position < 0:  # left out, or a message of this call only
+        message = self.prepared.stored[stored_index]
+        if point is None or message.position < 0:  # left out, or a message of this call only
             return None
-        return position, point[0], point[1]
+        if message.token_estimate > ANCHORED_MESSAGE_MAX_TOKENS:
+            return None  # a large message: the change waits for the next one, for this call only
+        return message.position, point[0], point[1]
 
     def section_show(self, section: ContextSection, name: str, pinned: tuple[str, ...]) -> list[str]:
         """Place section `name`'s anchored changes (and a new one, when it changed since) into
@@ -370,7 +378,7 @@ class _Anchoring:
         if text is None:
             return shown
         cost = _text_tokens("\n\n".join(now))
-        if self._latest is None or cost > self._room:
+        if self._latest is None or cost > self._room or len(self.anchors) >= ANCHORED_MAX_PER_EPOCH:
             self.transient[name] = [text]
             return shown
         position, index, at = self._latest

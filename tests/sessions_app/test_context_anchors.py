@@ -11,6 +11,8 @@ from typing import Any
 
 from sessions_app.common.canonical import canonical_json
 from sessions_app.engine.context import (
+    ANCHORED_MAX_PER_EPOCH,
+    ANCHORED_MESSAGE_MAX_TOKENS,
     ANCHORED_WINDOW_SHARE,
     CACHE_CONTROL,
     PreparedHistory,
@@ -143,6 +145,28 @@ def test_past_the_windows_share_a_change_is_shown_for_this_call_only() -> None:
     assert [b.get("text", "")[: len(LEAD)] for b in latest[1:]] == [LEAD, "[scratch]"]
     # The last breakpoint stays before the copy, which the next request will not send again.
     assert latest[0]["cache_control"] == CC and "cache_control" not in latest[1]
+
+
+def test_past_the_epochs_number_of_anchors_a_change_is_shown_for_this_call_only() -> None:
+    anchors = tuple(ContextAnchor(2 * n + 2, "memo", (f"v{n}",)) for n in range(ANCHORED_MAX_PER_EPOCH))
+    built = build(pinned(anchors=anchors), history(ANCHORED_MAX_PER_EPOCH + 1), Memo("now"))
+    assert built.anchors_new is None
+    assert texts(built.body["messages"][-1]) == [f"{LEAD}\n\nnow"]
+    # Each earlier one is still where it was anchored, before it.
+    assert sum(text.startswith(LEAD) for m in built.body["messages"] for text in texts(m)) == len(anchors) + 1
+
+
+def test_a_change_at_a_large_message_is_shown_for_this_call_and_anchored_at_the_next() -> None:
+    prepared = history(1)  # positions 0-2
+    prepared.append(msg(3, "assistant", t("ok")))
+    prepared.append(replace(msg(4, "user", t("x")), token_estimate=ANCHORED_MESSAGE_MAX_TOKENS + 1))
+    built = build(pinned(), prepared, Memo("v2"))
+    assert built.anchors_new is None
+    assert texts(built.body["messages"][-1]) == [f"{LEAD}\n\nv2", "x"]
+    prepared.append(msg(5, "assistant", use("c9")))
+    prepared.append(msg(6, "user", result("c9", 100)))
+    later = build(pinned(), prepared, Memo("v2"))
+    assert later.anchors_new == [[6, "memo", ["v2"]]]
 
 
 def test_a_change_whose_message_the_view_hides_is_shown_again() -> None:
