@@ -160,6 +160,31 @@ async def summarize_shared(*, provider: Provider, built: BuiltRequest, record: R
     separate call instead: the provider found the prompt too long, or the answer called a tool
     (none is run) or held no text. API errors are retried with backoff, as the separate call's
     (`CompactionFailed` when they persist)."""
+
+    async def judged(response: ModelResponse, duration_ms: int) -> tuple[str | None, str]:
+        await record(built, response, duration_ms)
+        if any(block.get("type") == "tool_use" for block in response.content):
+            return None, ""
+        return _text(response) or None, ""
+
+    try:
+        return await _attempts(lambda: provider.complete(built.body, encoded=built.encoded), judged)
+    except _TooLong:
+        return None
+
+
+# What a judge of a summary answer returns to have the call made again (`_attempts`).
+_AGAIN = object()
+
+
+async def _attempts(
+    ask: Callable[[], Awaitable[ModelResponse]],
+    judge: Callable[[ModelResponse, int], Awaitable[tuple[Any, str]]],
+) -> Any:
+    """A summary call made up to SUMMARY_ATTEMPTS times, waiting PALIMPSEST_COMPACTION_RETRY_SECONDS
+    (doubling) between: again after an API error, or when `judge` (given each answer and its
+    duration) returns `_AGAIN` with the reason; else what `judge` returns. `_TooLong` when the
+    provider found the prompt too long; `CompactionFailed` when every attempt failed."""
     delay = settings.PALIMPSEST_COMPACTION_RETRY_SECONDS
     problem = ""
     for attempt in range(SUMMARY_ATTEMPTS):
@@ -168,16 +193,15 @@ async def summarize_shared(*, provider: Provider, built: BuiltRequest, record: R
             delay *= 2
         started = time.monotonic()
         try:
-            response = await provider.complete(built.body, encoded=built.encoded)
+            response = await ask()
         except ProviderError as exc:
             if exc.kind == "prompt_too_long":
-                return None
+                raise _TooLong from exc
             problem = f"the summary call failed: {exc}"
             continue
-        await record(built, response, int((time.monotonic() - started) * 1000))
-        if any(block.get("type") == "tool_use" for block in response.content):
-            return None
-        return _text(response) or None
+        result, problem = await judge(response, int((time.monotonic() - started) * 1000))
+        if result is not _AGAIN:
+            return result
     raise CompactionFailed(f"{problem} ({SUMMARY_ATTEMPTS} attempts); the history was not compacted")
 
 
@@ -285,24 +309,11 @@ def _request(session: SessionSnapshot, text: str, instruction: str, limit: int) 
 
 async def _call(provider: Provider, body: dict[str, Any], record: RecordCall) -> str:
     """The summary text of one call, retried with backoff on an API error or an empty answer."""
-    delay = settings.PALIMPSEST_COMPACTION_RETRY_SECONDS
-    problem = ""
-    for attempt in range(SUMMARY_ATTEMPTS):
-        if attempt:
-            await asyncio.sleep(delay)
-            delay *= 2
-        started = time.monotonic()
-        try:
-            response = await provider.complete(body)
-        except ProviderError as exc:
-            if exc.kind == "prompt_too_long":
-                raise _TooLong from exc
-            problem = f"the summary call failed: {exc}"
-            continue
-        await record(body, response, "summary", int((time.monotonic() - started) * 1000))
-        text = _text(response)
-        if text:
-            return text
+
+    async def judged(response: ModelResponse, duration_ms: int) -> tuple[Any, str]:
+        await record(body, response, "summary", duration_ms)
         # Archiving the epoch behind an empty summary would lose the context: keep it as it is.
-        problem = "the summary call returned no text"
-    raise CompactionFailed(f"{problem} ({SUMMARY_ATTEMPTS} attempts); the history was not compacted")
+        text = _text(response)
+        return (text, "") if text else (_AGAIN, "the summary call returned no text")
+
+    return str(await _attempts(lambda: provider.complete(body), judged))
