@@ -459,8 +459,10 @@ class ModelCall(models.Model):
     """One request to the model and its answer, for the prompt inspector and the benchmarks.
 
     `request` is the exact request, except that a run of stored messages sent unchanged is
-    recorded as `{"$messages": [first, last]}` (positions) and the tools as `{"$part": sha256}`
-    (`RequestPart`); `selectors.model_call_request` rebuilds the exact body, and
+    recorded as `{"$messages": [first, last]}` (positions), a stored message sent with blocks
+    added or marked as `{"$message": position, "$content": [...]}` (`common.request_record`), and
+    the tools as `{"$part": sha256}` (`RequestPart`); `selectors.model_call_request` rebuilds the
+    exact body, and
     `request_sha256` (over the canonical JSON of the rebuilt body, keys sorted) proves it.
     """
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from sessions_app.common.approvals import APPROVAL_PENDING, input_sha256
 from sessions_app.common.canonical import canonical_json
+from sessions_app.common.request_record import MESSAGE_KEY, RUN_KEY, message_rebuilt
 from sessions_app.message_content import content_sql, message_rows_after, messages_with_content, resolved
 from sessions_app.models import (
     Agent,
@@ -280,14 +281,31 @@ def model_call_request(*, call: ModelCall) -> dict[str, Any]:
         for key, digest in named.items():
             if digest in texts:
                 body[key] = json.loads(texts[digest])
+    items = record.get("messages", [])
+    # The stored messages sent with blocks added or marked (a few a request), in one query.
+    singles = {
+        item[MESSAGE_KEY] for item in items if isinstance(item, dict) and type(item.get(MESSAGE_KEY)) is int
+    }
+    changed = {
+        m.position: m
+        for m in _with_content(
+            Message.objects.filter(session_id=call.session_id, position__in=singles), "role", "position"
+        )
+    }
     messages: list[dict] = []
-    for item in record.get("messages", []):
-        if isinstance(item, dict) and "$messages" in item:
-            first, last = item["$messages"]
-            stored = Message.objects.filter(
+    for item in items:
+        if isinstance(item, dict) and RUN_KEY in item:
+            first, last = item[RUN_KEY]
+            run = Message.objects.filter(
                 session_id=call.session_id, position__gte=first, position__lte=last
             ).order_by("position")
-            messages += [{"role": m.role, "content": resolved(m)} for m in _with_content(stored, "role")]
+            messages += [{"role": m.role, "content": resolved(m)} for m in _with_content(run, "role")]
+        elif isinstance(item, dict) and MESSAGE_KEY in item:
+            # A stored message that is gone leaves the body short: it no longer matches its hash.
+            m = changed.get(item[MESSAGE_KEY])
+            rebuilt = None if m is None else message_rebuilt(item, m.role, resolved(m))
+            if rebuilt is not None:
+                messages.append(rebuilt)
         else:
             messages.append(item)
     body["messages"] = messages

@@ -9,6 +9,7 @@ from typing import Any
 
 from sessions_app.common.canonical import canonical_json
 from sessions_app.common.estimate import estimate_json_tokens, estimate_text_tokens
+from sessions_app.common.request_record import RUN_KEY, message_described
 from sessions_app.common.types import StoredMessage
 from sessions_app.engine.contract import HistoryView
 
@@ -402,7 +403,9 @@ class PreparedHistory:
         return list(self.encoded)  # type: ignore[arg-type]  # no None is left
 
     def record(self, sent: list[dict], changed: set[int]) -> list[dict]:
-        """`sent` with unchanged stored messages replaced by `{"$messages": [first, last]}` runs."""
+        """`sent` with unchanged stored messages replaced by `{"$messages": [first, last]}` runs,
+        and a stored message sent with blocks added or marked by `{"$message": position, ...}`
+        (`common.request_record`)."""
         out: list[dict] = []
         index = 0
         for start, end, first in self.runs:
@@ -410,11 +413,15 @@ class PreparedHistory:
             cursor = start
             for cut in sorted(c for c in changed if start <= c < end):
                 if cursor < cut:
-                    out.append({"$messages": [first + cursor - start, first + cut - 1 - start]})
-                out.append(sent[cut])
+                    out.append({RUN_KEY: [first + cursor - start, first + cut - 1 - start]})
+                position = first + cut - start
+                # A message of this call only (a negative position: no row holds it) as sent.
+                out.append(
+                    message_described(sent[cut], self.messages[cut], position) if position >= 0 else sent[cut]
+                )
                 cursor = cut + 1
             if cursor < end:
-                out.append({"$messages": [first + cursor - start, first + end - 1 - start]})
+                out.append({RUN_KEY: [first + cursor - start, first + end - 1 - start]})
             index = end
         out.extend(sent[index:])
         return out

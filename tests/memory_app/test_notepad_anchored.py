@@ -13,7 +13,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from memory_app.notepad.prompts import NOTEPAD_CHANGED_LEAD
-from sessions_app.models import AgentSession
+from sessions_app import selectors
+from sessions_app.models import AgentSession, ModelCall
 from tests.conftest import chat
 from tests.fake_anthropic import FakeAnthropicServer, Reply, text, tool_use
 from tests.memory_app.test_notepad_epoch import last_notepad_read
@@ -87,6 +88,13 @@ async def test_each_request_reads_all_the_previous_one_cached_however_often_the_
     last = requests[-1].body
     assert last_notepad_read(last) == notepad.notepad
     assert len(copies(last)) == 6  # one per change, each where it was first shown
+    # Each call's record names the messages holding a copy by position, and rebuilds exactly.
+    calls = [call async for call in ModelCall.objects.filter(session_id=notepad.pk).order_by("started_at")]
+    assert len(calls) == 13
+    for call in calls:
+        assert await sync_to_async(selectors.model_call_request_verified)(call=call)
+    named = [item for item in calls[-1].request["messages"] if "$message" in item]
+    assert len(named) >= 6
 
 
 async def test_a_masking_batch_drops_the_replaced_copies_after_where_it_rewrites(

@@ -6,6 +6,7 @@ import json
 import uuid
 from typing import Any
 
+from sessions_app.common.request_record import message_rebuilt
 from sessions_app.engine.context import (
     CACHE_CONTROL,
     PreparedHistory,
@@ -157,6 +158,7 @@ def test_consecutive_user_messages_are_merged_and_recorded_whole():
         "role": "user",
         "content": [result, {**t("next"), "cache_control": CC}],
     }
+    # Merged of two stored messages: sent whole.
     assert built.record["messages"] == [{"$messages": [0, 1]}, built.body["messages"][2]]
 
 
@@ -233,6 +235,11 @@ def _rebuild(record: list[dict], history: list[StoredMessage]) -> list[dict]:
                 {"role": by_position[p].role, "content": by_position[p].content}
                 for p in range(first, last + 1)
             ]
+        elif "$message" in item:
+            stored = by_position[item["$message"]]
+            rebuilt = message_rebuilt(item, stored.role, stored.content)
+            assert rebuilt is not None
+            out.append(rebuilt)
         else:
             out.append(item)
     return out
@@ -395,3 +402,39 @@ def test_the_tools_tokens_are_those_of_their_json_as_sent_and_follow_a_change():
     )
     assert second.breakdown["tools"] == estimate_json_tokens([{**longer, "cache_control": CC}])
     assert second.breakdown["tools"] > first.breakdown["tools"] + 100
+
+
+def test_a_stored_message_sent_with_blocks_added_or_marked_is_recorded_by_position():
+    # The latest message holds a large tool result: each call that marks it, or shows a block
+    # with it, records which stored blocks it sent and what it added, not the result again.
+    result = {"type": "tool_result", "tool_use_id": "x", "content": "r" * 5000}
+    history = [
+        msg(0, "user", t("a")),
+        msg(1, "assistant", {"type": "tool_use", "id": "x", "name": "n", "input": {}}),
+        msg(2, "user", result),
+    ]
+    built = build_request(
+        session=snapshot(),
+        history=history,
+        server_tools=[],
+        max_tokens=1,
+        sections=[Section(prefix=["[memo]"])],
+    )
+    assert built.body["messages"][2]["content"] == [{**result, "cache_control": CC}, t("[memo]")]
+    assert built.record["messages"] == [
+        {"$messages": [0, 1]},
+        {"$message": 2, "$content": [{"$block": 0, "cache_control": CC}, t("[memo]")]},
+    ]
+    assert _rebuild(built.record["messages"], history) == built.body["messages"]
+    assert len(json.dumps(built.record)) < 1000
+
+
+def test_a_recorded_message_that_does_not_fit_its_stored_one_is_not_rebuilt():
+    content = [t("a"), t("b")]
+    assert message_rebuilt({"$message": 0, "$content": [1, 0, t("new")]}, "user", content) == {
+        "role": "user",
+        "content": [t("b"), t("a"), t("new")],
+    }
+    for parts in ([2], [-1], [True], ["0"], [{"$block": 5, "cache_control": CC}], "x"):
+        assert message_rebuilt({"$message": 0, "$content": parts}, "user", content) is None
+    assert message_rebuilt({"$message": 0, "$content": [0]}, "user", None) is None

@@ -35,6 +35,8 @@ from typing import Any
 from django.db.models import Q
 
 from sessions_app.common.estimate import estimate_json_tokens, estimate_text_tokens
+from sessions_app.common.request_record import MESSAGE_KEY, RUN_KEY, message_rebuilt, recorded_positions
+from sessions_app.message_content import RESOLVED, messages_with_content
 from sessions_app.models import Archive, MaskedResult, Message, ModelCall, RequestPart
 
 # A system block that is the notepad's section is memory wherever it sits.
@@ -70,18 +72,21 @@ class PrefixBreak:
 
 @dataclass
 class _Slot:
-    """A message of a request as its record names it: a stored position or a literal message."""
+    """A message of a request as its record names it: a stored position sent unchanged, a stored
+    message sent with blocks added or marked (`changed`, its record item), or a literal message."""
 
     position: int | None
     message: dict | None
+    changed: dict | None = None
 
 
 def _slots(record_messages: Iterable[Any]) -> list[_Slot]:
     slots: list[_Slot] = []
     for item in record_messages:
-        if isinstance(item, dict) and "$messages" in item:
-            first, last = item["$messages"]
-            slots += [_Slot(p, None) for p in range(first, last + 1)]
+        if isinstance(item, dict) and RUN_KEY in item:
+            slots += [_Slot(p, None) for p in recorded_positions(item)]
+        elif isinstance(item, dict) and type(item.get(MESSAGE_KEY)) is int:
+            slots.append(_Slot(None, None, item))
         else:
             slots.append(_Slot(None, item if isinstance(item, dict) else {"content": item}))
     return slots
@@ -214,23 +219,31 @@ class _Comparison:
         # The stored messages whose content a comparison needs (one query): the previous
         # request's stored messages where this one sent a message changed, up to the first
         # place where two runs name different positions.
-        needed: list[int] = []
+        needed: list[int] = [s.changed[MESSAGE_KEY] for s in old_slots[:common] if s.changed is not None]
         for old, new in zip(old_slots[:common], self.slots[:common], strict=True):
             if old.position is not None and (new.position is None or new.position != old.position):
                 needed.append(old.position)
                 if new.position is not None:
                     break
+        # Their content as every reader sees it (a fork's copy shares its parent's).
         stored = {
-            p: {"role": role, "content": content}
-            for p, role, content in Message.objects.filter(
-                session_id=self.call.session_id, position__in=needed
-            ).values_list("position", "role", "content")
+            m.position: {"role": m.role, "content": getattr(m, RESOLVED)}
+            for m in messages_with_content(
+                Message.objects.filter(session_id=self.call.session_id, position__in=needed).only(
+                    "position", "role"
+                )
+            )
         }
         for index in range(common):
             old, new = old_slots[index], self.slots[index]
             if old.position is not None and old.position == new.position:
                 continue
             old_message = old.message if old.position is None else stored.get(old.position)
+            if old.changed is not None:
+                named = stored.get(old.changed[MESSAGE_KEY])
+                old_message = (
+                    None if named is None else message_rebuilt(old.changed, named["role"], named["content"])
+                )
             if old_message is None:  # the stored message is gone: nothing to compare with
                 return self._message_reason(index, 0, None, old_slots)
             new_message = self.messages[index]
