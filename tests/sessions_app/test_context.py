@@ -111,8 +111,8 @@ def test_transient_blocks_go_before_latest_user_text_and_after_the_breakpoint():
     assert messages[2] == {"role": "user", "content": [t("[memo]"), t("c")]}
 
 
-def test_transient_blocks_follow_tool_results_in_their_message():
-    result = {"type": "tool_result", "tool_use_id": "x", "content": "r"}
+def test_transient_blocks_follow_tool_results_in_their_message_which_is_recorded_by_position():
+    result = {"type": "tool_result", "tool_use_id": "x", "content": "r" * 5000}
     history = [
         msg(0, "user", t("a")),
         msg(1, "assistant", {"type": "tool_use", "id": "x", "name": "n", "input": {}}),
@@ -128,6 +128,13 @@ def test_transient_blocks_follow_tool_results_in_their_message():
     # The breakpoint stays on the stored tool result, before the injected block.
     assert built.body["messages"][2]["content"] == [{**result, "cache_control": CC}, t("[memo]")]
     assert built.body["messages"][1]["content"][0].get("cache_control") is None
+    # The record names the stored blocks it sent and what it added, not the large result again.
+    assert built.record["messages"] == [
+        {"$messages": [0, 1]},
+        {"$message": 2, "$content": [{"$block": 0, "cache_control": CC}, t("[memo]")]},
+    ]
+    assert _rebuild(built.record["messages"], history) == built.body["messages"]
+    assert len(json.dumps(built.record)) < 1000
 
 
 def test_transient_blocks_go_before_the_latest_stored_message_inside_a_merged_one():
@@ -402,31 +409,6 @@ def test_the_tools_tokens_are_those_of_their_json_as_sent_and_follow_a_change():
     )
     assert second.breakdown["tools"] == estimate_json_tokens([{**longer, "cache_control": CC}])
     assert second.breakdown["tools"] > first.breakdown["tools"] + 100
-
-
-def test_a_stored_message_sent_with_blocks_added_or_marked_is_recorded_by_position():
-    # The latest message holds a large tool result: each call that marks it, or shows a block
-    # with it, records which stored blocks it sent and what it added, not the result again.
-    result = {"type": "tool_result", "tool_use_id": "x", "content": "r" * 5000}
-    history = [
-        msg(0, "user", t("a")),
-        msg(1, "assistant", {"type": "tool_use", "id": "x", "name": "n", "input": {}}),
-        msg(2, "user", result),
-    ]
-    built = build_request(
-        session=snapshot(),
-        history=history,
-        server_tools=[],
-        max_tokens=1,
-        sections=[Section(prefix=["[memo]"])],
-    )
-    assert built.body["messages"][2]["content"] == [{**result, "cache_control": CC}, t("[memo]")]
-    assert built.record["messages"] == [
-        {"$messages": [0, 1]},
-        {"$message": 2, "$content": [{"$block": 0, "cache_control": CC}, t("[memo]")]},
-    ]
-    assert _rebuild(built.record["messages"], history) == built.body["messages"]
-    assert len(json.dumps(built.record)) < 1000
 
 
 def test_a_recorded_message_that_does_not_fit_its_stored_one_is_not_rebuilt():
